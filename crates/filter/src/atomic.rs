@@ -1,0 +1,173 @@
+//! A counting Bloom filter shared by many threads without a lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::codec::DecodeError;
+use crate::counting::{stuck_nibbles, CountingBloomFilter, BLOCK_WORDS, COUNTER_MAX};
+use crate::geometry::{BloomGeometry, GeometryError};
+use crate::NotPresent;
+
+/// The counting Bloom filter of [`CountingBloomFilter`] (same geometry,
+/// layout and format) on atomic words, with `&self` methods.
+///
+/// Each counter update is one compare-and-swap on its word, so increments
+/// and decrements from any number of threads are never lost, and a counter
+/// that reaches 15 stays there. It keeps no flip log: it is for counting
+/// from many threads, not for feeding copies.
+#[derive(Debug)]
+pub struct AtomicCountingBloomFilter {
+    geometry: BloomGeometry,
+    words: Vec<AtomicU64>,
+    items: AtomicU64,
+    stuck: AtomicU64,
+}
+
+impl AtomicCountingBloomFilter {
+    pub fn new(geometry: BloomGeometry) -> Self {
+        AtomicCountingBloomFilter {
+            geometry,
+            words: (0..geometry.num_bits() / 16)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            items: AtomicU64::new(0),
+            stuck: AtomicU64::new(0),
+        }
+    }
+
+    pub fn with_capacity(items: u64, fpr: f64) -> Result<Self, GeometryError> {
+        Ok(AtomicCountingBloomFilter::new(BloomGeometry::for_capacity(
+            items, fpr,
+        )?))
+    }
+
+    pub fn geometry(&self) -> BloomGeometry {
+        self.geometry
+    }
+
+    fn block(&self, block: u64) -> &[AtomicU64] {
+        let start = block as usize * BLOCK_WORDS;
+        &self.words[start..start + BLOCK_WORDS]
+    }
+
+    pub fn insert(&self, id: impl AsRef<[u8]>) {
+        let probes = self.geometry.probes(id.as_ref());
+        let block = self.block(probes.block);
+        for i in 0..self.geometry.k() {
+            let off = probes.offset(i);
+            let (word, shift) = ((off / 16) as usize, (off % 16) * 4);
+            let updated = block[word].fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let c = (w >> shift) & 0xf;
+                (c < u64::from(COUNTER_MAX)).then(|| w + (1 << shift))
+            });
+            if let Ok(old) = updated {
+                if (old >> shift) & 0xf == u64::from(COUNTER_MAX) - 1 {
+                    self.stuck.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.items.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Un-counts `id`; refuses when a counter of `id` is zero. As with
+    /// [`CountingBloomFilter::remove`], the caller must know `id` is present.
+    pub fn remove(&self, id: impl AsRef<[u8]>) -> Result<(), NotPresent> {
+        let probes = self.geometry.probes(id.as_ref());
+        let block = self.block(probes.block);
+        let k = self.geometry.k();
+        let counter = |i| {
+            let off: u32 = probes.offset(i);
+            (block[(off / 16) as usize].load(Ordering::Acquire) >> ((off % 16) * 4)) & 0xf
+        };
+        if (0..k).any(|i| counter(i) == 0) {
+            return Err(NotPresent);
+        }
+        for i in 0..k {
+            let off = probes.offset(i);
+            let (word, shift) = ((off / 16) as usize, (off % 16) * 4);
+            // A zero here means a remove without its insert raced us; the
+            // counter stays at zero rather than wrapping into its neighbour.
+            let _ = block[word].fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let c = (w >> shift) & 0xf;
+                (c != 0 && c != u64::from(COUNTER_MAX)).then(|| w - (1 << shift))
+            });
+        }
+        let _ = self
+            .items
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        Ok(())
+    }
+
+    #[inline]
+    pub fn contains(&self, id: impl AsRef<[u8]>) -> bool {
+        let probes = self.geometry.probes(id.as_ref());
+        let block = self.block(probes.block);
+        (0..self.geometry.k()).all(|i| {
+            let off = probes.offset(i);
+            (block[(off / 16) as usize].load(Ordering::Acquire) >> ((off % 16) * 4)) & 0xf != 0
+        })
+    }
+
+    pub fn count(&self, id: impl AsRef<[u8]>) -> u8 {
+        let probes = self.geometry.probes(id.as_ref());
+        let block = self.block(probes.block);
+        (0..self.geometry.k())
+            .map(|i| {
+                let off = probes.offset(i);
+                ((block[(off / 16) as usize].load(Ordering::Acquire) >> ((off % 16) * 4)) & 0xf)
+                    as u8
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub fn items(&self) -> u64 {
+        self.items.load(Ordering::Relaxed)
+    }
+
+    pub fn stuck_counters(&self) -> u64 {
+        self.stuck.load(Ordering::Relaxed)
+    }
+
+    /// A copy as a [`CountingBloomFilter`]. Words are read one at a time:
+    /// while other threads write, the copy is not a single instant's state.
+    pub fn snapshot(&self) -> CountingBloomFilter {
+        let words = self
+            .words
+            .iter()
+            .map(|w| w.load(Ordering::Acquire))
+            .collect();
+        CountingBloomFilter::from_words(self.geometry, words, 0, 0, self.items())
+    }
+
+    /// Serializes in the `XACB` format (see [`snapshot`](Self::snapshot)).
+    pub fn encode(&self) -> Vec<u8> {
+        self.snapshot().encode()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        Ok(AtomicCountingBloomFilter::from(
+            CountingBloomFilter::decode(bytes)?,
+        ))
+    }
+}
+
+impl From<CountingBloomFilter> for AtomicCountingBloomFilter {
+    fn from(f: CountingBloomFilter) -> Self {
+        let words: Vec<AtomicU64> = f
+            .counter_words()
+            .iter()
+            .map(|&w| AtomicU64::new(w))
+            .collect();
+        let stuck = f
+            .counter_words()
+            .iter()
+            .map(|&w| u64::from(stuck_nibbles(w)))
+            .sum();
+        AtomicCountingBloomFilter {
+            geometry: f.geometry(),
+            words,
+            items: AtomicU64::new(f.items()),
+            stuck: AtomicU64::new(stuck),
+        }
+    }
+}

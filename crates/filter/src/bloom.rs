@@ -1,0 +1,243 @@
+//! The plain (blocked) Bloom filter: the bit view that peers and browsers
+//! hold of a domain's counting filter.
+
+use crate::codec::{self, words_from_le, DecodeError, Writer};
+use crate::delta::{ApplyError, Delta};
+use crate::geometry::{BloomGeometry, GeometryError};
+use crate::hash::{Probes, BLOCK_BITS};
+
+/// u64 words in one 512-bit block.
+const BLOCK_WORDS: usize = (BLOCK_BITS / 64) as usize;
+
+/// A Bloom filter whose k probes for an ID all fall in one 512-bit block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BloomFilter {
+    geometry: BloomGeometry,
+    words: Vec<u64>,
+    epoch: u64,
+    version: u64,
+    items: u64,
+}
+
+/// Two filters of different geometry cannot be combined.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("geometries differ: {left:?} and {right:?}")]
+pub struct GeometryMismatch {
+    pub left: BloomGeometry,
+    pub right: BloomGeometry,
+}
+
+impl BloomFilter {
+    pub fn new(geometry: BloomGeometry) -> Self {
+        BloomFilter {
+            geometry,
+            words: vec![0; (geometry.num_bits() / 64) as usize],
+            epoch: 0,
+            version: 0,
+            items: 0,
+        }
+    }
+
+    /// Sized for `items` at false-positive rate `fpr`.
+    pub fn with_capacity(items: u64, fpr: f64) -> Result<Self, GeometryError> {
+        Ok(BloomFilter::new(BloomGeometry::for_capacity(items, fpr)?))
+    }
+
+    pub(crate) fn from_parts(
+        geometry: BloomGeometry,
+        words: Vec<u64>,
+        epoch: u64,
+        version: u64,
+        items: u64,
+    ) -> Self {
+        debug_assert_eq!(words.len() as u64 * 64, geometry.num_bits());
+        BloomFilter {
+            geometry,
+            words,
+            epoch,
+            version,
+            items,
+        }
+    }
+
+    pub fn geometry(&self) -> BloomGeometry {
+        self.geometry
+    }
+
+    /// Sets `id`'s bits. Returns whether any bit was newly set (false means
+    /// the filter already answered "maybe" for `id`).
+    pub fn insert(&mut self, id: impl AsRef<[u8]>) -> bool {
+        let probes = self.geometry.probes(id.as_ref());
+        let k = self.geometry.k();
+        let block = block_mut(&mut self.words, probes.block);
+        let mut changed = false;
+        for i in 0..k {
+            let off = probes.offset(i);
+            let (word, bit) = ((off / 64) as usize, 1u64 << (off % 64));
+            changed |= block[word] & bit == 0;
+            block[word] |= bit;
+        }
+        self.items += 1;
+        self.version += 1;
+        changed
+    }
+
+    /// False means `id` was certainly never inserted.
+    #[inline]
+    pub fn contains(&self, id: impl AsRef<[u8]>) -> bool {
+        self.contains_probes(&self.geometry.probes(id.as_ref()))
+    }
+
+    /// [`contains`](Self::contains) for probes already computed with this
+    /// filter's geometry (one hash serves many filters of equal geometry).
+    #[inline]
+    pub fn contains_probes(&self, probes: &Probes) -> bool {
+        let block = block(&self.words, probes.block);
+        let mut mask = [0u64; BLOCK_WORDS];
+        for i in 0..self.geometry.k() {
+            let off = probes.offset(i);
+            mask[(off / 64) as usize] |= 1u64 << (off % 64);
+        }
+        block
+            .iter()
+            .zip(mask.iter())
+            .fold(0u64, |acc, (b, m)| acc | (m & !b))
+            == 0
+    }
+
+    /// Bit `pos` (panics if `pos` is outside the filter).
+    pub fn bit(&self, pos: u64) -> bool {
+        self.words[(pos / 64) as usize] >> (pos % 64) & 1 == 1
+    }
+
+    /// Adds every ID of `other` (same geometry) to this filter.
+    pub fn union(&mut self, other: &BloomFilter) -> Result<(), GeometryMismatch> {
+        if self.geometry != other.geometry {
+            return Err(GeometryMismatch {
+                left: self.geometry,
+                right: other.geometry,
+            });
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+        self.items += other.items;
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Brings this filter from a version in `delta.from_version..=to_version`
+    /// to `delta.to_version`. On error nothing changes.
+    pub fn apply(&mut self, delta: &Delta) -> Result<(), ApplyError> {
+        delta.check(self.epoch, self.version, self.geometry.num_bits(), 1)?;
+        for c in &delta.changes {
+            let (word, bit) = ((c.cell / 64) as usize, 1u64 << (c.cell % 64));
+            if c.value == 1 {
+                self.words[word] |= bit;
+            } else {
+                self.words[word] &= !bit;
+            }
+        }
+        self.version = delta.to_version;
+        self.items = delta.items;
+        Ok(())
+    }
+
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    /// Share of bits set.
+    pub fn fill_ratio(&self) -> f64 {
+        self.count_ones() as f64 / self.geometry.num_bits() as f64
+    }
+
+    /// False-positive rate implied by the bits actually set: the mean over
+    /// blocks of (block fill)^k.
+    pub fn estimated_fpr(&self) -> f64 {
+        let k = self.geometry.k() as i32;
+        let sum: f64 = self
+            .words
+            .chunks_exact(BLOCK_WORDS)
+            .map(|b| {
+                let ones: u32 = b.iter().map(|w| w.count_ones()).sum();
+                (f64::from(ones) / BLOCK_BITS as f64).powi(k)
+            })
+            .sum();
+        sum / self.geometry.num_blocks() as f64
+    }
+
+    /// The bits as little-endian u64 words (bit i is bit i % 64 of word i / 64).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn set_version(&mut self, version: u64) {
+        self.version = version;
+    }
+
+    /// IDs inserted, as far as the writer knows (informational).
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    /// Serializes in the `XABL` format of docs/FORMAT.md.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(codec::BLOOM, 40 + self.words.len() * 8);
+        w.u64(self.geometry.num_bits())
+            .u32(self.geometry.k())
+            .u32(self.geometry.seed())
+            .u64(self.epoch)
+            .u64(self.version)
+            .u64(self.items)
+            .words(&self.words);
+        w.finish()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = codec::open(bytes, codec::BLOOM)?;
+        let num_bits = r.u64()?;
+        let k = r.u32()?;
+        let seed = r.u32()?;
+        let geometry = BloomGeometry::new(num_bits, k, seed)?;
+        let epoch = r.u64()?;
+        let version = r.u64()?;
+        let items = r.u64()?;
+        let payload = r.payload(num_bits / 8)?;
+        Ok(BloomFilter::from_parts(
+            geometry,
+            words_from_le(payload),
+            epoch,
+            version,
+            items,
+        ))
+    }
+}
+
+#[inline(always)]
+fn block(words: &[u64], block: u64) -> &[u64; BLOCK_WORDS] {
+    let start = block as usize * BLOCK_WORDS;
+    words[start..start + BLOCK_WORDS]
+        .try_into()
+        .expect("a block is BLOCK_WORDS long")
+}
+
+#[inline(always)]
+fn block_mut(words: &mut [u64], block: u64) -> &mut [u64; BLOCK_WORDS] {
+    let start = block as usize * BLOCK_WORDS;
+    (&mut words[start..start + BLOCK_WORDS])
+        .try_into()
+        .expect("a block is BLOCK_WORDS long")
+}

@@ -1,0 +1,379 @@
+//! The counting Bloom filter: 4-bit counters, sticky at 15, with a bit
+//! view for peers and a flip log for deltas.
+
+use crate::bloom::BloomFilter;
+use crate::codec::{self, words_from_le, DecodeError, Writer};
+use crate::delta::{ChangeLog, Delta, DeltaError, DEFAULT_LOG_CAPACITY};
+use crate::geometry::{BloomGeometry, GeometryError};
+use crate::hash::{Probes, BLOCK_BITS};
+use crate::NotPresent;
+
+/// A counter that reaches this value stays there: after an overflow the
+/// true count is unknown, and decrementing could reach 0 while an ID that
+/// maps here is still present (a false "no").
+pub const COUNTER_MAX: u8 = 15;
+/// Counters in one u64 word.
+const PER_WORD: u64 = 16;
+/// u64 words in one block of 512 counters.
+pub(crate) const BLOCK_WORDS: usize = (BLOCK_BITS / PER_WORD) as usize;
+const NIBBLE_LOW_BITS: u64 = 0x1111_1111_1111_1111;
+
+/// A counting Bloom filter with 4-bit counters packed sixteen to a word.
+///
+/// Every successful insert or remove raises [`version`](Self::version);
+/// every counter crossing 0↔1 is logged with that version, so
+/// [`flips_since`](Self::flips_since) can bring a copy of the bit view
+/// up to date.
+#[derive(Clone, Debug)]
+pub struct CountingBloomFilter {
+    geometry: BloomGeometry,
+    words: Vec<u64>,
+    epoch: u64,
+    version: u64,
+    items: u64,
+    stuck: u64,
+    log: ChangeLog,
+}
+
+impl CountingBloomFilter {
+    pub fn new(geometry: BloomGeometry) -> Self {
+        CountingBloomFilter {
+            geometry,
+            words: vec![0; (geometry.num_bits() / PER_WORD) as usize],
+            epoch: 0,
+            version: 0,
+            items: 0,
+            stuck: 0,
+            log: ChangeLog::new(DEFAULT_LOG_CAPACITY, 0),
+        }
+    }
+
+    /// Sized for `items` at false-positive rate `fpr`.
+    pub fn with_capacity(items: u64, fpr: f64) -> Result<Self, GeometryError> {
+        Ok(CountingBloomFilter::new(BloomGeometry::for_capacity(
+            items, fpr,
+        )?))
+    }
+
+    /// Keeps at most `capacity` flips (16 bytes each); 0 keeps none, so
+    /// every copy must be brought up to date by snapshot.
+    pub fn with_log_capacity(mut self, capacity: usize) -> Self {
+        self.log = ChangeLog::new(capacity, self.version);
+        self
+    }
+
+    pub fn geometry(&self) -> BloomGeometry {
+        self.geometry
+    }
+
+    /// Counts `id` once more. Returns whether the bit view changed.
+    pub fn insert(&mut self, id: impl AsRef<[u8]>) -> bool {
+        let probes = self.geometry.probes(id.as_ref());
+        self.version += 1;
+        self.items += 1;
+        let version = self.version;
+        let base = probes.block * BLOCK_BITS;
+        let block = block_mut(&mut self.words, probes.block);
+        let mut flipped = false;
+        for i in 0..self.geometry.k() {
+            let off = probes.offset(i);
+            let (w, shift) = nibble(off);
+            let c = (block[w] >> shift) & 0xf;
+            if c == u64::from(COUNTER_MAX) {
+                continue;
+            }
+            block[w] += 1 << shift;
+            if c == 0 {
+                self.log.record(version, base + u64::from(off), 1);
+                flipped = true;
+            } else if c == u64::from(COUNTER_MAX) - 1 {
+                self.stuck += 1;
+            }
+        }
+        flipped
+    }
+
+    /// Un-counts `id`. Refuses, changing nothing, when a counter of `id` is
+    /// zero (it was certainly not inserted). Removing an ID that was never
+    /// inserted but whose counters are all non-zero cannot be detected and
+    /// corrupts the filter: the caller must know the ID is present.
+    pub fn remove(&mut self, id: impl AsRef<[u8]>) -> Result<(), NotPresent> {
+        let probes = self.geometry.probes(id.as_ref());
+        let k = self.geometry.k();
+        let base = probes.block * BLOCK_BITS;
+        let block = block_mut(&mut self.words, probes.block);
+        if (0..k).any(|i| counter_in(block, probes.offset(i)) == 0) {
+            return Err(NotPresent);
+        }
+        self.version += 1;
+        self.items = self.items.saturating_sub(1);
+        for i in 0..k {
+            let off = probes.offset(i);
+            let (w, shift) = nibble(off);
+            let c = (block[w] >> shift) & 0xf;
+            if c == u64::from(COUNTER_MAX) {
+                continue;
+            }
+            block[w] -= 1 << shift;
+            if c == 1 {
+                self.log.record(self.version, base + u64::from(off), 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// False means `id` is certainly not in the filter.
+    #[inline]
+    pub fn contains(&self, id: impl AsRef<[u8]>) -> bool {
+        self.contains_probes(&self.geometry.probes(id.as_ref()))
+    }
+
+    #[inline]
+    pub fn contains_probes(&self, probes: &Probes) -> bool {
+        let block = block(&self.words, probes.block);
+        (0..self.geometry.k()).all(|i| counter_in(block, probes.offset(i)) != 0)
+    }
+
+    /// The smallest of `id`'s counters: an upper bound on how many times it
+    /// was inserted (while no counter is stuck).
+    pub fn count(&self, id: impl AsRef<[u8]>) -> u8 {
+        let probes = self.geometry.probes(id.as_ref());
+        let block = block(&self.words, probes.block);
+        (0..self.geometry.k())
+            .map(|i| counter_in(block, probes.offset(i)))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Counter at `pos` (panics if `pos` is outside the filter).
+    pub fn counter(&self, pos: u64) -> u8 {
+        ((self.words[(pos / PER_WORD) as usize] >> ((pos % PER_WORD) * 4)) & 0xf) as u8
+    }
+
+    /// Counters stuck at [`COUNTER_MAX`].
+    pub fn stuck_counters(&self) -> u64 {
+        self.stuck
+    }
+
+    /// IDs inserted minus IDs removed.
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// A new epoch: copies of an older epoch must take a snapshot, so the
+    /// flip log restarts.
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        self.log.reset(self.version);
+    }
+
+    /// The oldest version [`flips_since`](Self::flips_since) can start from.
+    pub fn oldest_delta_version(&self) -> u64 {
+        self.log.oldest()
+    }
+
+    /// The bit view (counter > 0) as a plain Bloom filter, with this
+    /// filter's epoch, version and item count.
+    pub fn bit_view(&self) -> BloomFilter {
+        let bits = self
+            .words
+            .chunks_exact(4)
+            .map(|four| {
+                four.iter()
+                    .enumerate()
+                    .fold(0u64, |acc, (j, &w)| acc | (nonzero_nibbles(w) << (16 * j)))
+            })
+            .collect();
+        BloomFilter::from_parts(self.geometry, bits, self.epoch, self.version, self.items)
+    }
+
+    /// Share of counters above zero.
+    pub fn fill_ratio(&self) -> f64 {
+        let ones: u64 = self
+            .words
+            .iter()
+            .map(|&w| u64::from(nonzero_nibbles(w).count_ones()))
+            .sum();
+        ones as f64 / self.geometry.num_bits() as f64
+    }
+
+    /// The bit flips that bring a copy of the bit view at version `since`
+    /// to this filter's version.
+    pub fn flips_since(&self, since: u64) -> Result<Delta, DeltaError> {
+        Ok(Delta {
+            epoch: self.epoch,
+            from_version: since,
+            to_version: self.version,
+            num_cells: self.geometry.num_bits(),
+            cell_bits: 1,
+            items: self.items,
+            changes: self.log.since(since, self.version)?,
+        })
+    }
+
+    /// Same geometry, counters and item count (versions and logs aside).
+    pub fn same_contents(&self, other: &CountingBloomFilter) -> bool {
+        self.geometry == other.geometry && self.items == other.items && self.words == other.words
+    }
+
+    /// The counters as little-endian u64 words, sixteen 4-bit counters each.
+    pub fn counter_words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// Serializes in the `XACB` format of docs/FORMAT.md. The flip log is
+    /// not saved: a decoded filter answers deltas from its version on.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(codec::COUNTING, 40 + self.words.len() * 8);
+        w.u64(self.geometry.num_bits())
+            .u32(self.geometry.k())
+            .u32(self.geometry.seed())
+            .u64(self.epoch)
+            .u64(self.version)
+            .u64(self.items)
+            .words(&self.words);
+        w.finish()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = codec::open(bytes, codec::COUNTING)?;
+        let num_bits = r.u64()?;
+        let k = r.u32()?;
+        let seed = r.u32()?;
+        let geometry = BloomGeometry::new(num_bits, k, seed)?;
+        let epoch = r.u64()?;
+        let version = r.u64()?;
+        let items = r.u64()?;
+        let payload = r.payload(num_bits / 2)?;
+        Ok(CountingBloomFilter::from_words(
+            geometry,
+            words_from_le(payload),
+            epoch,
+            version,
+            items,
+        ))
+    }
+
+    pub(crate) fn from_words(
+        geometry: BloomGeometry,
+        words: Vec<u64>,
+        epoch: u64,
+        version: u64,
+        items: u64,
+    ) -> Self {
+        let stuck = words.iter().map(|&w| u64::from(stuck_nibbles(w))).sum();
+        CountingBloomFilter {
+            geometry,
+            words,
+            epoch,
+            version,
+            items,
+            stuck,
+            log: ChangeLog::new(DEFAULT_LOG_CAPACITY, version),
+        }
+    }
+}
+
+/// Word index within a block and bit shift of counter `off` of the block.
+#[inline(always)]
+fn nibble(off: u32) -> (usize, u32) {
+    (
+        (off / PER_WORD as u32) as usize,
+        (off % PER_WORD as u32) * 4,
+    )
+}
+
+#[inline(always)]
+fn counter_in(block: &[u64; BLOCK_WORDS], off: u32) -> u8 {
+    let (w, shift) = nibble(off);
+    ((block[w] >> shift) & 0xf) as u8
+}
+
+#[inline(always)]
+fn block(words: &[u64], block: u64) -> &[u64; BLOCK_WORDS] {
+    let start = block as usize * BLOCK_WORDS;
+    words[start..start + BLOCK_WORDS]
+        .try_into()
+        .expect("a block is BLOCK_WORDS long")
+}
+
+#[inline(always)]
+fn block_mut(words: &mut [u64], block: u64) -> &mut [u64; BLOCK_WORDS] {
+    let start = block as usize * BLOCK_WORDS;
+    (&mut words[start..start + BLOCK_WORDS])
+        .try_into()
+        .expect("a block is BLOCK_WORDS long")
+}
+
+/// Bit i of the result says whether counter i of `w` is non-zero.
+#[inline]
+pub(crate) fn nonzero_nibbles(w: u64) -> u64 {
+    let mut x = w | (w >> 1);
+    x |= x >> 2;
+    x &= NIBBLE_LOW_BITS;
+    // Gather bits 0, 4, 8, … 60 into bits 0..16.
+    x = (x | (x >> 3)) & 0x0303_0303_0303_0303;
+    x = (x | (x >> 6)) & 0x000f_000f_000f_000f;
+    x = (x | (x >> 12)) & 0x0000_00ff_0000_00ff;
+    (x | (x >> 24)) & 0xffff
+}
+
+/// Counters of `w` at [`COUNTER_MAX`].
+#[inline]
+pub(crate) fn stuck_nibbles(w: u64) -> u32 {
+    (w & (w >> 1) & (w >> 2) & (w >> 3) & NIBBLE_LOW_BITS).count_ones()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nibble_gather_matches_a_plain_loop() {
+        for w in [
+            0u64,
+            1,
+            0xf0,
+            0x8000_0000_0000_0000,
+            0x0102_0304_0506_0708,
+            u64::MAX,
+        ] {
+            let expect = (0..16).fold(0u64, |acc, i| {
+                acc | (u64::from((w >> (4 * i)) & 0xf != 0) << i)
+            });
+            assert_eq!(nonzero_nibbles(w), expect, "{w:#x}");
+        }
+    }
+
+    #[test]
+    fn saturated_counters_stick_and_are_counted() {
+        let mut f = CountingBloomFilter::new(BloomGeometry::new(512, 4, 0).unwrap());
+        for _ in 0..20 {
+            f.insert("A-1");
+        }
+        assert_eq!(f.stuck_counters(), 4);
+        assert_eq!(f.count("A-1"), COUNTER_MAX);
+        for _ in 0..20 {
+            f.remove("A-1").unwrap();
+        }
+        assert!(f.contains("A-1"), "stuck counters keep the ID");
+        assert_eq!(f.count("A-1"), COUNTER_MAX);
+    }
+
+    #[test]
+    fn removing_an_absent_id_changes_nothing() {
+        let mut f = CountingBloomFilter::with_capacity(100, 0.01).unwrap();
+        f.insert("A-1");
+        let before = f.encode();
+        assert_eq!(f.remove("B-2"), Err(NotPresent));
+        assert_eq!(f.encode(), before);
+    }
+}

@@ -1,0 +1,1 @@
+//! One xarchive domain.
