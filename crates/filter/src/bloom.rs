@@ -70,13 +70,12 @@ impl BloomFilter {
         let probes = self.geometry.probes(id.as_ref());
         let k = self.geometry.k();
         let block = block_mut(&mut self.words, probes.block);
-        let mut changed = false;
-        for i in 0..k {
-            let off = probes.offset(i);
+        let changed = probes.fold_offsets(k, false, |changed, off| {
             let (word, bit) = ((off / 64) as usize, 1u64 << (off % 64));
-            changed |= block[word] & bit == 0;
+            let was_clear = block[word] & bit == 0;
             block[word] |= bit;
-        }
+            changed | was_clear
+        });
         self.items += 1;
         self.version += 1;
         changed
@@ -93,16 +92,9 @@ impl BloomFilter {
     #[inline]
     pub fn contains_probes(&self, probes: &Probes) -> bool {
         let block = block(&self.words, probes.block);
-        let mut mask = [0u64; BLOCK_WORDS];
-        for i in 0..self.geometry.k() {
-            let off = probes.offset(i);
-            mask[(off / 64) as usize] |= 1u64 << (off % 64);
-        }
-        block
-            .iter()
-            .zip(mask.iter())
-            .fold(0u64, |acc, (b, m)| acc | (m & !b))
-            == 0
+        probes.fold_offsets(self.geometry.k(), true, |all, off| {
+            all & (block[(off / 64) as usize] >> (off % 64) & 1 == 1)
+        })
     }
 
     /// Bit `pos` (panics if `pos` is outside the filter).

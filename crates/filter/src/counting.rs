@@ -71,26 +71,25 @@ impl CountingBloomFilter {
         let probes = self.geometry.probes(id.as_ref());
         self.version += 1;
         self.items += 1;
-        let version = self.version;
         let base = probes.block * BLOCK_BITS;
         let block = block_mut(&mut self.words, probes.block);
-        let mut flipped = false;
-        for i in 0..self.geometry.k() {
-            let off = probes.offset(i);
-            let (w, shift) = nibble(off);
-            let c = (block[w] >> shift) & 0xf;
-            if c == u64::from(COUNTER_MAX) {
-                continue;
-            }
-            block[w] += 1 << shift;
-            if c == 0 {
-                self.log.record(version, base + u64::from(off), 1);
-                flipped = true;
-            } else if c == u64::from(COUNTER_MAX) - 1 {
-                self.stuck += 1;
-            }
-        }
-        flipped
+        // Branch-free update and logging: whether a counter was 0 or 14 is
+        // a coin toss the branch predictor would lose.
+        let (log, version) = (&mut self.log, self.version);
+        let (flips, stuck) =
+            probes.fold_offsets(self.geometry.k(), (0, 0), |(flips, stuck), off| {
+                let (w, shift) = nibble(off);
+                let c = (block[w] >> shift) & 0xf;
+                block[w] += u64::from(c != u64::from(COUNTER_MAX)) << shift;
+                log.stage(flips, version, base + u64::from(off), 1);
+                (
+                    flips + u64::from(c == 0),
+                    stuck + u64::from(c == u64::from(COUNTER_MAX) - 1),
+                )
+            });
+        self.log.advance(flips);
+        self.stuck += stuck;
+        flips > 0
     }
 
     /// Un-counts `id`. Refuses, changing nothing, when a counter of `id` is
@@ -100,25 +99,22 @@ impl CountingBloomFilter {
     pub fn remove(&mut self, id: impl AsRef<[u8]>) -> Result<(), NotPresent> {
         let probes = self.geometry.probes(id.as_ref());
         let k = self.geometry.k();
-        let base = probes.block * BLOCK_BITS;
         let block = block_mut(&mut self.words, probes.block);
-        if (0..k).any(|i| counter_in(block, probes.offset(i)) == 0) {
+        if !probes.fold_offsets(k, true, |all, off| all & (counter_in(block, off) != 0)) {
             return Err(NotPresent);
         }
         self.version += 1;
         self.items = self.items.saturating_sub(1);
-        for i in 0..k {
-            let off = probes.offset(i);
+        let base = probes.block * BLOCK_BITS;
+        let (log, version) = (&mut self.log, self.version);
+        let flips = probes.fold_offsets(k, 0, |flips, off| {
             let (w, shift) = nibble(off);
             let c = (block[w] >> shift) & 0xf;
-            if c == u64::from(COUNTER_MAX) {
-                continue;
-            }
-            block[w] -= 1 << shift;
-            if c == 1 {
-                self.log.record(self.version, base + u64::from(off), 0);
-            }
-        }
+            block[w] -= u64::from(c != u64::from(COUNTER_MAX)) << shift;
+            log.stage(flips, version, base + u64::from(off), 0);
+            flips + u64::from(c == 1)
+        });
+        self.log.advance(flips);
         Ok(())
     }
 
@@ -131,7 +127,11 @@ impl CountingBloomFilter {
     #[inline]
     pub fn contains_probes(&self, probes: &Probes) -> bool {
         let block = block(&self.words, probes.block);
-        (0..self.geometry.k()).all(|i| counter_in(block, probes.offset(i)) != 0)
+        // No early exit: the k loads then issue together, and a miss costs
+        // no misprediction.
+        probes.fold_offsets(self.geometry.k(), true, |all, off| {
+            all & (counter_in(block, off) != 0)
+        })
     }
 
     /// The smallest of `id`'s counters: an upper bound on how many times it
@@ -139,8 +139,9 @@ impl CountingBloomFilter {
     pub fn count(&self, id: impl AsRef<[u8]>) -> u8 {
         let probes = self.geometry.probes(id.as_ref());
         let block = block(&self.words, probes.block);
-        (0..self.geometry.k())
-            .map(|i| counter_in(block, probes.offset(i)))
+        probes
+            .offsets(self.geometry.k())
+            .map(|off| counter_in(block, off))
             .min()
             .unwrap_or(0)
     }

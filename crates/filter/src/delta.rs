@@ -2,8 +2,6 @@
 //! versions of a filter, so that a holder of version V is brought to version
 //! W by setting them — Summary Cache's "send the flips, not the filter".
 
-use std::collections::VecDeque;
-
 use crate::codec::{self, DecodeError, Reader, Writer};
 use crate::geometry::MAX_BITS;
 
@@ -214,50 +212,84 @@ fn decode_changes(
     Ok(changes)
 }
 
-/// A bounded, version-stamped log of cell changes. Entries older than the
-/// capacity are dropped; `floor` remembers the newest version whose changes
-/// may be incomplete, below which only a snapshot can help.
+/// A bounded, version-stamped log of cell changes: a ring of a power of
+/// two entries that overwrites its oldest when full.
+///
+/// Writers *stage* an entry in the slot after the newest and then advance
+/// by 0 or 1, so the hot loops of the filters log a flip without a branch
+/// on whether a counter crossed zero. That slot is therefore never counted
+/// as held: the ring holds at most `len - 1` entries.
 #[derive(Clone, Debug)]
 pub(crate) struct ChangeLog {
-    /// (version, cell << 16 | value), versions non-decreasing.
-    entries: VecDeque<(u64, u64)>,
-    capacity: usize,
-    floor: u64,
+    /// (version, cell << 16 | value), written in order at `tail & mask`.
+    ring: Vec<(u64, u64)>,
+    mask: u64,
+    /// Entries ever written; the next goes to `tail & mask`.
+    tail: u64,
+    /// Entries before this index were discarded by a reset.
+    start: u64,
+    /// The version of the last reset: nothing before it is known.
+    reset_version: u64,
 }
 
 impl ChangeLog {
+    /// Holds at least `capacity` entries (rounded up to a power of two,
+    /// minus the staging slot).
     pub fn new(capacity: usize, version: u64) -> Self {
+        let len = (capacity as u64 + 1).next_power_of_two().max(2);
         ChangeLog {
-            entries: VecDeque::new(),
-            capacity,
-            floor: version,
+            ring: vec![(0, 0); len as usize],
+            mask: len - 1,
+            tail: 0,
+            start: 0,
+            reset_version: version,
         }
+    }
+
+    /// Index of the oldest entry held.
+    fn first(&self) -> u64 {
+        self.start.max(self.tail.saturating_sub(self.mask))
+    }
+
+    /// Writes an entry in the staging slot `tail + ahead`; it counts once
+    /// [`advance`](Self::advance) moves past it.
+    #[inline(always)]
+    pub fn stage(&mut self, ahead: u64, version: u64, cell: u64, value: u16) {
+        let at = (self.tail + ahead) & self.mask;
+        self.ring[at as usize] = (version, (cell << 16) | u64::from(value));
+    }
+
+    #[inline(always)]
+    pub fn advance(&mut self, by: u64) {
+        self.tail += by;
     }
 
     #[inline]
     pub fn record(&mut self, version: u64, cell: u64, value: u16) {
-        if self.capacity == 0 {
-            self.floor = version;
-            return;
-        }
-        if self.entries.len() == self.capacity {
-            if let Some((v, _)) = self.entries.pop_front() {
-                self.floor = self.floor.max(v);
-            }
-        }
-        self.entries
-            .push_back((version, (cell << 16) | u64::from(value)));
+        self.stage(0, version, cell, value);
+        self.advance(1);
     }
 
     /// Forgets everything: deltas can start at `version` and no earlier.
     pub fn reset(&mut self, version: u64) {
-        self.entries.clear();
-        self.floor = version;
+        self.start = self.tail;
+        self.reset_version = version;
     }
 
-    /// The oldest version a delta can start from.
+    /// The oldest version a delta can start from: entries dropped from the
+    /// ring are no newer than the oldest one held.
     pub fn oldest(&self) -> u64 {
-        self.floor
+        let first = self.first();
+        if first > self.start {
+            self.reset_version
+                .max(self.ring[(first & self.mask) as usize].0)
+        } else {
+            self.reset_version
+        }
+    }
+
+    fn entry(&self, i: u64) -> (u64, u64) {
+        self.ring[(i & self.mask) as usize]
     }
 
     /// Net changes over (`since`, `current`], one per cell, sorted by cell.
@@ -265,22 +297,30 @@ impl ChangeLog {
         if since > current {
             return Err(DeltaError::FutureVersion { since, current });
         }
-        if since < self.floor {
-            return Err(DeltaError::SnapshotRequired {
-                since,
-                oldest: self.floor,
-            });
+        let oldest = self.oldest();
+        if since < oldest {
+            return Err(DeltaError::SnapshotRequired { since, oldest });
         }
-        let start = self.entries.partition_point(|&(v, _)| v <= since);
+        // First entry newer than `since` (versions rise with the index).
+        let (mut lo, mut hi) = (self.first(), self.tail);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(mid).0 <= since {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
         // Newest first, then a stable sort by cell: the first of each cell
         // is its latest value.
-        let mut changes: Vec<CellChange> = self
-            .entries
-            .range(start..)
+        let mut changes: Vec<CellChange> = (lo..self.tail)
             .rev()
-            .map(|&(_, packed)| CellChange {
-                cell: packed >> 16,
-                value: packed as u16,
+            .map(|i| {
+                let packed = self.entry(i).1;
+                CellChange {
+                    cell: packed >> 16,
+                    value: packed as u16,
+                }
             })
             .collect();
         changes.sort_by_key(|c| c.cell);

@@ -148,11 +148,11 @@ fn best_k(items: u64, blocks: u64) -> (u32, f64) {
 
 /// False-positive rate of a blocked Bloom filter: the number of IDs in a
 /// block is Poisson with mean λ = items / blocks; a block holding j IDs has
-/// each bit set with probability 1 - (1 - k/512)^j (each ID sets k distinct
-/// bits), and a query hits when its k bits are all set.
+/// each bit set with probability 1 - (1 - 1/512)^(k·j) (each ID sets k
+/// independently drawn bits), and a query hits when its k bits are all set.
 fn blocked_fpr(items: u64, blocks: u64, k: u32) -> f64 {
     let lambda = items as f64 / blocks as f64;
-    let keep = 1.0 - f64::from(k) / BLOCK_BITS as f64;
+    let keep = (1.0 - 1.0 / BLOCK_BITS as f64).powi(k as i32);
     if lambda > 4.0 * BLOCK_BITS as f64 {
         // Blocks this crowded are all but full; the spread no longer matters.
         return (1.0 - keep.powf(lambda)).powi(k as i32);

@@ -47,7 +47,7 @@ pub use geometry::{
     BloomGeometry, CuckooGeometry, GeometryError, BUCKET_SLOTS, CUCKOO_LOAD, FINGERPRINT_BITS,
     MAX_BITS, MAX_BUCKETS, MAX_K,
 };
-pub use hash::{murmur3_x64_128, Digest, Probes, BLOCK_BITS};
+pub use hash::{murmur3_x64_128, Digest, Offsets, Probes, BLOCK_BITS};
 
 /// A remove was refused because the filter certainly does not hold the ID.
 /// Nothing was changed.
