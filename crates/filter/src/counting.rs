@@ -69,8 +69,9 @@ impl CountingBloomFilter {
     /// Counts `id` once more. Returns whether the bit view changed.
     pub fn insert(&mut self, id: impl AsRef<[u8]>) -> bool {
         let probes = self.geometry.probes(id.as_ref());
-        self.version += 1;
-        self.items += 1;
+        // Saturating: both come from decoded bytes and may be anything.
+        self.version = self.version.saturating_add(1);
+        self.items = self.items.saturating_add(1);
         let base = probes.block * BLOCK_BITS;
         let block = block_mut(&mut self.words, probes.block);
         // Branch-free update and logging: whether a counter was 0 or 14 is
@@ -92,6 +93,13 @@ impl CountingBloomFilter {
         flips > 0
     }
 
+    /// Raises the version without changing a cell, for a change that the
+    /// holder's users care about but the filter cannot see (a record
+    /// replaced under the same ID): copies learn of it by the version.
+    pub fn touch(&mut self) {
+        self.version += 1;
+    }
+
     /// Un-counts `id`. Refuses, changing nothing, when a counter of `id` is
     /// zero (it was certainly not inserted). Removing an ID that was never
     /// inserted but whose counters are all non-zero cannot be detected and
@@ -103,7 +111,7 @@ impl CountingBloomFilter {
         if !probes.fold_offsets(k, true, |all, off| all & (counter_in(block, off) != 0)) {
             return Err(NotPresent);
         }
-        self.version += 1;
+        self.version = self.version.saturating_add(1);
         self.items = self.items.saturating_sub(1);
         let base = probes.block * BLOCK_BITS;
         let (log, version) = (&mut self.log, self.version);
@@ -245,21 +253,13 @@ impl CountingBloomFilter {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = codec::open(bytes, codec::COUNTING)?;
-        let num_bits = r.u64()?;
-        let k = r.u32()?;
-        let seed = r.u32()?;
-        let geometry = BloomGeometry::new(num_bits, k, seed)?;
-        let epoch = r.u64()?;
-        let version = r.u64()?;
-        let items = r.u64()?;
-        let payload = r.payload(num_bits / 2)?;
+        let parts = decode_parts(bytes)?;
         Ok(CountingBloomFilter::from_words(
-            geometry,
-            words_from_le(payload),
-            epoch,
-            version,
-            items,
+            parts.geometry,
+            words_from_le(parts.counters),
+            parts.epoch,
+            parts.version,
+            parts.items,
         ))
     }
 
@@ -281,6 +281,37 @@ impl CountingBloomFilter {
             log: ChangeLog::new(DEFAULT_LOG_CAPACITY, version),
         }
     }
+}
+
+/// The fields of an `XACB` envelope, checked, with the counters still as
+/// bytes: each decoder makes its own words from them, so none holds two
+/// copies of the counters at once.
+pub(crate) struct Parts<'a> {
+    pub geometry: BloomGeometry,
+    pub epoch: u64,
+    pub version: u64,
+    pub items: u64,
+    /// `num_bits / 2` bytes: sixteen 4-bit counters per little-endian u64.
+    pub counters: &'a [u8],
+}
+
+pub(crate) fn decode_parts(bytes: &[u8]) -> Result<Parts<'_>, DecodeError> {
+    let mut r = codec::open(bytes, codec::COUNTING)?;
+    let num_bits = r.u64()?;
+    let k = r.u32()?;
+    let seed = r.u32()?;
+    let geometry = BloomGeometry::new(num_bits, k, seed)?;
+    let epoch = r.u64()?;
+    let version = r.u64()?;
+    let items = r.u64()?;
+    let counters = r.payload(num_bits / 2)?;
+    Ok(Parts {
+        geometry,
+        epoch,
+        version,
+        items,
+        counters,
+    })
 }
 
 /// Word index within a block and bit shift of counter `off` of the block.
@@ -336,6 +367,7 @@ pub(crate) fn stuck_nibbles(w: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::unhex;
 
     #[test]
     fn nibble_gather_matches_a_plain_loop() {
@@ -367,6 +399,50 @@ mod tests {
         }
         assert!(f.contains("A-1"), "stuck counters keep the ID");
         assert_eq!(f.count("A-1"), COUNTER_MAX);
+    }
+
+    /// Fuzz find (decode_counting): decoding these 308 bytes (a 512-counter
+    /// filter) allocated the 2 MiB flip-log ring up front, breaking the
+    /// rule that decoding allocates no more than its input. The ring is now
+    /// allocated by the first change.
+    #[test]
+    fn decode_regression_log_allocation() {
+        let bytes = unhex(
+            "5841434201000000000200000000000001000000000000000000000000000000
+           1300000000000000110000000000000000000000000000000000000000000000
+           000000000000000000000000000000000000000000000000000000000000f000
+           0000000000000000000000000000000000000000000000000000000000000000
+           0000000000000000000000000000000000000000000000000000000000000000
+           0000000000000000000000000000000000000000000000000000000000000000
+           0000000000000000000000000000000000000000000000000000000000000000
+           0000000000000000000000000000000000000000000000000000000000000000
+           0000000000000000000000000000000000000000000000000000000000000000
+           00000000000000000000000000000000f82e4b10",
+        );
+        let mut f = CountingBloomFilter::decode(&bytes).unwrap();
+        assert!(!f.log.is_allocated());
+        assert_eq!(f.encode(), bytes);
+        let copy = f.bit_view();
+        let v0 = f.version();
+        f.insert("J001-WS·2023-Y-0001");
+        assert!(f.log.is_allocated());
+        let mut copy = copy;
+        copy.apply(&f.flips_since(v0).unwrap()).unwrap();
+        assert_eq!(copy, f.bit_view());
+    }
+
+    /// The version and item count are decoded as they are; at u64::MAX an
+    /// insert saturates them instead of overflowing.
+    #[test]
+    fn decoded_counts_saturate() {
+        let mut f = CountingBloomFilter::new(BloomGeometry::new(512, 3, 0).unwrap());
+        f.version = u64::MAX;
+        f.items = u64::MAX;
+        let mut f = CountingBloomFilter::decode(&f.encode()).unwrap();
+        f.insert("A-1");
+        assert_eq!((f.version(), f.items()), (u64::MAX, u64::MAX));
+        f.remove("A-1").unwrap();
+        assert_eq!((f.version(), f.items()), (u64::MAX, u64::MAX - 1));
     }
 
     #[test]

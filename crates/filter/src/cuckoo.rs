@@ -215,10 +215,18 @@ impl CuckooFilter {
             return Err(Full { items: self.items });
         }
         let (i, fingerprint) = self.locate(id.as_ref());
-        self.version += 1;
-        self.items += 1;
+        // Saturating: the version is decoded, the count may come from a delta.
+        self.version = self.version.saturating_add(1);
+        self.items = self.items.saturating_add(1);
         self.place(i, fingerprint);
         Ok(())
+    }
+
+    /// Raises the version without changing a cell, for a change that the
+    /// holder's users care about but the filter cannot see (a record
+    /// replaced under the same ID): copies learn of it by the version.
+    pub fn touch(&mut self) {
+        self.version += 1;
     }
 
     /// Removes one copy of `id`'s fingerprint; refuses, changing nothing,
@@ -233,8 +241,8 @@ impl CuckooFilter {
             .find_map(|i| self.find_slot(i, fingerprint).map(|j| (i, j)));
         match (found, self.victim) {
             (Some((i, j)), victim) => {
-                self.version += 1;
-                self.items -= 1;
+                self.version = self.version.saturating_add(1);
+                self.items = self.items.saturating_sub(1);
                 self.write_slot(i, j, 0);
                 if let Some(v) = victim {
                     self.victim = None;
@@ -246,8 +254,8 @@ impl CuckooFilter {
             (None, Some(v))
                 if v.fingerprint == fingerprint && (v.bucket == i1 || v.bucket == i2) =>
             {
-                self.version += 1;
-                self.items -= 1;
+                self.version = self.version.saturating_add(1);
+                self.items = self.items.saturating_sub(1);
                 self.victim = None;
                 self.log.reset(self.version);
                 Ok(())
@@ -477,6 +485,7 @@ fn le<const N: usize>(bytes: &[u8]) -> [u8; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::unhex;
 
     #[test]
     fn full_filter_refuses_and_keeps_everything() {
@@ -507,6 +516,53 @@ mod tests {
         for id in &held[1..] {
             assert!(f.contains(id));
         }
+    }
+
+    /// Fuzz find (decode_cuckoo): decoding these 62 bytes (one bucket of
+    /// 4-bit slots) allocated the 2 MiB change-log ring up front; it is now
+    /// allocated by the first change.
+    #[test]
+    fn decode_regression_log_allocation() {
+        let bytes = unhex(
+            "5841434b01000000010000000000000004000000000000000000000000000000
+           00000000000000000000000000000000afcd1d7b39a820e20000303b620c",
+        );
+        let mut f = CuckooFilter::decode(&bytes).unwrap();
+        assert!(!f.log.is_allocated());
+        assert_eq!(f.encode(), bytes);
+        let copy = f.clone();
+        f.insert("J001-WS·2023-Y-0001").unwrap();
+        assert!(f.log.is_allocated());
+        let mut copy = copy;
+        copy.apply(&f.changes_since(0).unwrap()).unwrap();
+        assert!(copy.contains("J001-WS·2023-Y-0001"));
+    }
+
+    /// Fuzz find (decode_delta): a delta may set `items` to anything (here
+    /// 0) while the filter still holds fingerprints; removing one then
+    /// underflowed `items -= 1`. The delta artifact, CRC recomputed.
+    #[test]
+    fn decode_regression_delta_items_underflow() {
+        let bytes = unhex(
+            "5841444c010000001cfb00000000000010000000000000000000000000000000
+           00000000000000000e00004e0000000000000000000000000e00000000000000
+           828e01aff81382e10499e80eac921293d910f5a41381ca06e2a205e58f04cee3
+           06b6e704cbcc04899f063dbab618",
+        );
+        let delta = Delta::decode(&bytes).unwrap();
+        assert_eq!((delta.items, delta.cell_bits), (0, 16));
+        let g = CuckooGeometry::new(delta.num_cells / BUCKET_SLOTS, delta.cell_bits, 0).unwrap();
+        let mut f = CuckooFilter::new(g);
+        f.insert("J001-WS·2023-Y-0001").unwrap();
+        f.epoch = delta.epoch;
+        f.version = delta.from_version;
+        f.apply(&delta).unwrap();
+        assert_eq!(f.items(), 0);
+        f.remove("J001-WS·2023-Y-0001").unwrap();
+        assert_eq!(f.items(), 0, "the count saturates at zero");
+        f.version = u64::MAX;
+        f.insert("another ID").unwrap();
+        assert_eq!(f.version(), u64::MAX, "and the version at the top");
     }
 
     #[test]

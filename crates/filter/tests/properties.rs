@@ -1,0 +1,250 @@
+//! Property tests: no false negatives, deltas reproduce the live bit view,
+//! encodings round-trip, copies stay byte-identical.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use xarchive_filter::{
+    BloomFilter, BloomGeometry, CountingBloomFilter, CuckooFilter, CuckooGeometry, Delta,
+    DeltaError, COUNTER_MAX,
+};
+
+/// An operation on a small pool of IDs: `true` inserts, `false` removes
+/// (only IDs the model holds are removed; others are skipped).
+fn ops(pool: usize, len: usize) -> impl Strategy<Value = Vec<(usize, bool)>> {
+    prop::collection::vec((0..pool, prop::bool::weighted(0.6)), 0..len)
+}
+
+fn id(i: usize) -> String {
+    format!("J{:03}-WS·2023-Y-{i:04}", i % 7)
+}
+
+/// What a counting filter must hold: a multiset of IDs.
+#[derive(Default)]
+struct Model(HashMap<usize, u32>);
+
+impl Model {
+    /// Applies one op to `filter` and the model, then checks that nothing
+    /// the model holds is reported absent or under-counted.
+    fn step(&mut self, filter: &mut CountingBloomFilter, (i, insert): (usize, bool)) {
+        let held = self.0.entry(i).or_default();
+        if insert {
+            filter.insert(id(i));
+            *held += 1;
+        } else if *held > 0 {
+            filter.remove(id(i)).expect("a held ID can be removed");
+            *held -= 1;
+        }
+        for (&j, &n) in &self.0 {
+            if n > 0 {
+                assert!(filter.contains(id(j)), "false negative for {}", id(j));
+                assert!(
+                    u32::from(filter.count(id(j))) >= n.min(u32::from(COUNTER_MAX)),
+                    "count below multiplicity"
+                );
+            }
+        }
+    }
+
+    fn run(&mut self, filter: &mut CountingBloomFilter, ops: &[(usize, bool)]) {
+        for &op in ops {
+            self.step(filter, op);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 200,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// One 512-counter block and 40 IDs: every counter is shared by many
+    /// IDs and many saturate, the worst case for erasure.
+    #[test]
+    fn counting_never_gives_a_false_no(ops in ops(40, 400)) {
+        let mut f = CountingBloomFilter::new(BloomGeometry::new(512, 6, 3).unwrap());
+        Model::default().run(&mut f, &ops);
+    }
+
+    #[test]
+    fn flips_bring_a_copy_to_the_live_bit_view(
+        before in ops(60, 200),
+        after in ops(60, 200),
+        log in 1usize..64,
+    ) {
+        let mut f = CountingBloomFilter::new(BloomGeometry::new(1024, 5, 1).unwrap())
+            .with_log_capacity(log);
+        let mut model = Model::default();
+        model.run(&mut f, &before);
+        let mut copy = f.bit_view();
+        for chunk in after.chunks(7) {
+            model.run(&mut f, chunk);
+            match f.flips_since(copy.version()) {
+                Ok(delta) => {
+                    let delta = Delta::decode(&delta.encode()).unwrap();
+                    copy.apply(&delta).unwrap();
+                }
+                Err(DeltaError::SnapshotRequired { .. }) => copy = f.bit_view(),
+                Err(e) => panic!("{e}"),
+            }
+            prop_assert_eq!(&copy, &f.bit_view());
+        }
+    }
+
+    #[test]
+    fn counting_round_trips(ops in ops(100, 300), epoch in any::<u64>()) {
+        let mut f = CountingBloomFilter::with_capacity(100, 0.01).unwrap();
+        Model::default().run(&mut f, &ops);
+        f.set_epoch(epoch);
+        let back = CountingBloomFilter::decode(&f.encode()).unwrap();
+        prop_assert!(back.same_contents(&f));
+        prop_assert_eq!(back.version(), f.version());
+        prop_assert_eq!(back.epoch(), epoch);
+        prop_assert_eq!(back.stuck_counters(), f.stuck_counters());
+        prop_assert_eq!(back.encode(), f.encode());
+        let bits = f.bit_view();
+        prop_assert_eq!(BloomFilter::decode(&bits.encode()).unwrap(), bits);
+    }
+
+    #[test]
+    fn cuckoo_never_drops_and_copies_stay_identical(
+        ops in ops(120, 400),
+        buckets in 4u64..40,
+        bits in 4u8..=16,
+        seed in any::<u32>(),
+    ) {
+        let g = CuckooGeometry::new(buckets, bits, seed).unwrap();
+        let (mut a, mut b) = (CuckooFilter::new(g), CuckooFilter::new(g));
+        let mut model: HashMap<usize, u32> = HashMap::new();
+        for &(i, insert) in &ops {
+            let held = model.entry(i).or_default();
+            if insert {
+                let before = a.encode();
+                match (a.insert(id(i)), b.insert(id(i))) {
+                    (Ok(()), Ok(())) => *held += 1,
+                    (Err(_), Err(_)) => prop_assert_eq!(a.encode(), before),
+                    _ => panic!("copies disagree"),
+                }
+            } else if *held > 0 {
+                a.remove(id(i)).unwrap();
+                b.remove(id(i)).unwrap();
+                *held -= 1;
+            }
+            for (&j, &n) in &model {
+                if n > 0 {
+                    prop_assert!(a.contains(id(j)), "cuckoo dropped {}", id(j));
+                    prop_assert!(a.count(id(j)) >= n);
+                }
+            }
+        }
+        prop_assert_eq!(a.encode(), b.encode());
+        let back = CuckooFilter::decode(&a.encode()).unwrap();
+        prop_assert_eq!(&back, &a);
+    }
+
+    #[test]
+    fn cuckoo_changes_bring_a_copy_up_to_date(
+        before in ops(60, 100),
+        after in ops(60, 100),
+    ) {
+        let mut f = CuckooFilter::new(CuckooGeometry::new(64, 12, 5).unwrap());
+        let mut held: HashMap<usize, u32> = HashMap::new();
+        let mut step = |f: &mut CuckooFilter, (i, insert): (usize, bool)| {
+            let n = held.entry(i).or_default();
+            if insert {
+                if f.insert(id(i)).is_ok() {
+                    *n += 1;
+                }
+            } else if *n > 0 {
+                f.remove(id(i)).unwrap();
+                *n -= 1;
+            }
+        };
+        for &op in &before {
+            step(&mut f, op);
+        }
+        let mut copy = CuckooFilter::decode(&f.encode()).unwrap();
+        for &op in &after {
+            step(&mut f, op);
+        }
+        match f.changes_since(copy.version()) {
+            Ok(delta) => {
+                copy.apply(&Delta::decode(&delta.encode()).unwrap()).unwrap();
+                // The generator state is not part of a delta; the table is.
+                prop_assert_eq!(strip_rng(&copy.encode()), strip_rng(&f.encode()));
+            }
+            Err(DeltaError::SnapshotRequired { .. }) => prop_assert!(f.is_full() || copy.is_full()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// A cuckoo encoding with the generator state (bytes 48..56) and the CRC
+/// zeroed, for comparing tables.
+fn strip_rng(bytes: &[u8]) -> Vec<u8> {
+    let mut v = bytes.to_vec();
+    v[48..56].fill(0);
+    let n = v.len();
+    v[n - 4..].fill(0);
+    v
+}
+
+#[test]
+fn saturated_id_survives_its_neighbours_removals() {
+    // 20 inserts and 20 removes of one ID, with other IDs on the same block.
+    let mut f = CountingBloomFilter::new(BloomGeometry::new(512, 6, 0).unwrap());
+    for _ in 0..20 {
+        f.insert("A");
+    }
+    for i in 0..30 {
+        f.insert(id(i));
+    }
+    for _ in 0..20 {
+        f.remove("A").unwrap();
+    }
+    for i in 0..30 {
+        assert!(f.contains(id(i)));
+    }
+    assert!(f.stuck_counters() > 0);
+}
+
+/// Measured false-positive rate on 1M absent keys, at most 1.15 × the
+/// model's, for each target rate.
+#[test]
+fn measured_rate_matches_the_model() {
+    let items = 100_000u64;
+    let absent = 1_000_000u64;
+    for p in [0.1, 0.01, 0.001] {
+        let mut f = CountingBloomFilter::with_capacity(items, p).unwrap();
+        for i in 0..items {
+            f.insert(format!("present-{i}"));
+        }
+        let theory = f.geometry().theoretical_fpr(items);
+        assert!(theory <= p);
+        let bits = f.bit_view();
+        let hits = (0..absent)
+            .filter(|i| bits.contains(format!("absent-{i}")))
+            .count();
+        let measured = hits as f64 / absent as f64;
+        assert!(
+            measured <= 1.15 * theory,
+            "p = {p}: measured {measured} vs theoretical {theory}"
+        );
+
+        let mut c = CuckooFilter::with_capacity(items, p).unwrap();
+        for i in 0..items {
+            c.insert(format!("present-{i}")).unwrap();
+        }
+        let theory = c.geometry().theoretical_fpr(items);
+        let hits = (0..absent)
+            .filter(|i| c.contains(format!("absent-{i}")))
+            .count();
+        let measured = hits as f64 / absent as f64;
+        assert!(
+            measured <= 1.15 * theory,
+            "cuckoo p = {p}: measured {measured} vs theoretical {theory}"
+        );
+    }
+}

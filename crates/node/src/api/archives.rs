@@ -1,0 +1,367 @@
+//! Records: put, get, delete, list, and the streamed bulk import.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use crate::id::ArchiveId;
+use crate::node::Node;
+use crate::record::{BulkLine, RecordInput};
+use crate::store::{Outcome, Write};
+
+/// Records committed per store transaction during a bulk import.
+pub const BULK_BATCH: usize = 2_000;
+
+pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<ArchiveId, ApiError> {
+    let Path(raw) = path.map_err(ApiError::path)?;
+    ArchiveId::parse(&raw).map_err(ApiError::invalid_id)
+}
+
+pub async fn put(
+    State(node): State<Arc<Node>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(path)?;
+    let body = body.map_err(ApiError::body)?;
+    let input: RecordInput = serde_json::from_slice(&body).map_err(ApiError::from_json)?;
+    let body = input
+        .validate(node.config.limits.max_content_bytes)
+        .map_err(ApiError::invalid_record)?;
+    let (outcome, record) = node
+        .blocking(move |node| {
+            let outcome = node.domain.apply(&[Write::Put(id.clone(), body)])?;
+            Ok((outcome[0], node.domain.get(&id)?))
+        })
+        .await?;
+    node.metrics.count_write(outcome);
+    let status = match outcome {
+        Outcome::Created => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    };
+    Ok((status, Json(record)).into_response())
+}
+
+pub async fn get(
+    State(node): State<Arc<Node>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(path)?;
+    let key = id.clone();
+    match node
+        .blocking(move |node| Ok(node.domain.get(&key)?))
+        .await?
+    {
+        Some(record) => Ok(Json(record).into_response()),
+        None => Err(ApiError::not_found(id.as_str())),
+    }
+}
+
+pub async fn delete(
+    State(node): State<Arc<Node>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(path)?;
+    let key = id.clone();
+    let outcome = node
+        .blocking(move |node| Ok(node.domain.apply(&[Write::Delete(key)])?[0]))
+        .await?;
+    node.metrics.count_write(outcome);
+    match outcome {
+        Outcome::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
+        _ => Err(ApiError::not_found(id.as_str())),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/archives?after=ID&limit=N`: IDs in order, a page at a time.
+pub async fn list(
+    State(node): State<Arc<Node>>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(ApiError::query)?;
+    let limit = params.limit.unwrap_or(1000);
+    if !(1..=10_000).contains(&limit) {
+        return Err(ApiError::invalid_parameter("limit must be 1..=10000"));
+    }
+    let ids = node
+        .blocking(move |node| Ok(node.domain.list(params.after.as_deref(), limit)?))
+        .await?;
+    let next = (ids.len() == limit).then(|| ids.last().cloned()).flatten();
+    Ok(Json(serde_json::json!({ "ids": ids, "next": next })).into_response())
+}
+
+/// One line's fate in a bulk import.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LineResult {
+    /// 1-based line number in the request body.
+    pub line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BulkSummary {
+    pub lines: usize,
+    pub created: usize,
+    pub replaced: usize,
+    pub failed: usize,
+    /// Lines beyond the per-request limit, not read.
+    pub skipped: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BulkReport {
+    pub summary: BulkSummary,
+    pub results: Vec<LineResult>,
+}
+
+/// Accumulates a bulk import: parsed lines wait in a batch until it is
+/// committed in one transaction.
+struct Bulk {
+    node: Arc<Node>,
+    pending: Vec<(usize, Write)>,
+    report: BulkReport,
+}
+
+impl Bulk {
+    fn fail(&mut self, line: usize, id: Option<String>, e: ApiError) {
+        self.report.summary.failed += 1;
+        self.report.results.push(LineResult {
+            line,
+            id,
+            status: e.status.as_u16(),
+            code: Some(e.code),
+            message: Some(e.message),
+        });
+    }
+
+    fn parse(&mut self, line: usize, text: &[u8]) {
+        let parsed: BulkLine = match serde_json::from_slice(text) {
+            Ok(p) => p,
+            Err(e) => return self.fail(line, None, ApiError::from_json(e)),
+        };
+        let (raw_id, input) = parsed.split();
+        let id = match ArchiveId::parse(&raw_id) {
+            Ok(id) => id,
+            Err(e) => return self.fail(line, Some(raw_id), ApiError::invalid_id(e)),
+        };
+        match input.validate(self.node.config.limits.max_content_bytes) {
+            Ok(body) => self.pending.push((line, Write::Put(id, body))),
+            Err(e) => self.fail(line, Some(raw_id), ApiError::invalid_record(e)),
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), ApiError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let (lines, writes): (Vec<usize>, Vec<Write>) = batch.into_iter().unzip();
+        let (writes, outcomes) = self
+            .node
+            .blocking(move |node| {
+                let outcomes = node.domain.apply(&writes)?;
+                Ok((writes, outcomes))
+            })
+            .await?;
+        for ((line, write), outcome) in lines.into_iter().zip(writes).zip(outcomes) {
+            self.node.metrics.count_write(outcome);
+            let status = match outcome {
+                Outcome::Created => {
+                    self.report.summary.created += 1;
+                    201
+                }
+                _ => {
+                    self.report.summary.replaced += 1;
+                    200
+                }
+            };
+            let id = match write {
+                Write::Put(id, _) | Write::Delete(id) => id.into_string(),
+            };
+            self.report.results.push(LineResult {
+                line,
+                id: Some(id),
+                status,
+                code: None,
+                message: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `POST /v1/archives/_bulk`: NDJSON, one record per line, read as it
+/// streams in and committed in batches of [`BULK_BATCH`]. Each line gets a
+/// result (by line number); a bad line fails alone. Lines past the
+/// request's limit are not read and are counted as skipped.
+pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response, ApiError> {
+    let limits = &node.config.limits;
+    let max_line = limits.max_content_bytes / 3 * 4 + 64 * 1024;
+    let max_lines = limits.max_bulk_lines;
+    let mut bulk = Bulk {
+        node: node.clone(),
+        pending: Vec::new(),
+        report: BulkReport {
+            summary: BulkSummary::default(),
+            results: Vec::new(),
+        },
+    };
+    let mut splitter = LineSplitter::new(max_line);
+    let mut stream = body.into_data_stream();
+    let mut line_no = 0;
+    let mut finished = false;
+    while !finished {
+        let chunk = match stream.next().await {
+            Some(chunk) => chunk.map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+            })?,
+            None => {
+                finished = true;
+                Bytes::new()
+            }
+        };
+        let lines = if finished {
+            splitter.finish()
+        } else {
+            splitter.push(&chunk)
+        };
+        for line in lines {
+            if line.is_blank() {
+                continue;
+            }
+            line_no += 1;
+            if line_no > max_lines {
+                bulk.report.summary.skipped += 1;
+                continue;
+            }
+            match line {
+                Line::Text(text) => bulk.parse(line_no, &text),
+                Line::TooLong => bulk.fail(
+                    line_no,
+                    None,
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "line_too_large",
+                        format!("line is longer than {max_line} bytes"),
+                    ),
+                ),
+            }
+            if bulk.pending.len() >= BULK_BATCH {
+                bulk.flush().await?;
+            }
+        }
+    }
+    bulk.flush().await?;
+    bulk.report.summary.lines = line_no.min(max_lines);
+    bulk.report.results.sort_by_key(|r| r.line);
+    Ok(Json(bulk.report).into_response())
+}
+
+/// A line of the body, or the fact that it was too long to keep.
+#[derive(Debug, PartialEq)]
+enum Line {
+    Text(Vec<u8>),
+    TooLong,
+}
+
+impl Line {
+    fn is_blank(&self) -> bool {
+        matches!(self, Line::Text(t) if t.iter().all(u8::is_ascii_whitespace))
+    }
+}
+
+/// Splits a byte stream into lines, never holding more than `max` bytes
+/// of one line.
+struct LineSplitter {
+    current: Vec<u8>,
+    overlong: bool,
+    max: usize,
+}
+
+impl LineSplitter {
+    fn new(max: usize) -> Self {
+        LineSplitter {
+            current: Vec::new(),
+            overlong: false,
+            max,
+        }
+    }
+
+    fn push(&mut self, mut chunk: &[u8]) -> Vec<Line> {
+        let mut out = Vec::new();
+        while let Some(nl) = chunk.iter().position(|&b| b == b'\n') {
+            self.take(&chunk[..nl]);
+            out.push(self.end_line());
+            chunk = &chunk[nl + 1..];
+        }
+        self.take(chunk);
+        out
+    }
+
+    fn take(&mut self, bytes: &[u8]) {
+        if self.overlong || self.current.len() + bytes.len() > self.max {
+            self.overlong = true;
+            self.current.clear();
+        } else {
+            self.current.extend_from_slice(bytes);
+        }
+    }
+
+    fn end_line(&mut self) -> Line {
+        if std::mem::take(&mut self.overlong) {
+            Line::TooLong
+        } else {
+            Line::Text(std::mem::take(&mut self.current))
+        }
+    }
+
+    fn finish(&mut self) -> Vec<Line> {
+        if self.current.is_empty() && !self.overlong {
+            Vec::new()
+        } else {
+            vec![self.end_line()]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_across_chunks_and_overlong_lines_are_dropped() {
+        let mut s = LineSplitter::new(5);
+        let mut lines = s.push(b"ab");
+        lines.extend(s.push(b"c\nlonger than five\nxy"));
+        lines.extend(s.finish());
+        assert_eq!(
+            lines,
+            vec![
+                Line::Text(b"abc".to_vec()),
+                Line::TooLong,
+                Line::Text(b"xy".to_vec())
+            ]
+        );
+    }
+}

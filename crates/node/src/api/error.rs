@@ -1,0 +1,118 @@
+//! HTTP errors: a status and a JSON body `{"code": "...", "message": "..."}`
+//! whose `code` is stable, for programs, and whose message is for people.
+
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::domain::DomainError;
+use crate::id::InvalidId;
+use crate::record::InvalidRecord;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    /// Extra fields merged into the body (e.g. the current epoch).
+    pub details: Map<String, Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn invalid_id(e: InvalidId) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_id", e.to_string())
+    }
+
+    pub fn invalid_parameter(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_parameter", message)
+    }
+
+    /// Syntax errors are `invalid_json`; well-formed JSON of the wrong
+    /// shape (missing title, metadata not an object, unknown field) is
+    /// `invalid_record`.
+    pub fn from_json(e: serde_json::Error) -> Self {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Data => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_record", e.to_string())
+            }
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
+        }
+    }
+
+    pub fn invalid_record(e: InvalidRecord) -> Self {
+        match e {
+            InvalidRecord::ContentTooLarge { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "content_too_large",
+                e.to_string(),
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_record", e.to_string()),
+        }
+    }
+
+    pub fn not_found(id: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no archive record {id:?} in this domain"),
+        )
+        .with("id", id)
+    }
+
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "internal error");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    }
+
+    pub fn body(e: BytesRejection) -> Self {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                e.body_text(),
+            )
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
+        }
+    }
+
+    pub fn path(e: PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_id", e.body_text())
+    }
+
+    pub fn query(e: QueryRejection) -> Self {
+        ApiError::invalid_parameter(e.body_text())
+    }
+}
+
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = self.details;
+        body.insert("code".into(), json!(self.code));
+        body.insert("message".into(), json!(self.message));
+        (self.status, Json(Value::Object(body))).into_response()
+    }
+}

@@ -1,0 +1,148 @@
+//! The filter: membership answers, the published snapshot, deltas.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::archives::parse_id;
+use super::error::ApiError;
+use crate::domain::DeltaRefusal;
+use crate::id::ArchiveId;
+use crate::node::Node;
+
+/// Header names carrying the filter's position beside binary bodies.
+pub const EPOCH_HEADER: &str = "x-xarchive-epoch";
+pub const VERSION_HEADER: &str = "x-xarchive-version";
+pub const FROM_VERSION_HEADER: &str = "x-xarchive-from-version";
+pub const KIND_HEADER: &str = "x-xarchive-filter-kind";
+/// A delta followed by the IDs replaced or deleted in its span: a u32
+/// (little-endian) length of the `XADL` bytes, the bytes, then the IDs,
+/// each ending in `\n` (IDs cannot contain control characters).
+pub const DELTA_WITH_IDS: &str = "application/x-xarchive-delta-ids";
+
+/// `GET /v1/contains/{id}`: the filter's answer, without touching the store.
+pub async fn contains_one(
+    State(node): State<Arc<Node>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(path)?;
+    let maybe = node.domain.contains(id.as_str());
+    Ok(Json(json!({ "id": id, "domain": node.domain.name(), "maybe": maybe })).into_response())
+}
+
+/// `POST /v1/contains` with a JSON array of IDs.
+pub async fn contains_many(
+    State(node): State<Arc<Node>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(ApiError::body)?;
+    let raw: Vec<String> = serde_json::from_slice(&body).map_err(ApiError::from_json)?;
+    let limit = node.config.limits.max_contains_ids;
+    if raw.len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_ids",
+            format!("{} IDs sent; the limit is {limit}", raw.len()),
+        ));
+    }
+    let ids = raw
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ArchiveId::parse(s).map_err(|e| ApiError::invalid_id(e).with("index", i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results: Vec<_> = ids
+        .iter()
+        .map(|id| json!({ "id": id, "maybe": node.domain.contains(id.as_str()) }))
+        .collect();
+    Ok(Json(json!({ "domain": node.domain.name(), "results": results })).into_response())
+}
+
+fn position_headers(response: &mut Response, epoch: u64, version: u64) {
+    let headers = response.headers_mut();
+    headers.insert(EPOCH_HEADER, HeaderValue::from(epoch));
+    headers.insert(VERSION_HEADER, HeaderValue::from(version));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// `GET /v1/filter`: the published filter (docs/FORMAT.md), position in headers.
+pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
+    let published = node.domain.published();
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        published.bytes,
+    )
+        .into_response();
+    position_headers(
+        &mut response,
+        published.position.epoch,
+        published.position.version,
+    );
+    response.headers_mut().insert(
+        KIND_HEADER,
+        HeaderValue::from_static(published.kind.as_str()),
+    );
+    response
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaParams {
+    epoch: u64,
+    since: u64,
+    #[serde(default)]
+    ids: bool,
+}
+
+/// `GET /v1/filter/delta?epoch=E&since=V[&ids=true]`: the changes since
+/// version V as an `XADL` delta, or 409 `snapshot_required` when they are
+/// not held (another epoch, or older than the log).
+pub async fn delta(
+    State(node): State<Arc<Node>>,
+    params: Result<Query<DeltaParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(ApiError::query)?;
+    let (delta, changed) = node.domain.delta(params.epoch, params.since).map_err(|e| {
+        let current = node.domain.position();
+        let err = match e {
+            DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
+            _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
+        };
+        err.with("epoch", current.epoch)
+            .with("version", current.version)
+    })?;
+    let encoded = delta.encode();
+    let mut response = if params.ids {
+        let mut body = Vec::with_capacity(4 + encoded.len() + changed.len() * 24);
+        body.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+        body.extend_from_slice(&encoded);
+        for id in &changed {
+            body.extend_from_slice(id.as_str().as_bytes());
+            body.push(b'\n');
+        }
+        ([(header::CONTENT_TYPE, DELTA_WITH_IDS)], body).into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            encoded,
+        )
+            .into_response()
+    };
+    position_headers(&mut response, delta.epoch, delta.to_version);
+    response
+        .headers_mut()
+        .insert(FROM_VERSION_HEADER, HeaderValue::from(delta.from_version));
+    Ok(response)
+}
+
+/// `GET /v1/filter/verify`: compares the filter with one rebuilt from the store.
+pub async fn verify(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
+    let report = node.blocking(|node| Ok(node.domain.verify()?)).await?;
+    Ok(Json(report).into_response())
+}

@@ -1,0 +1,117 @@
+//! A domain's configuration: a TOML file, overridden by flags and
+//! `XARCHIVE_*` environment variables at the command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::filters::FilterSettings;
+
+/// Limits on what one request may ask.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest record content, in bytes (after base64 decoding).
+    pub max_content_bytes: usize,
+    /// Lines read from one `_bulk` request; the rest are skipped.
+    pub max_bulk_lines: usize,
+    /// IDs in one `POST /v1/contains`.
+    pub max_contains_ids: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_content_bytes: 8 * 1024 * 1024,
+            max_bulk_lines: 100_000,
+            max_contains_ids: 10_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The domain's name, unique in its cluster.
+    pub name: String,
+    /// Where the HTTP API listens.
+    pub listen: SocketAddr,
+    /// The data directory (the store and the filter snapshot).
+    pub data: PathBuf,
+    pub filter: FilterSettings,
+    pub limits: Limits,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            name: "local".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            data: PathBuf::from("xarchive-data/local"),
+            filter: FilterSettings::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl NodeConfig {
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let config: NodeConfig = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot: names and limits that make sense.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !name_ok {
+            return Err(ConfigError::Invalid(format!(
+                "domain name {:?} must be 1..=64 of A-Z a-z 0-9 - _",
+                self.name
+            )));
+        }
+        if self.limits.max_content_bytes == 0 || self.limits.max_bulk_lines == 0 {
+            return Err(ConfigError::Invalid("limits must be positive".into()));
+        }
+        if !(self.filter.fpr > 0.0 && self.filter.fpr <= 0.5) {
+            return Err(ConfigError::Invalid(format!(
+                "filter.fpr must be in (0, 0.5], got {}",
+                self.filter.fpr
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_partial_file_and_refuses_unknown_keys() {
+        let c = NodeConfig::from_toml(
+            "name = \"A\"\nlisten = \"127.0.0.1:9000\"\n[filter]\nkind = \"cuckoo\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.name, "A");
+        assert_eq!(c.filter.kind, crate::filters::FilterKind::Cuckoo);
+        assert_eq!(c.limits, Limits::default());
+        assert!(NodeConfig::from_toml("nmae = \"A\"").is_err());
+        assert!(NodeConfig::from_toml("name = \"a b\"").is_err());
+    }
+}

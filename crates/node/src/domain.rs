@@ -1,0 +1,491 @@
+//! One domain: the store and the filter kept in step with it.
+//!
+//! The store is the source of truth. The filter changes only after the
+//! store has committed, under the same writer lock, so that after every
+//! write the filter holds exactly the store's IDs: an ID is inserted when
+//! its record is created (not when replaced) and removed when its record is
+//! deleted, never otherwise (removing an absent ID would corrupt it).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use xarchive_filter::{Delta, DeltaError, GeometryError};
+
+use crate::filters::{ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter};
+use crate::id::ArchiveId;
+use crate::record::{now_ms, Record};
+use crate::store::{Outcome, Store, StoreError, Write};
+
+const SNAPSHOT_FILE: &str = "filter.snapshot";
+const SNAPSHOT_META_FILE: &str = "filter.json";
+/// Changed IDs kept for cache eviction at peers.
+const FEED_CAPACITY: usize = 1 << 16;
+
+/// A domain failure (bad input is refused earlier, at the API).
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("invalid filter settings: {0}")]
+    Settings(#[from] GeometryError),
+    #[error("cannot write the filter snapshot {path}: {source}")]
+    Snapshot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Where the filter stands: peers compare this with their replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub epoch: u64,
+    pub version: u64,
+}
+
+/// What `/v1/filter` serves.
+pub struct Published {
+    pub kind: FilterKind,
+    pub position: Position,
+    pub bytes: Vec<u8>,
+}
+
+/// Why a delta cannot be served: the peer must take a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeltaRefusal {
+    #[error("the filter was rebuilt: epoch is now {current}")]
+    EpochChanged { current: u64 },
+    #[error("changes since version {since} are no longer held; take a snapshot")]
+    SnapshotRequired { since: u64 },
+    #[error("version {since} is ahead of the filter (at {current})")]
+    FutureVersion { since: u64, current: u64 },
+}
+
+/// Result of comparing the filter with one rebuilt from the store.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub consistent: bool,
+    pub store_records: u64,
+    pub filter_items: u64,
+    /// Stored IDs the filter does not hold (false negatives): must be 0.
+    pub missing: u64,
+}
+
+/// What the domain knows of itself, for `/v1/stats`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DomainStats {
+    pub domain: String,
+    pub records: u64,
+    pub store_bytes: u64,
+    pub filter: FilterStats,
+}
+
+struct State {
+    filter: LocalFilter,
+    /// Records the filter was sized for.
+    capacity: u64,
+    feed: ChangeFeed,
+}
+
+pub struct Domain {
+    name: String,
+    dir: PathBuf,
+    store: Store,
+    settings: FilterSettings,
+    state: RwLock<State>,
+    /// One writer at a time: store commit, then filter update.
+    writer: Mutex<()>,
+    position: watch::Sender<Position>,
+}
+
+/// Saved beside a snapshot: the store sequence it reflects.
+#[derive(Serialize, Deserialize, PartialEq)]
+struct SnapshotMeta {
+    sequence: u64,
+    records: u64,
+    capacity: u64,
+    settings: FilterSettings,
+}
+
+impl Domain {
+    /// Opens the domain in `dir`: the store, then the filter, from a saved
+    /// snapshot if it matches the store exactly, else rebuilt from it.
+    pub fn open(name: &str, dir: &Path, settings: FilterSettings) -> Result<Domain, DomainError> {
+        // Refuse bad settings before touching anything.
+        LocalFilter::new(&settings, 1)?;
+        let store = Store::open(dir)?;
+        let started = Instant::now();
+        let (state, how) = match Self::load_snapshot(dir, &store, &settings) {
+            Some(state) => (state, "loaded the saved filter snapshot"),
+            None => (
+                Self::rebuild(&store, &settings, 0)?,
+                "rebuilt the filter from the store",
+            ),
+        };
+        // A snapshot is good for one start: once writes resume it is stale.
+        let _ = std::fs::remove_file(dir.join(SNAPSHOT_META_FILE));
+        tracing::info!(
+            domain = name,
+            records = state.filter.items(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "{how}"
+        );
+        let position = Position {
+            epoch: state.filter.epoch(),
+            version: state.filter.version(),
+        };
+        Ok(Domain {
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+            store,
+            settings,
+            state: RwLock::new(state),
+            writer: Mutex::new(()),
+            position: watch::channel(position).0,
+        })
+    }
+
+    fn load_snapshot(dir: &Path, store: &Store, settings: &FilterSettings) -> Option<State> {
+        let meta: SnapshotMeta =
+            serde_json::from_slice(&std::fs::read(dir.join(SNAPSHOT_META_FILE)).ok()?).ok()?;
+        let records = store.len().ok()?;
+        if meta.sequence != store.sequence().ok()?
+            || meta.records != records
+            || &meta.settings != settings
+        {
+            return None;
+        }
+        let bytes = std::fs::read(dir.join(SNAPSHOT_FILE)).ok()?;
+        let filter = LocalFilter::decode(settings.kind, &bytes, settings.log_capacity).ok()?;
+        if filter.items() != records {
+            return None;
+        }
+        let version = filter.version();
+        Some(State {
+            filter,
+            capacity: meta.capacity,
+            feed: ChangeFeed::new(FEED_CAPACITY, version),
+        })
+    }
+
+    /// A new filter from every ID in the store, in a new epoch, doubling
+    /// its capacity until it holds them all.
+    fn rebuild(
+        store: &Store,
+        settings: &FilterSettings,
+        at_least: u64,
+    ) -> Result<State, DomainError> {
+        let records = store.len()?;
+        let mut capacity = settings
+            .expected_items
+            .max(records + records / 2)
+            .max(at_least);
+        loop {
+            let mut filter = LocalFilter::new(settings, capacity)?;
+            let mut full = false;
+            store.for_each_id(|id| full = full || filter.insert(id).is_err())?;
+            if !full {
+                filter.set_epoch(rand::random::<u64>() | 1);
+                let version = filter.version();
+                return Ok(State {
+                    filter,
+                    capacity,
+                    feed: ChangeFeed::new(FEED_CAPACITY, version),
+                });
+            }
+            capacity = capacity.saturating_mul(2);
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn settings(&self) -> &FilterSettings {
+        &self.settings
+    }
+
+    /// Applies `writes` in order, durably, then updates the filter to match.
+    pub fn apply(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
+        let _writer = self.writer.lock();
+        let outcomes = self.store.apply(writes, now_ms())?;
+        let mut state = self.state.write();
+        let mut rebuild = false;
+        for (write, outcome) in writes.iter().zip(&outcomes) {
+            match (write, outcome) {
+                (Write::Put(id, _), Outcome::Created) => {
+                    if state.filter.insert(id.as_str()).is_err() {
+                        // Full: the rebuild below reads this ID from the store.
+                        rebuild = true;
+                        break;
+                    }
+                }
+                (Write::Put(id, _), Outcome::Replaced) => {
+                    state.filter.touch();
+                    let version = state.filter.version();
+                    state.feed.push(version, id.clone());
+                }
+                (Write::Delete(id), Outcome::Deleted) => {
+                    if state.filter.remove(id.as_str()).is_err() {
+                        tracing::error!(domain = %self.name, %id, "deleted record was not in the filter");
+                    }
+                    let version = state.filter.version();
+                    state.feed.push(version, id.clone());
+                }
+                _ => {}
+            }
+        }
+        if rebuild || state.filter.outgrown(state.capacity) {
+            let at_least = state.capacity.saturating_mul(2);
+            let started = Instant::now();
+            *state = Self::rebuild(&self.store, &self.settings, at_least)?;
+            tracing::warn!(
+                domain = %self.name,
+                capacity = state.capacity,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "filter outgrown: rebuilt larger in a new epoch"
+            );
+        }
+        let position = Position {
+            epoch: state.filter.epoch(),
+            version: state.filter.version(),
+        };
+        drop(state);
+        self.position.send_replace(position);
+        Ok(outcomes)
+    }
+
+    pub fn get(&self, id: &ArchiveId) -> Result<Option<Record>, DomainError> {
+        Ok(self
+            .store
+            .get(id)?
+            .map(|stored| stored.into_record(id.clone(), &self.name)))
+    }
+
+    /// The filter's answer: false means the domain certainly lacks `id`.
+    pub fn contains(&self, id: &str) -> bool {
+        self.state.read().filter.contains(id)
+    }
+
+    pub fn position(&self) -> Position {
+        *self.position.borrow()
+    }
+
+    /// Follows the filter's position as writes land.
+    pub fn subscribe(&self) -> watch::Receiver<Position> {
+        self.position.subscribe()
+    }
+
+    pub fn published(&self) -> Published {
+        let state = self.state.read();
+        Published {
+            kind: state.filter.kind(),
+            position: Position {
+                epoch: state.filter.epoch(),
+                version: state.filter.version(),
+            },
+            bytes: state.filter.published(),
+        }
+    }
+
+    /// The changes (cells, and IDs replaced or deleted) since `since` in
+    /// `epoch`, or why a snapshot is needed instead.
+    pub fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
+        let state = self.state.read();
+        let current = state.filter.epoch();
+        if epoch != current {
+            return Err(DeltaRefusal::EpochChanged { current });
+        }
+        let delta = state.filter.delta_since(since).map_err(|e| match e {
+            DeltaError::SnapshotRequired { since, .. } => DeltaRefusal::SnapshotRequired { since },
+            DeltaError::FutureVersion { since, current } => {
+                DeltaRefusal::FutureVersion { since, current }
+            }
+        })?;
+        let changed = state
+            .feed
+            .since(since)
+            .ok_or(DeltaRefusal::SnapshotRequired { since })?;
+        Ok((delta, changed))
+    }
+
+    pub fn stats(&self) -> Result<DomainStats, DomainError> {
+        let filter = self.state.read().filter.stats();
+        Ok(DomainStats {
+            domain: self.name.clone(),
+            records: self.store.len()?,
+            store_bytes: std::fs::metadata(self.store.path())
+                .map(|m| m.len())
+                .unwrap_or(0),
+            filter,
+        })
+    }
+
+    /// Up to `limit` IDs after `after`, in order.
+    pub fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, DomainError> {
+        Ok(self.store.list(after, limit)?)
+    }
+
+    /// Rebuilds a filter of the same shape from the store and compares.
+    /// Counting filters must match counter for counter; a cuckoo table
+    /// depends on insertion order, so it must hold every stored ID and the
+    /// same number of items.
+    pub fn verify(&self) -> Result<VerifyReport, DomainError> {
+        let _writer = self.writer.lock();
+        let state = self.state.read();
+        let mut rebuilt = state.filter.empty_like();
+        let mut missing = 0u64;
+        let mut records = 0u64;
+        self.store.for_each_id(|id| {
+            records += 1;
+            let _ = rebuilt.insert(id);
+            missing += u64::from(!state.filter.contains(id));
+        })?;
+        let same = match (&state.filter, &rebuilt) {
+            (LocalFilter::Counting(a), LocalFilter::Counting(b)) => a.same_contents(b),
+            _ => state.filter.items() == records,
+        };
+        Ok(VerifyReport {
+            consistent: same && missing == 0,
+            store_records: records,
+            filter_items: state.filter.items(),
+            missing,
+        })
+    }
+
+    /// Saves the filter so that the next start can skip the rebuild. Call
+    /// when no more writes will come (at shutdown).
+    pub fn close(&self) -> Result<(), DomainError> {
+        let _writer = self.writer.lock();
+        let state = self.state.read();
+        let meta = SnapshotMeta {
+            sequence: self.store.sequence()?,
+            records: self.store.len()?,
+            capacity: state.capacity,
+            settings: self.settings.clone(),
+        };
+        // The filter first, its meta (which makes it valid) last.
+        write_atomically(&self.dir.join(SNAPSHOT_FILE), &state.filter.encode())?;
+        let meta = serde_json::to_vec_pretty(&meta).unwrap_or_default();
+        write_atomically(&self.dir.join(SNAPSHOT_META_FILE), &meta)?;
+        tracing::info!(domain = %self.name, "saved the filter snapshot");
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to a temporary file, syncs it, and renames it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DomainError> {
+    let io = |source| DomainError::Snapshot {
+        path: path.to_owned(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordBody;
+
+    fn put(id: &str) -> Write {
+        Write::Put(
+            ArchiveId::parse(id).unwrap(),
+            RecordBody {
+                title: id.into(),
+                metadata: Default::default(),
+                content: None,
+            },
+        )
+    }
+
+    fn del(id: &str) -> Write {
+        Write::Delete(ArchiveId::parse(id).unwrap())
+    }
+
+    fn small() -> FilterSettings {
+        FilterSettings {
+            expected_items: 100,
+            ..FilterSettings::default()
+        }
+    }
+
+    #[test]
+    fn filter_follows_the_store_and_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::open("A", dir.path(), small()).unwrap();
+        d.apply(&[put("a"), put("b"), put("a"), del("b"), del("zz")])
+            .unwrap();
+        assert!(d.contains("a"));
+        assert!(d.verify().unwrap().consistent);
+        let position = d.position();
+        d.close().unwrap();
+        drop(d);
+        // Clean restart: the snapshot is used, so the epoch is kept.
+        let d = Domain::open("A", dir.path(), small()).unwrap();
+        assert_eq!(d.position(), position);
+        assert!(d.verify().unwrap().consistent);
+        d.apply(&[put("c")]).unwrap();
+        drop(d);
+        // No close: the next start rebuilds, in a new epoch.
+        let d = Domain::open("A", dir.path(), small()).unwrap();
+        assert_ne!(d.position().epoch, position.epoch);
+        assert!(d.contains("a") && d.contains("c"));
+        assert_eq!(d.stats().unwrap().records, 2);
+    }
+
+    #[test]
+    fn full_cuckoo_filter_is_rebuilt_larger() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = FilterSettings {
+            kind: FilterKind::Cuckoo,
+            expected_items: 8,
+            ..FilterSettings::default()
+        };
+        let d = Domain::open("A", dir.path(), settings).unwrap();
+        let epoch = d.position().epoch;
+        for i in 0..200 {
+            d.apply(&[put(&format!("ID-{i}"))]).unwrap();
+        }
+        assert_ne!(d.position().epoch, epoch);
+        for i in 0..200 {
+            assert!(d.contains(&format!("ID-{i}")));
+        }
+        assert!(d.verify().unwrap().consistent);
+    }
+
+    #[test]
+    fn deltas_carry_flips_and_changed_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::open("A", dir.path(), small()).unwrap();
+        d.apply(&[put("a")]).unwrap();
+        let Published {
+            position, bytes, ..
+        } = d.published();
+        let mut replica = xarchive_filter::BloomFilter::decode(&bytes).unwrap();
+        d.apply(&[put("b"), put("a"), del("b")]).unwrap();
+        let (delta, changed) = d.delta(position.epoch, position.version).unwrap();
+        replica.apply(&delta).unwrap();
+        assert_eq!(replica.encode(), d.published().bytes);
+        let names: Vec<&str> = changed.iter().map(|id| id.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(
+            d.delta(position.epoch + 1, 0).unwrap_err(),
+            DeltaRefusal::EpochChanged {
+                current: position.epoch
+            }
+        );
+    }
+}

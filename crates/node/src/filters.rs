@@ -1,0 +1,318 @@
+//! The domain's own filter (counting or cuckoo), what it publishes to
+//! peers and browsers, and the feed of IDs changed per version.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+use xarchive_filter::{
+    CountingBloomFilter, CuckooFilter, DecodeError, Delta, DeltaError, Full, GeometryError,
+    NotPresent,
+};
+
+use crate::id::ArchiveId;
+
+/// Which filter a domain keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterKind {
+    /// Counting Bloom filter; publishes its bit view (`XABL`).
+    Counting,
+    /// Cuckoo filter; publishes its table (`XACK`).
+    Cuckoo,
+}
+
+impl FilterKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FilterKind::Counting => "counting",
+            FilterKind::Cuckoo => "cuckoo",
+        }
+    }
+}
+
+/// How a domain sizes its filter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilterSettings {
+    pub kind: FilterKind,
+    /// Records the filter is sized for; it is rebuilt larger (a new epoch)
+    /// when the store outgrows it.
+    pub expected_items: u64,
+    /// Target false-positive rate at `expected_items`.
+    pub fpr: f64,
+    /// Flips (or slot changes) kept for deltas; older copies take a snapshot.
+    pub log_capacity: usize,
+}
+
+impl Default for FilterSettings {
+    fn default() -> Self {
+        FilterSettings {
+            kind: FilterKind::Counting,
+            expected_items: 1_000_000,
+            fpr: 0.01,
+            log_capacity: 1 << 20,
+        }
+    }
+}
+
+/// The filter itself.
+#[derive(Clone, Debug)]
+pub enum LocalFilter {
+    Counting(CountingBloomFilter),
+    Cuckoo(CuckooFilter),
+}
+
+macro_rules! both {
+    ($self:expr, $f:ident => $e:expr) => {
+        match $self {
+            LocalFilter::Counting($f) => $e,
+            LocalFilter::Cuckoo($f) => $e,
+        }
+    };
+}
+
+impl LocalFilter {
+    /// An empty filter for `capacity` records.
+    pub fn new(settings: &FilterSettings, capacity: u64) -> Result<Self, GeometryError> {
+        Ok(match settings.kind {
+            FilterKind::Counting => LocalFilter::Counting(
+                CountingBloomFilter::with_capacity(capacity, settings.fpr)?
+                    .with_log_capacity(settings.log_capacity),
+            ),
+            FilterKind::Cuckoo => LocalFilter::Cuckoo(
+                CuckooFilter::with_capacity(capacity, settings.fpr)?
+                    .with_log_capacity(settings.log_capacity),
+            ),
+        })
+    }
+
+    pub fn kind(&self) -> FilterKind {
+        match self {
+            LocalFilter::Counting(_) => FilterKind::Counting,
+            LocalFilter::Cuckoo(_) => FilterKind::Cuckoo,
+        }
+    }
+
+    pub fn insert(&mut self, id: &str) -> Result<(), Full> {
+        match self {
+            LocalFilter::Counting(f) => {
+                f.insert(id);
+                Ok(())
+            }
+            LocalFilter::Cuckoo(f) => f.insert(id),
+        }
+    }
+
+    pub fn remove(&mut self, id: &str) -> Result<(), NotPresent> {
+        both!(self, f => f.remove(id))
+    }
+
+    pub fn touch(&mut self) {
+        both!(self, f => f.touch())
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        both!(self, f => f.contains(id))
+    }
+
+    pub fn version(&self) -> u64 {
+        both!(self, f => f.version())
+    }
+
+    pub fn epoch(&self) -> u64 {
+        both!(self, f => f.epoch())
+    }
+
+    pub fn set_epoch(&mut self, epoch: u64) {
+        both!(self, f => f.set_epoch(epoch))
+    }
+
+    pub fn items(&self) -> u64 {
+        both!(self, f => f.items())
+    }
+
+    /// Whether the filter should be rebuilt larger: a cuckoo filter whose
+    /// victim slot is taken refuses inserts; a counting filter past twice
+    /// its capacity has a false-positive rate far above the target.
+    pub fn outgrown(&self, capacity: u64) -> bool {
+        match self {
+            LocalFilter::Counting(f) => f.items() > capacity.saturating_mul(2),
+            LocalFilter::Cuckoo(f) => f.is_full(),
+        }
+    }
+
+    /// What peers and browsers receive: the bit view of a counting filter,
+    /// the table of a cuckoo filter.
+    pub fn published(&self) -> Vec<u8> {
+        match self {
+            LocalFilter::Counting(f) => f.bit_view().encode(),
+            LocalFilter::Cuckoo(f) => f.encode(),
+        }
+    }
+
+    /// The changes since `since`, as applied to what [`published`] gives.
+    ///
+    /// [`published`]: Self::published
+    pub fn delta_since(&self, since: u64) -> Result<Delta, DeltaError> {
+        match self {
+            LocalFilter::Counting(f) => f.flips_since(since),
+            LocalFilter::Cuckoo(f) => f.changes_since(since),
+        }
+    }
+
+    /// The whole filter (counters, or table), for a snapshot on disk.
+    pub fn encode(&self) -> Vec<u8> {
+        both!(self, f => f.encode())
+    }
+
+    pub fn decode(
+        kind: FilterKind,
+        bytes: &[u8],
+        log_capacity: usize,
+    ) -> Result<Self, DecodeError> {
+        Ok(match kind {
+            FilterKind::Counting => LocalFilter::Counting(
+                CountingBloomFilter::decode(bytes)?.with_log_capacity(log_capacity),
+            ),
+            FilterKind::Cuckoo => {
+                LocalFilter::Cuckoo(CuckooFilter::decode(bytes)?.with_log_capacity(log_capacity))
+            }
+        })
+    }
+
+    /// An empty filter of the same shape.
+    pub fn empty_like(&self) -> Self {
+        match self {
+            LocalFilter::Counting(f) => {
+                LocalFilter::Counting(CountingBloomFilter::new(f.geometry()))
+            }
+            LocalFilter::Cuckoo(f) => LocalFilter::Cuckoo(CuckooFilter::new(f.geometry())),
+        }
+    }
+
+    pub fn stats(&self) -> FilterStats {
+        match self {
+            LocalFilter::Counting(f) => FilterStats {
+                kind: FilterKind::Counting,
+                cells: f.geometry().num_bits(),
+                hashes: Some(f.geometry().k()),
+                fingerprint_bits: None,
+                bytes: f.geometry().num_bits() / 2,
+                items: f.items(),
+                fill_ratio: f.fill_ratio(),
+                estimated_fpr: f.bit_view().estimated_fpr(),
+                stuck_counters: Some(f.stuck_counters()),
+                version: f.version(),
+                epoch: f.epoch(),
+                oldest_delta_version: f.oldest_delta_version(),
+            },
+            LocalFilter::Cuckoo(f) => {
+                let g = f.geometry();
+                FilterStats {
+                    kind: FilterKind::Cuckoo,
+                    cells: g.num_slots(),
+                    hashes: None,
+                    fingerprint_bits: Some(g.fingerprint_bits()),
+                    bytes: (g.num_slots() * u64::from(g.fingerprint_bits())).div_ceil(8),
+                    items: f.items(),
+                    fill_ratio: f.load_factor(),
+                    estimated_fpr: g.theoretical_fpr(f.items()),
+                    stuck_counters: None,
+                    version: f.version(),
+                    epoch: f.epoch(),
+                    oldest_delta_version: f.oldest_delta_version(),
+                }
+            }
+        }
+    }
+}
+
+/// The filter's figures for `/v1/stats` and `/metrics`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FilterStats {
+    pub kind: FilterKind,
+    /// Counters (counting) or slots (cuckoo).
+    pub cells: u64,
+    pub hashes: Option<u32>,
+    pub fingerprint_bits: Option<u8>,
+    /// Memory of the cells.
+    pub bytes: u64,
+    pub items: u64,
+    /// Counters above zero, or slots taken.
+    pub fill_ratio: f64,
+    pub estimated_fpr: f64,
+    pub stuck_counters: Option<u64>,
+    pub version: u64,
+    pub epoch: u64,
+    pub oldest_delta_version: u64,
+}
+
+/// IDs whose records were replaced or deleted, by the version that did it,
+/// so that peers can evict cached copies (bounded like the flip log).
+#[derive(Debug)]
+pub struct ChangeFeed {
+    entries: VecDeque<(u64, ArchiveId)>,
+    capacity: usize,
+    /// Changes at or below this version may be missing.
+    floor: u64,
+}
+
+impl ChangeFeed {
+    pub fn new(capacity: usize, version: u64) -> Self {
+        ChangeFeed {
+            entries: VecDeque::new(),
+            capacity,
+            floor: version,
+        }
+    }
+
+    pub fn push(&mut self, version: u64, id: ArchiveId) {
+        if self.entries.len() >= self.capacity {
+            match self.entries.pop_front() {
+                Some((v, _)) => self.floor = self.floor.max(v),
+                None => {
+                    self.floor = version;
+                    return;
+                }
+            }
+        }
+        self.entries.push_back((version, id));
+    }
+
+    /// Distinct IDs changed after `since`; `None` when some may be missing.
+    pub fn since(&self, since: u64) -> Option<Vec<ArchiveId>> {
+        if since < self.floor {
+            return None;
+        }
+        let start = self.entries.partition_point(|(v, _)| *v <= since);
+        let mut ids: Vec<ArchiveId> = self
+            .entries
+            .range(start..)
+            .map(|(_, id)| id.clone())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        Some(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> ArchiveId {
+        ArchiveId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn feed_answers_only_what_it_still_holds() {
+        let mut feed = ChangeFeed::new(2, 0);
+        feed.push(1, id("a"));
+        feed.push(2, id("b"));
+        assert_eq!(feed.since(0).unwrap(), vec![id("a"), id("b")]);
+        feed.push(3, id("a"));
+        assert_eq!(feed.since(0), None);
+        assert_eq!(feed.since(1).unwrap(), vec![id("a"), id("b")]);
+        assert_eq!(feed.since(3).unwrap(), Vec::<ArchiveId>::new());
+    }
+}

@@ -1,0 +1,162 @@
+//! Prometheus metrics. Counters are updated as work happens; the domain's
+//! gauges (records, filter figures) are read when `/metrics` is scraped.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::domain::DomainStats;
+use crate::store::Outcome;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    method: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<RouteLabels, Histogram>,
+    writes: Family<OutcomeLabels, Counter>,
+    records: Gauge,
+    store_bytes: Gauge,
+    filter_items: Gauge,
+    filter_version: Gauge,
+    filter_fill: Gauge<f64, AtomicU64>,
+    filter_fpr: Gauge<f64, AtomicU64>,
+    filter_stuck: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs to ~1.6 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("xarchive");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("http_requests", "HTTP requests answered", requests.clone());
+        let latency = Family::<RouteLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer, by route",
+            latency.clone(),
+        );
+        let writes = Family::<OutcomeLabels, Counter>::default();
+        registry.register("writes", "Record writes, by outcome", writes.clone());
+        let records = Gauge::default();
+        registry.register("records", "Records in the store", records.clone());
+        let store_bytes = Gauge::default();
+        registry.register("store_bytes", "Size of the store file", store_bytes.clone());
+        let filter_items = Gauge::default();
+        registry.register("filter_items", "IDs in the filter", filter_items.clone());
+        let filter_version = Gauge::default();
+        registry.register("filter_version", "Filter version", filter_version.clone());
+        let filter_fill = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "filter_fill_ratio",
+            "Counters above zero (or cuckoo slots taken)",
+            filter_fill.clone(),
+        );
+        let filter_fpr = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "filter_estimated_false_positive_rate",
+            "False-positive rate implied by the filter's fill",
+            filter_fpr.clone(),
+        );
+        let filter_stuck = Gauge::default();
+        registry.register(
+            "filter_stuck_counters",
+            "Counters saturated at 15",
+            filter_stuck.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            writes,
+            records,
+            store_bytes,
+            filter_items,
+            filter_version,
+            filter_fill,
+            filter_fpr,
+            filter_stuck,
+        }
+    }
+
+    /// The registry, for other parts (cluster, cache) to add their metrics.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    pub fn observe_request(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.to_owned(),
+                method: method.to_owned(),
+                status,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabels {
+                route: route.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn count_write(&self, outcome: Outcome) {
+        let outcome = match outcome {
+            Outcome::Created => "created",
+            Outcome::Replaced => "replaced",
+            Outcome::Deleted => "deleted",
+            Outcome::NotFound => "not_found",
+        };
+        self.writes.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// The text exposition, with the domain's gauges set from `stats`.
+    pub fn render(&self, stats: &DomainStats) -> String {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.records.set(gauge(stats.records));
+        self.store_bytes.set(gauge(stats.store_bytes));
+        self.filter_items.set(gauge(stats.filter.items));
+        self.filter_version.set(gauge(stats.filter.version));
+        self.filter_fill.set(stats.filter.fill_ratio);
+        self.filter_fpr.set(stats.filter.estimated_fpr);
+        self.filter_stuck
+            .set(gauge(stats.filter.stuck_counters.unwrap_or(0)));
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
