@@ -76,8 +76,9 @@ impl BloomFilter {
             block[word] |= bit;
             changed | was_clear
         });
-        self.items += 1;
-        self.version += 1;
+        // Saturating: both come from decoded bytes and may be anything.
+        self.items = self.items.saturating_add(1);
+        self.version = self.version.saturating_add(1);
         changed
     }
 
@@ -113,8 +114,8 @@ impl BloomFilter {
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             *a |= b;
         }
-        self.items += other.items;
-        self.version += 1;
+        self.items = self.items.saturating_add(other.items);
+        self.version = self.version.saturating_add(1);
         Ok(())
     }
 
@@ -232,4 +233,37 @@ fn block_mut(words: &mut [u64], block: u64) -> &mut [u64; BLOCK_WORDS] {
     (&mut words[start..start + BLOCK_WORDS])
         .try_into()
         .expect("a block is BLOCK_WORDS long")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::unhex;
+
+    /// Fuzz find (decode_bloom): `items` is taken from the bytes as it is
+    /// (here 0xffff_fffe_0000_0000); after an insert, the union of the filter with a copy
+    /// of itself overflowed `items += other.items`. The artifact, with its
+    /// CRC trailer recomputed as the target does.
+    #[test]
+    fn decode_regression_items_overflow() {
+        let bytes = unhex(
+            "5841424c01000000000200000000000002000000000000030000000700000000
+           000000000000000000000000feffffffffffff7f000000000000000000000000
+           000000000000000000000000000000000000000000000000000000fb00000000
+           00000000000000000000000000000000abd8b0ec",
+        );
+        let mut f = BloomFilter::decode(&bytes).unwrap();
+        assert_eq!(f.items(), 0xffff_fffe_0000_0000);
+        assert_eq!(f.encode(), bytes);
+        let mut other = f.clone();
+        f.insert("J001-WS·2023-Y-0001");
+        other.union(&f).unwrap();
+        assert_eq!(other.items(), u64::MAX, "the count saturates");
+        assert!(other.contains("J001-WS·2023-Y-0001"));
+
+        // The version, equally decoded, saturates too.
+        f.set_version(u64::MAX);
+        f.insert("another ID");
+        assert_eq!(f.version(), u64::MAX);
+    }
 }

@@ -254,3 +254,18 @@ pub(crate) fn words_from_le(bytes: &[u8]) -> Vec<u64> {
         })
         .collect()
 }
+
+/// Bytes from hex digits, whitespace ignored (test inputs from fuzz finds).
+#[cfg(test)]
+pub(crate) fn unhex(hex: &str) -> Vec<u8> {
+    let digits: Vec<u8> = hex
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace())
+        .map(|b| match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => panic!("not a lowercase hex digit: {}", b as char),
+        })
+        .collect();
+    digits.chunks_exact(2).map(|p| p[0] << 4 | p[1]).collect()
+}

@@ -222,6 +222,8 @@ fn decode_changes(
 #[derive(Clone, Debug)]
 pub(crate) struct ChangeLog {
     /// (version, cell << 16 | value), written in order at `tail & mask`.
+    /// Empty until the first write: a decoded filter that is only read
+    /// never allocates it, so decoding costs no more than its input.
     ring: Vec<(u64, u64)>,
     mask: u64,
     /// Entries ever written; the next goes to `tail & mask`.
@@ -238,7 +240,7 @@ impl ChangeLog {
     pub fn new(capacity: usize, version: u64) -> Self {
         let len = (capacity as u64 + 1).next_power_of_two().max(2);
         ChangeLog {
-            ring: vec![(0, 0); len as usize],
+            ring: Vec::new(),
             mask: len - 1,
             tail: 0,
             start: 0,
@@ -255,8 +257,27 @@ impl ChangeLog {
     /// [`advance`](Self::advance) moves past it.
     #[inline(always)]
     pub fn stage(&mut self, ahead: u64, version: u64, cell: u64, value: u16) {
-        let at = (self.tail + ahead) & self.mask;
-        self.ring[at as usize] = (version, (cell << 16) | u64::from(value));
+        let at = ((self.tail + ahead) & self.mask) as usize;
+        let entry = (version, (cell << 16) | u64::from(value));
+        // The bounds check indexing would make anyway; it fails only once.
+        match self.ring.get_mut(at) {
+            Some(slot) => *slot = entry,
+            None => self.stage_first(at, entry),
+        }
+    }
+
+    /// Whether the ring has been allocated (by a first write).
+    #[cfg(test)]
+    pub fn is_allocated(&self) -> bool {
+        !self.ring.is_empty()
+    }
+
+    /// Allocates the ring on the first write.
+    #[cold]
+    #[inline(never)]
+    fn stage_first(&mut self, at: usize, entry: (u64, u64)) {
+        self.ring = vec![(0, 0); self.mask as usize + 1];
+        self.ring[at] = entry;
     }
 
     #[inline(always)]
