@@ -226,7 +226,7 @@ impl CuckooFilter {
     /// holder's users care about but the filter cannot see (a record
     /// replaced under the same ID): copies learn of it by the version.
     pub fn touch(&mut self) {
-        self.version += 1;
+        self.version = self.version.saturating_add(1);
     }
 
     /// Removes one copy of `id`'s fingerprint; refuses, changing nothing,
@@ -563,6 +563,22 @@ mod tests {
         f.version = u64::MAX;
         f.insert("another ID").unwrap();
         assert_eq!(f.version(), u64::MAX, "and the version at the top");
+    }
+
+    /// Fuzz find (decode_cuckoo): a filter decoded at version u64::MAX
+    /// overflowed in `touch`. The artifact, CRC recomputed.
+    #[test]
+    fn decode_regression_touch_version() {
+        let bytes = unhex(
+            "5841434b01000000070000000000000010000000030000000000000000000000
+           ffffffffffffffff0000000000000000ed8f01d8e4145874434b010000000100
+           000000000000068864afad8231bb00f098ff2f3929ef543cd4b3ec0ab5000000
+           75d201a56251e507ceb1b6334b26898fca8bf313",
+        );
+        let mut f = CuckooFilter::decode(&bytes).unwrap();
+        assert_eq!(f.version(), u64::MAX);
+        f.touch();
+        assert_eq!(f.version(), u64::MAX);
     }
 
     #[test]
