@@ -8,6 +8,7 @@
 //! - [`server`], [`shutdown`]: serving until Ctrl-C or SIGTERM.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod domain;
 pub mod filters;

@@ -31,7 +31,7 @@ pub enum StoreError {
         source: Box<redb::DatabaseError>,
     },
     #[error("store error: {0}")]
-    Redb(#[from] Box<redb::Error>),
+    Redb(Box<redb::Error>),
     #[error("record {id} in the store is unreadable: {source}")]
     Corrupt {
         id: String,
@@ -52,7 +52,8 @@ impl_from_redb!(
     redb::TransactionError,
     redb::TableError,
     redb::StorageError,
-    redb::CommitError
+    redb::CommitError,
+    redb::Error
 );
 
 /// One write of a batch.
@@ -144,6 +145,12 @@ impl Store {
                         }
                     }
                 });
+            }
+            if outcomes.iter().all(|o| *o == Outcome::NotFound) {
+                // Nothing changed: leave the file exactly as it was.
+                drop(table);
+                txn.abort()?;
+                return Ok(outcomes);
             }
             let mut meta = txn.open_table(META)?;
             let sequence = meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0);

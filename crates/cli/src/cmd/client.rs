@@ -1,0 +1,94 @@
+//! Client commands against a running domain: put, get, rm, stats.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use base64::Engine;
+
+use super::ServerArgs;
+use crate::EXIT_NOT_FOUND;
+
+#[derive(clap::Args)]
+pub struct IdArgs {
+    /// The archive ID.
+    id: String,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(clap::Args)]
+pub struct PutArgs {
+    /// The archive ID.
+    id: String,
+    #[arg(long)]
+    title: String,
+    /// Metadata as a JSON object.
+    #[arg(long)]
+    metadata: Option<String>,
+    /// A file whose bytes become the record's content.
+    #[arg(long)]
+    content_file: Option<PathBuf>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub async fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
+    let mut body = serde_json::json!({ "title": args.title });
+    if let Some(m) = &args.metadata {
+        let metadata: serde_json::Value =
+            serde_json::from_str(m).context("--metadata is not valid JSON")?;
+        anyhow::ensure!(metadata.is_object(), "--metadata must be a JSON object");
+        body["metadata"] = metadata;
+    }
+    if let Some(path) = &args.content_file {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        body["content"] = base64::engine::general_purpose::STANDARD
+            .encode(bytes)
+            .into();
+    }
+    let (created, record) = args.server.client()?.put(&args.id, &body).await?;
+    println!(
+        "{} {} in domain {}",
+        if created { "created" } else { "replaced" },
+        record.id,
+        record.domain
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn get(args: IdArgs) -> anyhow::Result<ExitCode> {
+    match args.server.client()?.get(&args.id).await? {
+        Some(record) => {
+            println!("{}", serde_json::to_string_pretty(&record)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!("not found: {}", args.id);
+            Ok(ExitCode::from(EXIT_NOT_FOUND))
+        }
+    }
+}
+
+pub async fn rm(args: IdArgs) -> anyhow::Result<ExitCode> {
+    if args.server.client()?.delete(&args.id).await? {
+        println!("deleted {}", args.id);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("not found: {}", args.id);
+        Ok(ExitCode::from(EXIT_NOT_FOUND))
+    }
+}
+
+pub async fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
+    let stats = args.server.client()?.stats().await?;
+    println!("{}", serde_json::to_string_pretty(&stats)?);
+    Ok(ExitCode::SUCCESS)
+}

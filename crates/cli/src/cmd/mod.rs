@@ -1,0 +1,72 @@
+//! The subcommands.
+
+mod client;
+mod import;
+mod serve;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use xarchive_node::client::Client;
+
+#[derive(Parser)]
+#[command(
+    name = "xarchive",
+    version,
+    about = "Find archive records across domains, fast"
+)]
+pub struct Cli {
+    /// More logging (-v debug, -vv trace); XARCHIVE_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where a client command sends its requests.
+#[derive(clap::Args, Clone)]
+pub struct ServerArgs {
+    /// The domain's HTTP address.
+    #[arg(long, env = "XARCHIVE_SERVER", default_value = "http://127.0.0.1:7700")]
+    server: String,
+    /// Seconds to wait for an answer.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
+impl ServerArgs {
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(
+            &self.server,
+            Duration::from_secs(self.timeout),
+        )?)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve one domain (its store, filter and HTTP API).
+    Serve(serve::ServeArgs),
+    /// Create or replace a record.
+    Put(client::PutArgs),
+    /// Print a record held by the domain.
+    Get(client::IdArgs),
+    /// Delete a record.
+    Rm(client::IdArgs),
+    /// Print the domain's figures (records, filter).
+    Stats(client::StatsArgs),
+    /// Import records from a CSV (with a header) or NDJSON file.
+    Import(import::ImportArgs),
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Put(args) => client::put(args).await,
+        Command::Get(args) => client::get(args).await,
+        Command::Rm(args) => client::rm(args).await,
+        Command::Stats(args) => client::stats(args).await,
+        Command::Import(args) => import::run(args).await,
+    }
+}

@@ -1,0 +1,108 @@
+//! `xarchive serve`: one domain from a TOML file, flags and environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use xarchive_node::{FilterKind, Node, NodeConfig};
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// A TOML file of settings; flags and XARCHIVE_* variables override it.
+    #[arg(long, env = "XARCHIVE_CONFIG")]
+    config: Option<PathBuf>,
+    /// The domain's name.
+    #[arg(long, env = "XARCHIVE_NAME")]
+    name: Option<String>,
+    /// Address of the HTTP API.
+    #[arg(long, env = "XARCHIVE_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data directory (the store and the filter snapshot).
+    #[arg(long, env = "XARCHIVE_DATA")]
+    data: Option<PathBuf>,
+    /// Filter kind.
+    #[arg(long, env = "XARCHIVE_FILTER_KIND", value_parser = parse_kind)]
+    filter_kind: Option<FilterKind>,
+    /// Records the filter is sized for.
+    #[arg(long, env = "XARCHIVE_EXPECTED_ITEMS")]
+    expected_items: Option<u64>,
+    /// Target false-positive rate.
+    #[arg(long, env = "XARCHIVE_FPR")]
+    fpr: Option<f64>,
+    /// Largest record content, in bytes.
+    #[arg(long, env = "XARCHIVE_MAX_CONTENT_BYTES")]
+    max_content_bytes: Option<usize>,
+}
+
+fn parse_kind(s: &str) -> Result<FilterKind, String> {
+    match s {
+        "counting" => Ok(FilterKind::Counting),
+        "cuckoo" => Ok(FilterKind::Cuckoo),
+        _ => Err(format!("{s:?} is not a filter kind (counting or cuckoo)")),
+    }
+}
+
+impl ServeArgs {
+    /// The file's settings with the flags laid over them.
+    pub fn config(&self) -> anyhow::Result<NodeConfig> {
+        let mut config = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                NodeConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+            }
+            None => NodeConfig::default(),
+        };
+        if let Some(name) = &self.name {
+            config.name = name.clone();
+            if self.data.is_none() && self.config.is_none() {
+                config.data = PathBuf::from("xarchive-data").join(name);
+            }
+        }
+        if let Some(listen) = self.listen {
+            config.listen = listen;
+        }
+        if let Some(data) = &self.data {
+            config.data = data.clone();
+        }
+        if let Some(kind) = self.filter_kind {
+            config.filter.kind = kind;
+        }
+        if let Some(n) = self.expected_items {
+            config.filter.expected_items = n;
+        }
+        if let Some(p) = self.fpr {
+            config.filter.fpr = p;
+        }
+        if let Some(n) = self.max_content_bytes {
+            config.limits.max_content_bytes = n;
+        }
+        config.check()?;
+        Ok(config)
+    }
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config()?;
+    let listen = config.listen;
+    let name = config.name.clone();
+    let data = config.data.clone();
+    let node = tokio::task::spawn_blocking(move || Node::open(config))
+        .await?
+        .with_context(|| format!("cannot open domain {name} in {}", data.display()))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let stats = node.domain.stats()?;
+    tracing::info!(
+        domain = %node.config.name,
+        records = stats.records,
+        filter = node.config.filter.kind.as_str(),
+        "listening on http://{}",
+        listener.local_addr()?
+    );
+    xarchive_node::server::serve(node, listener, xarchive_node::shutdown::signal()).await?;
+    tracing::info!("stopped cleanly");
+    Ok(ExitCode::SUCCESS)
+}

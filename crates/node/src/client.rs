@@ -1,0 +1,344 @@
+//! A typed client of a domain's HTTP API: used by peers (filters, deltas,
+//! records) and by the command line.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use xarchive_filter::Delta;
+
+use crate::api::filter::{DELTA_WITH_IDS, EPOCH_HEADER, KIND_HEADER, VERSION_HEADER};
+use crate::domain::{DomainStats, Position};
+use crate::filters::FilterKind;
+use crate::id::ArchiveId;
+use crate::record::Record;
+
+/// Why a call failed: the server said no (with its JSON error), or the
+/// call never got a usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{url}: {status} {code}: {message}")]
+    Api {
+        url: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("{url}: {source}")]
+    Transport {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{url}: unexpected answer: {detail}")]
+    Decode { url: String, detail: String },
+    #[error("invalid server address {0:?}: {1}")]
+    Address(String, String),
+}
+
+impl ClientError {
+    /// The peer could not be reached or did not answer in time.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, ClientError::Transport { .. })
+    }
+
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// Installs the TLS crypto provider (ring) once per process; every
+/// client and server needs one before it is built.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A filter as a domain publishes it.
+#[derive(Debug, Clone)]
+pub struct FetchedFilter {
+    pub kind: FilterKind,
+    pub position: Position,
+    pub bytes: Bytes,
+}
+
+/// The answer to a delta request.
+#[derive(Debug, Clone)]
+pub enum DeltaAnswer {
+    Delta {
+        delta: Delta,
+        changed: Vec<ArchiveId>,
+    },
+    /// The domain no longer holds the changes (or changed epoch).
+    SnapshotRequired,
+}
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    code: String,
+    message: String,
+}
+
+/// Percent-encodes an ID as one path segment.
+pub fn encode_id(id: &str) -> String {
+    percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+impl Client {
+    /// A client of the domain at `base` (e.g. `http://127.0.0.1:7700`).
+    pub fn new(base: &str, timeout: Duration) -> Result<Self, ClientError> {
+        install_crypto();
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| ClientError::Address(base.into(), e.to_string()))?;
+        Self::with_http(http, base)
+    }
+
+    /// A client sharing `http`'s connection pool.
+    pub fn with_http(http: reqwest::Client, base: &str) -> Result<Self, ClientError> {
+        let url =
+            url::Url::parse(base).map_err(|e| ClientError::Address(base.into(), e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(ClientError::Address(
+                base.into(),
+                "expected http://host:port or https://host:port".into(),
+            ));
+        }
+        Ok(Client {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_owned(),
+                source,
+            })?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let body = response.bytes().await.unwrap_or_default();
+        let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
+            Ok(e) => (e.code, e.message),
+            Err(_) => (
+                "http_error".to_owned(),
+                String::from_utf8_lossy(&body).chars().take(300).collect(),
+            ),
+        };
+        Err(ClientError::Api {
+            url: url.to_owned(),
+            status,
+            code,
+            message,
+        })
+    }
+
+    async fn json<T: DeserializeOwned>(
+        response: reqwest::Response,
+        url: &str,
+    ) -> Result<T, ClientError> {
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_owned(),
+                source,
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            url: url.to_owned(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Creates or replaces a record; `true` when it was created.
+    pub async fn put(
+        &self,
+        id: &str,
+        body: &serde_json::Value,
+    ) -> Result<(bool, Record), ClientError> {
+        let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
+        let response = self.send(self.http.put(&url).json(body), &url).await?;
+        let created = response.status() == StatusCode::CREATED;
+        Ok((created, Self::json(response, &url).await?))
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<Record>, ClientError> {
+        let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
+        match self.send(self.http.get(&url), &url).await {
+            Ok(response) => Ok(Some(Self::json(response, &url).await?)),
+            Err(ClientError::Api { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes a record; `false` when there was none.
+    pub async fn delete(&self, id: &str) -> Result<bool, ClientError> {
+        let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
+        match self.send(self.http.delete(&url), &url).await {
+            Ok(_) => Ok(true),
+            Err(ClientError::Api { status: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn stats(&self) -> Result<DomainStats, ClientError> {
+        let url = self.url("/v1/stats");
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// The domain's own filter answer for `id`.
+    pub async fn contains(&self, id: &str) -> Result<bool, ClientError> {
+        let url = self.url(&format!("/v1/contains/{}", encode_id(id)));
+        let response = self.send(self.http.get(&url), &url).await?;
+        let v: serde_json::Value = Self::json(response, &url).await?;
+        Ok(v["maybe"].as_bool().unwrap_or(true))
+    }
+
+    /// Sends NDJSON lines to `_bulk`; returns the server's report as JSON.
+    pub async fn bulk(
+        &self,
+        body: impl Into<reqwest::Body>,
+    ) -> Result<serde_json::Value, ClientError> {
+        let url = self.url("/v1/archives/_bulk");
+        let request = self
+            .http
+            .post(&url)
+            .header("content-type", "application/x-ndjson")
+            .body(body);
+        let response = self.send(request, &url).await?;
+        Self::json(response, &url).await
+    }
+
+    pub async fn filter(&self) -> Result<FetchedFilter, ClientError> {
+        let url = self.url("/v1/filter");
+        let response = self.send(self.http.get(&url), &url).await?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .ok_or_else(|| ClientError::Decode {
+                    url: url.clone(),
+                    detail: format!("missing header {name}"),
+                })
+        };
+        let number = |name: &str| {
+            header(name)?
+                .parse::<u64>()
+                .map_err(|e| ClientError::Decode {
+                    url: url.clone(),
+                    detail: format!("header {name}: {e}"),
+                })
+        };
+        let position = Position {
+            epoch: number(EPOCH_HEADER)?,
+            version: number(VERSION_HEADER)?,
+        };
+        let kind = match header(KIND_HEADER)?.as_str() {
+            "counting" => FilterKind::Counting,
+            "cuckoo" => FilterKind::Cuckoo,
+            other => {
+                return Err(ClientError::Decode {
+                    url,
+                    detail: format!("unknown filter kind {other:?}"),
+                })
+            }
+        };
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.clone(),
+                source,
+            })?;
+        Ok(FetchedFilter {
+            kind,
+            position,
+            bytes,
+        })
+    }
+
+    /// The changes since `since` in `epoch`, with the IDs replaced or
+    /// deleted meanwhile.
+    pub async fn delta(&self, epoch: u64, since: u64) -> Result<DeltaAnswer, ClientError> {
+        let url = self.url(&format!(
+            "/v1/filter/delta?epoch={epoch}&since={since}&ids=true"
+        ));
+        let response = match self.send(self.http.get(&url), &url).await {
+            Ok(r) => r,
+            Err(ClientError::Api { status: 409, .. }) => return Ok(DeltaAnswer::SnapshotRequired),
+            Err(e) => return Err(e),
+        };
+        let decode = |detail: String| ClientError::Decode {
+            url: url.clone(),
+            detail,
+        };
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if content_type != DELTA_WITH_IDS {
+            return Err(decode(format!("content type {content_type:?}")));
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.clone(),
+                source,
+            })?;
+        let (delta, changed) = split_delta_with_ids(&body).map_err(decode)?;
+        Ok(DeltaAnswer::Delta { delta, changed })
+    }
+}
+
+/// Parses the `application/x-xarchive-delta-ids` body.
+pub fn split_delta_with_ids(body: &[u8]) -> Result<(Delta, Vec<ArchiveId>), String> {
+    let len_bytes: [u8; 4] = body
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or("body shorter than its length prefix")?;
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    let delta_bytes = body.get(4..4 + len).ok_or("delta longer than the body")?;
+    let delta = Delta::decode(delta_bytes).map_err(|e| e.to_string())?;
+    let ids = std::str::from_utf8(&body[4 + len..]).map_err(|e| e.to_string())?;
+    let changed = ids
+        .split_terminator('\n')
+        .map(|s| ArchiveId::parse(s).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((delta, changed))
+}
