@@ -59,10 +59,11 @@ for t in "${selected[@]}"; do
     marker="$(mktemp)"
     log="$(mktemp)"
     status=0
-    # One in-process fuzzer at a time (no -jobs/-fork workers): the machine is small.
+    # One in-process fuzzer at a time (no -jobs/-fork workers): the machine is
+    # small. cargo-fuzz sets -artifact_prefix to fuzz/artifacts/<target>/.
     cargo fuzz run --fuzz-dir "$FUZZ" --debug-assertions "$t" "$FUZZ/corpus/$t" -- \
         -max_total_time="$seconds" -timeout=30 -print_final_stats=1 \
-        -artifact_prefix="$artifacts/" 2>&1 | tee "$log" || status=$?
+        2>&1 | tee "$log" || status=$?
     runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
     found="$(find "$artifacts" -type f -newer "$marker" | sort)"
     rm -f "$marker" "$log"
@@ -70,7 +71,7 @@ for t in "${selected[@]}"; do
         failed=1
         summary+=("$t: FAILED (exit $status) after ${runs:-?} runs")
         while IFS= read -r f; do
-            [[ -n "$f" ]] && summary+=("    artifact: $f" "    reproduce: RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir fuzz $t $f")
+            [[ -n "$f" ]] && summary+=("    artifact: $f" "    reproduce: RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir $FUZZ $t $f")
         done <<<"$found"
     else
         summary+=("$t: ok, ${runs:-?} runs in ${seconds}s")

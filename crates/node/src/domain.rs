@@ -217,9 +217,9 @@ impl Domain {
         for (write, outcome) in writes.iter().zip(&outcomes) {
             match (write, outcome) {
                 (Write::Put(id, _), Outcome::Created) => {
-                    if state.filter.insert(id.as_str()).is_err() {
-                        // Full: the rebuild below reads this ID from the store.
-                        rebuild = true;
+                    // Full: the rebuild below reads this ID from the store.
+                    rebuild = state.filter.insert(id.as_str()).is_err();
+                    if rebuild {
                         break;
                     }
                 }

@@ -1,0 +1,158 @@
+//! The command line: configuration sources, client commands, exit codes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use xarchive_testkit::{tempdir, Spawn};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_xarchive"))
+}
+
+fn xarchive(args: &[&str], server: &str) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("XARCHIVE_SERVER", server)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn config_file_flags_and_environment_combine() {
+    let dir = tempdir().unwrap();
+    let config = dir.path().join("domain.toml");
+    std::fs::write(
+        &config,
+        "name = \"from-file\"\n[filter]\nkind = \"cuckoo\"\nexpected_items = 5000\n",
+    )
+    .unwrap();
+    // The environment overrides the file's name; the file's filter stays.
+    let domain = Spawn::new(bin(), "from-env", &dir.path().join("d"))
+        .arg("--config")
+        .arg(config.to_str().unwrap())
+        .env("XARCHIVE_FPR", "0.001")
+        .start();
+    let out = xarchive(&["stats"], &domain.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["domain"], "from-env");
+    assert_eq!(stats["filter"]["kind"], "cuckoo");
+    assert_eq!(stats["filter"]["fingerprint_bits"], 13);
+}
+
+#[test]
+fn client_commands_report_and_exit_clearly() {
+    let dir = tempdir().unwrap();
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    let url = domain.url.as_str();
+
+    let content = dir.path().join("scan.pdf");
+    std::fs::write(&content, b"%PDF-1.7 pretend").unwrap();
+    let out = xarchive(
+        &[
+            "put",
+            "档案/2024/001",
+            "--title",
+            "会议纪要",
+            "--metadata",
+            r#"{"year":2024}"#,
+            "--content-file",
+            content.to_str().unwrap(),
+        ],
+        url,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("created 档案/2024/001 in domain A"));
+
+    let out = xarchive(&["get", "档案/2024/001"], url);
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record["metadata"]["year"], 2024);
+    assert_eq!(record["content"], "JVBERi0xLjcgcHJldGVuZA==");
+
+    let out = xarchive(&["rm", "档案/2024/001"], url);
+    assert!(out.status.success());
+    let out = xarchive(&["get", "档案/2024/001"], url);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let out = xarchive(&["rm", "档案/2024/001"], url);
+    assert_eq!(out.status.code(), Some(3));
+
+    let out = xarchive(&["put", "x", "--title", "t", "--metadata", "[1]"], url);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("--metadata must be a JSON object"));
+
+    let out = xarchive(&["stats"], "http://127.0.0.1:1");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("127.0.0.1:1"), "{}", text(&out));
+}
+
+#[test]
+fn import_reads_csv_and_ndjson_and_names_bad_lines() {
+    let dir = tempdir().unwrap();
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    let csv = dir.path().join("records.csv");
+    std::fs::write(
+        &csv,
+        "id,title,fonds\nJ001-WS·2023-Y-0001,\"Minutes, vol. 1\",J001\nJ001-WS·2023-Y-0002,Letters,J001\n",
+    )
+    .unwrap();
+    let out = xarchive(
+        &["import", csv.to_str().unwrap(), "--chunk", "1"],
+        &domain.url,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("imported 2 records (2 created, 0 replaced)"));
+    let out = xarchive(&["get", "J001-WS·2023-Y-0001"], &domain.url);
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record["title"], "Minutes, vol. 1");
+    assert_eq!(record["metadata"]["fonds"], "J001");
+
+    let ndjson = dir.path().join("records.ndjson");
+    std::fs::write(
+        &ndjson,
+        "{\"id\":\"N-1\",\"title\":\"a\"}\n\n{\"id\":\"N-2\"}\n{\"id\":\"N-3\",\"title\":\"c\"}\n",
+    )
+    .unwrap();
+    let out = xarchive(&["import", ndjson.to_str().unwrap()], &domain.url);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("imported 2 records"), "{t}");
+    assert!(t.contains("line 3: invalid_record"), "{t}");
+
+    let out = xarchive(&["import", "/nonexistent.csv"], &domain.url);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("/nonexistent.csv"));
+}
+
+#[test]
+fn serve_refuses_bad_configuration_with_a_reason() {
+    let dir = tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(["serve", "--name", "bad name", "--data"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("must be 1..=64 of"), "{}", text(&out));
+
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let out = Command::new(bin())
+        .args(["serve", "--name", "A", "--listen", &addr, "--data"])
+        .arg(dir.path().join("A"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains(&format!("cannot listen on {addr}")),
+        "{}",
+        text(&out)
+    );
+}

@@ -1,0 +1,341 @@
+//! One domain as a real process: crashes, bad input, concurrent writers,
+//! graceful shutdown.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use xarchive_node::client::Client;
+use xarchive_testkit::{tempdir, DomainProcess, Spawn};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_xarchive"))
+}
+
+/// A plain HTTP client (the TLS provider must be installed first).
+fn http() -> reqwest::Client {
+    xarchive_node::client::install_crypto();
+    reqwest::Client::new()
+}
+
+async fn get_json(url: String) -> Value {
+    http().get(url).send().await.unwrap().json().await.unwrap()
+}
+
+fn client(d: &DomainProcess) -> Client {
+    Client::new(&d.url, Duration::from_secs(60)).unwrap()
+}
+
+fn id(i: usize) -> String {
+    format!("J{:03}-WS·{}-Y-{i:06}", i % 977, 1990 + (i / 977) % 35)
+}
+
+/// Every ID in the store, read a page at a time.
+async fn all_ids(url: &str) -> HashSet<String> {
+    let http = http();
+    let mut ids = HashSet::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut request = http
+            .get(format!("{url}/v1/archives"))
+            .query(&[("limit", "10000")]);
+        if let Some(a) = &after {
+            request = request.query(&[("after", a)]);
+        }
+        let page: Value = request.send().await.unwrap().json().await.unwrap();
+        for id in page["ids"].as_array().unwrap() {
+            ids.insert(id.as_str().unwrap().to_owned());
+        }
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => return ids,
+        }
+    }
+}
+
+async fn verify(url: &str) -> Value {
+    get_json(format!("{url}/v1/filter/verify")).await
+}
+
+/// The filter's answers for `ids`, in batches.
+async fn contains_all(url: &str, ids: &[String]) -> Vec<(String, bool)> {
+    let http = http();
+    let mut out = Vec::new();
+    for batch in ids.chunks(10_000) {
+        let reply: Value = http
+            .post(format!("{url}/v1/contains"))
+            .json(&batch)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for r in reply["results"].as_array().unwrap() {
+            out.push((
+                r["id"].as_str().unwrap().to_owned(),
+                r["maybe"].as_bool().unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
+    let dir = tempdir().unwrap();
+    let mut domain = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    let c = client(&domain);
+    let pid = domain.pid();
+    let acknowledged = Arc::new(parking_lot_free::Acked::default());
+    // The importer: 200k records in requests of 2 000 lines.
+    let importer = {
+        let acknowledged = acknowledged.clone();
+        tokio::spawn(async move {
+            for chunk in 0..100 {
+                let ids: Vec<String> = (chunk * 2000..(chunk + 1) * 2000).map(id).collect();
+                let body: String = ids
+                    .iter()
+                    .map(|i| {
+                        json!({"id": i, "title": "t", "metadata": {"n": 1}}).to_string() + "\n"
+                    })
+                    .collect();
+                match c.bulk(body).await {
+                    Ok(report) => {
+                        assert_eq!(report["summary"]["failed"], 0);
+                        acknowledged.add(ids);
+                    }
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    // Kill when a good part, but not all, has been acknowledged.
+    while acknowledged.len() < 60_000 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    importer.await.unwrap();
+    let acked = acknowledged.take();
+    assert!(
+        acked.len() >= 60_000 && acked.len() < 200_000,
+        "{} acknowledged",
+        acked.len()
+    );
+
+    domain.restart();
+    let stored = all_ids(&domain.url).await;
+    let missing = acked.iter().filter(|i| !stored.contains(*i)).count();
+    assert_eq!(missing, 0, "acknowledged records lost");
+    let report = verify(&domain.url).await;
+    assert_eq!(report["consistent"], true, "{report}");
+    assert_eq!(
+        report["store_records"].as_u64().unwrap() as usize,
+        stored.len()
+    );
+    let answers = contains_all(&domain.url, &acked).await;
+    assert!(
+        answers.iter().all(|(_, maybe)| *maybe),
+        "an acknowledged ID is reported absent"
+    );
+}
+
+/// A tiny shared set, so the importer can report progress to the killer.
+mod parking_lot_free {
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    pub struct Acked(Mutex<Vec<String>>);
+
+    impl Acked {
+        pub fn add(&self, ids: Vec<String>) {
+            self.0.lock().unwrap().extend(ids);
+        }
+        pub fn len(&self) -> usize {
+            self.0.lock().unwrap().len()
+        }
+        pub fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_leave_store_and_filter_byte_identical() {
+    let dir = tempdir().unwrap();
+    let data = dir.path().join("A");
+    let domain = Spawn::new(bin(), "A", &data)
+        .args(["--max-content-bytes", "1000"])
+        .start();
+    let c = client(&domain);
+    c.put("kept", &json!({"title": "t"})).await.unwrap();
+    let http = http();
+    let state = || async {
+        let store = digest(&std::fs::read(data.join("records.redb")).unwrap());
+        let filter = http
+            .get(format!("{}/v1/filter", domain.url))
+            .send()
+            .await
+            .unwrap();
+        let version = filter.headers()["x-xarchive-version"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        (store, digest(&filter.bytes().await.unwrap()), version)
+    };
+    let before = state().await;
+    let url = |path: &str| format!("{}{path}", domain.url);
+    let cases = vec![
+        (
+            http.put(url("/v1/archives/a")).body("{oops"),
+            400,
+            "invalid_json",
+        ),
+        (
+            http.put(url("/v1/archives/a")).body(r#"{"title":1}"#),
+            400,
+            "invalid_record",
+        ),
+        (
+            http.put(url("/v1/archives/a")).body(format!(
+                r#"{{"title":"t","content":"{}"}}"#,
+                "QUJD".repeat(400)
+            )),
+            413,
+            "content_too_large",
+        ),
+        (
+            http.put(url("/v1/archives/a")).body(vec![b'x'; 1 << 20]),
+            413,
+            "body_too_large",
+        ),
+        (
+            http.put(url(&format!("/v1/archives/{}", "x".repeat(300))))
+                .body(r#"{"title":"t"}"#),
+            400,
+            "invalid_id",
+        ),
+        (
+            http.put(url("/v1/archives/a%00b")).body(r#"{"title":"t"}"#),
+            400,
+            "invalid_id",
+        ),
+        (
+            http.delete(url("/v1/archives/never-there")),
+            404,
+            "not_found",
+        ),
+        (
+            http.get(url("/v1/filter/delta?epoch=1&since=oops")),
+            400,
+            "invalid_parameter",
+        ),
+        (
+            http.post(url("/v1/contains")).body("[1,2,3]"),
+            400,
+            "invalid_record",
+        ),
+        (http.get(url("/v1/unknown")), 404, "route_not_found"),
+    ];
+    for (request, status, code) in cases {
+        let reply = request.send().await.unwrap();
+        let got_status = reply.status().as_u16();
+        let body: Value = reply.json().await.unwrap();
+        assert_eq!(
+            (got_status, body["code"].as_str().unwrap()),
+            (status, code),
+            "{body}"
+        );
+        assert_eq!(state().await, before, "{code} changed the state");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_leave_the_filter_equal_to_the_store() {
+    let dir = tempdir().unwrap();
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .args(["--expected-items", "1000"])
+        .start();
+    let false_nos = Arc::new(AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for w in 0..8usize {
+        let c = client(&domain);
+        let false_nos = false_nos.clone();
+        writers.push(tokio::spawn(async move {
+            for step in 0..150usize {
+                // Shared IDs: everyone puts and deletes the same 40.
+                let shared = format!("shared-{}", (w * 7 + step * 13) % 40);
+                if (w + step) % 3 == 0 {
+                    c.delete(&shared).await.unwrap();
+                } else {
+                    c.put(&shared, &json!({"title": format!("{w}/{step}")}))
+                        .await
+                        .unwrap();
+                }
+                // An ID of this writer alone: once its put is acknowledged
+                // it must be reported present until this writer deletes it.
+                let own = format!("own-{w}-{}", step % 5);
+                c.put(&own, &json!({"title": "mine"})).await.unwrap();
+                if !c.contains(&own).await.unwrap() {
+                    false_nos.fetch_add(1, Ordering::Relaxed);
+                }
+                if step % 2 == 0 {
+                    c.delete(&own).await.unwrap();
+                }
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert_eq!(
+        false_nos.load(Ordering::Relaxed),
+        0,
+        "an acknowledged record was reported absent"
+    );
+    let report = verify(&domain.url).await;
+    assert_eq!(report["consistent"], true, "{report}");
+    let stored: Vec<String> = all_ids(&domain.url).await.into_iter().collect();
+    assert!(!stored.is_empty());
+    assert!(contains_all(&domain.url, &stored)
+        .await
+        .iter()
+        .all(|(_, m)| *m));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_requests_finish_and_saves_the_filter() {
+    let dir = tempdir().unwrap();
+    let data = dir.path().join("A");
+    let mut domain = Spawn::new(bin(), "A", &data).start();
+    let c = client(&domain);
+    let body: String = (0..30_000)
+        .map(|i| json!({"id": id(i), "title": "t"}).to_string() + "\n")
+        .collect();
+    let import = tokio::spawn(async move { c.bulk(body).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let status = tokio::task::block_in_place(|| domain.terminate());
+    assert!(status.success(), "exit status {status}");
+    let report = import
+        .await
+        .unwrap()
+        .expect("the in-flight import finished");
+    assert_eq!(report["summary"]["created"], 30_000);
+    assert!(data.join("filter.snapshot").exists());
+    domain.restart();
+    assert!(domain.log().contains("loaded the saved filter snapshot"));
+    assert_eq!(verify(&domain.url).await["store_records"], 30_000);
+}

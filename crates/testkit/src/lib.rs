@@ -1,0 +1,22 @@
+//! What the integration tests share: isolated temp dirs, the `xarchive`
+//! binary run as real processes, and real servers (ZooKeeper, Redis)
+//! started on free loopback ports and stopped by process id.
+//!
+//! Nothing here skips: a server that cannot start is a test failure.
+
+mod process;
+
+pub use process::{free_port, DomainProcess, Spawn};
+pub use tempfile::{tempdir, TempDir};
+
+/// Fails the test with a message unless `f` becomes true within `secs`.
+pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("timed out after {secs} s waiting for {what}");
+}
