@@ -15,6 +15,6 @@ async fn main() -> std::io::Result<()> {
         get(|| async { Json(serde_json::json!({"maybe": true})) }),
     );
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    println!("listening on http://{addr}");
+    println!("listening on http://{}", listener.local_addr()?);
     axum::serve(listener, app).await
 }

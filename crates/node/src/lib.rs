@@ -16,6 +16,7 @@ pub mod id;
 pub mod metrics;
 pub mod node;
 pub mod record;
+pub mod sample;
 pub mod server;
 pub mod shutdown;
 pub mod store;

@@ -2,6 +2,7 @@
 
 mod client;
 mod import;
+mod sample;
 mod serve;
 
 use std::process::ExitCode;
@@ -58,6 +59,8 @@ enum Command {
     Stats(client::StatsArgs),
     /// Import records from a CSV (with a header) or NDJSON file.
     Import(import::ImportArgs),
+    /// Write sample records (realistic archive numbers) as NDJSON.
+    Sample(sample::SampleArgs),
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -68,5 +71,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rm(args) => client::rm(args).await,
         Command::Stats(args) => client::stats(args).await,
         Command::Import(args) => import::run(args).await,
+        Command::Sample(args) => sample::run(args).await,
     }
 }

@@ -1,0 +1,37 @@
+//! `xarchive sample`: sample records with realistic archive numbers, as
+//! NDJSON ready for `xarchive import`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use xarchive_node::sample;
+
+#[derive(clap::Args)]
+pub struct SampleArgs {
+    /// Records to write.
+    #[arg(long, default_value_t = 10_000)]
+    count: u64,
+    /// Which domain's numbering to use (each has its own fonds numbers).
+    #[arg(long, default_value_t = 0)]
+    domain_index: usize,
+    /// Output file (standard output if absent).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub async fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
+    let mut out: Box<dyn Write> = match &args.out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    for i in 0..args.count {
+        out.write_all(sample::ndjson_line(args.domain_index, i).as_bytes())?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,94 @@
+//! Sample records with realistic archive numbers, for `xarchive up`,
+//! `xarchive sample` and the benchmarks.
+//!
+//! Numbers follow the usual Chinese archival form: fonds (全宗号), category
+//! (门类: WS 文书, KJ 科技, CW 财务, RS 人事), year, retention period (保管期限:
+//! Y 永久, D30, D10) and item number, e.g. `J012-WS·2019-D30-00042`. Each
+//! domain gets its own fonds, so the IDs of different domains never collide.
+
+use serde_json::{json, Value};
+
+const CATEGORIES: [(&str, &str); 4] = [
+    ("WS", "文书"),
+    ("KJ", "科技"),
+    ("CW", "财务"),
+    ("RS", "人事"),
+];
+const RETENTION: [&str; 3] = ["Y", "D30", "D10"];
+const TOPICS: [&str; 8] = [
+    "年度工作计划",
+    "档案数字化项目",
+    "安全生产检查",
+    "人员招聘",
+    "财务预算调整",
+    "科研项目验收",
+    "办公楼维修",
+    "信息系统升级",
+];
+const KINDS: [&str; 6] = ["通知", "请示", "报告", "会议纪要", "批复", "函"];
+const DEPARTMENTS: [&str; 5] = ["办公室", "档案馆", "财务处", "人事处", "科技处"];
+
+/// Records per fonds before the next fonds number starts.
+const PER_FONDS: u64 = 2_000;
+
+/// Domain `domain` uses fonds `100·domain + 1 ..= 100·domain + 100`.
+fn fonds(domain: usize, i: u64) -> u64 {
+    domain as u64 * 100 + (i / PER_FONDS) % 100 + 1
+}
+
+/// The ID of sample record `i` of domain number `domain`: unique, as the
+/// item number is `i` itself and fonds ranges do not overlap.
+pub fn id(domain: usize, i: u64) -> String {
+    let (category, _) = CATEGORIES[(i % 4) as usize];
+    let year = 2000 + (i / 4) % 25;
+    let retention = RETENTION[(i % 3) as usize];
+    format!(
+        "J{:03}-{category}·{year}-{retention}-{i:05}",
+        fonds(domain, i)
+    )
+}
+
+/// The body (title, metadata) of sample record `i` of domain `domain`.
+pub fn body(domain: usize, i: u64) -> Value {
+    let (_, category) = CATEGORIES[(i % 4) as usize];
+    let topic = TOPICS[(i % 8) as usize];
+    let kind = KINDS[(i / 8 % 6) as usize];
+    json!({
+        "title": format!("关于{topic}的{kind}"),
+        "metadata": {
+            "fonds": format!("J{:03}", fonds(domain, i)),
+            "category": category,
+            "year": 2000 + (i / 4) % 25,
+            "retention": RETENTION[(i % 3) as usize],
+            "department": DEPARTMENTS[(i % 5) as usize],
+            "pages": 1 + i % 40,
+        }
+    })
+}
+
+/// One NDJSON line for `_bulk`.
+pub fn ndjson_line(domain: usize, i: u64) -> String {
+    let mut v = body(domain, i);
+    v["id"] = Value::String(id(domain, i));
+    let mut line = v.to_string();
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_valid_and_unique_across_domains() {
+        let mut seen = std::collections::HashSet::new();
+        for domain in 0..3 {
+            for i in 0..20_000 {
+                let id = id(domain, i);
+                crate::id::ArchiveId::parse(&id).unwrap();
+                assert!(seen.insert(id));
+            }
+        }
+        assert_eq!(id(0, 42), "J001-CW·2010-Y-00042");
+    }
+}

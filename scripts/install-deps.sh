@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what the tests need from Debian's packages when it is missing:
+# ZooKeeper (and its Java runtime) and Redis. Safe to run again: it
+# installs nothing that is present.
+set -euo pipefail
+
+need=()
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "installing from Debian's packages: ${need[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "error: need root (or sudo) to install ${need[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts the services it installs; the tests start their own.
+for svc in zookeeper redis-server; do
+  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
+  $sudo service "$svc" stop >/dev/null 2>&1 || true
+done
