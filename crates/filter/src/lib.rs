@@ -36,6 +36,7 @@ mod cuckoo;
 mod delta;
 mod geometry;
 mod hash;
+mod index;
 
 pub use atomic::AtomicCountingBloomFilter;
 pub use bloom::{BloomFilter, GeometryMismatch};
@@ -48,6 +49,7 @@ pub use geometry::{
     MAX_BITS, MAX_BUCKETS, MAX_K,
 };
 pub use hash::{murmur3_x64_128, Digest, Offsets, Probes, BLOCK_BITS};
+pub use index::{SlicedIndex, SlotSet};
 
 /// A remove was refused because the filter certainly does not hold the ID.
 /// Nothing was changed.
