@@ -5,8 +5,10 @@
 //! Nothing here skips: a server that cannot start is a test failure.
 
 mod process;
+mod servers;
 
 pub use process::{free_port, DomainProcess, Spawn};
+pub use servers::{RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH};
 pub use tempfile::{tempdir, TempDir};
 
 /// Fails the test with a message unless `f` becomes true within `secs`.
