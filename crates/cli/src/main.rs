@@ -6,8 +6,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Exit code when a record (or route) does not exist.
+/// Exit code when a record does not exist.
 pub const EXIT_NOT_FOUND: u8 = 3;
+/// Exit code when a lookup could not reach every domain that might hold
+/// the record.
+pub const EXIT_UNAVAILABLE: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();

@@ -81,6 +81,9 @@ pub enum DeltaAnswer {
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    /// Added before each request and after each answer: a simulated
+    /// one-way network delay, for benchmarks (zero otherwise).
+    delay: Duration,
 }
 
 #[derive(Deserialize)]
@@ -89,9 +92,16 @@ struct ErrorBody {
     message: String,
 }
 
+/// What stays literal in a path segment: RFC 3986's unreserved marks but
+/// the dot, since a segment of `.` or `..` would be resolved away.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Percent-encodes an ID as one path segment.
 pub fn encode_id(id: &str) -> String {
-    percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(id, SEGMENT).to_string()
 }
 
 impl Client {
@@ -120,7 +130,14 @@ impl Client {
         Ok(Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
+            delay: Duration::ZERO,
         })
+    }
+
+    /// Delays every call by `one_way` each way (a WAN between domains).
+    pub fn with_delay(mut self, one_way: Duration) -> Self {
+        self.delay = one_way;
+        self
     }
 
     pub fn base(&self) -> &str {
@@ -131,21 +148,39 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
+    /// Sends, adding the simulated delay; any HTTP status is returned.
+    async fn send_raw(
+        &self,
+        request: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        let response = request.send().await;
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        response.map_err(|source| ClientError::Transport {
+            url: url.to_owned(),
+            source,
+        })
+    }
+
+    /// Sends; a status other than 2xx becomes [`ClientError::Api`].
     async fn send(
         &self,
         request: reqwest::RequestBuilder,
         url: &str,
     ) -> Result<reqwest::Response, ClientError> {
-        let response = request
-            .send()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.to_owned(),
-                source,
-            })?;
+        let response = self.send_raw(request, url).await?;
         if response.status().is_success() {
             return Ok(response);
         }
+        Err(Self::api_error(response, url).await)
+    }
+
+    async fn api_error(response: reqwest::Response, url: &str) -> ClientError {
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap_or_default();
         let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
@@ -155,12 +190,12 @@ impl Client {
                 String::from_utf8_lossy(&body).chars().take(300).collect(),
             ),
         };
-        Err(ClientError::Api {
+        ClientError::Api {
             url: url.to_owned(),
             status,
             code,
             message,
-        })
+        }
     }
 
     async fn json<T: DeserializeOwned>(
@@ -223,6 +258,23 @@ impl Client {
         let response = self.send(self.http.get(&url), &url).await?;
         let v: serde_json::Value = Self::json(response, &url).await?;
         Ok(v["maybe"].as_bool().unwrap_or(true))
+    }
+
+    /// `GET /v1/lookup/{id}`: the JSON answer and its status (200 found,
+    /// 404 not found anywhere, 503 some domain unreachable).
+    pub async fn lookup(
+        &self,
+        id: &str,
+        broadcast: bool,
+    ) -> Result<(u16, serde_json::Value), ClientError> {
+        let strategy = if broadcast { "broadcast" } else { "routed" };
+        let url = self.url(&format!("/v1/lookup/{}?strategy={strategy}", encode_id(id)));
+        let response = self.send_raw(self.http.get(&url), &url).await?;
+        let status = response.status().as_u16();
+        if matches!(status, 200 | 404 | 503) {
+            return Ok((status, Self::json(response, &url).await?));
+        }
+        Err(Self::api_error(response, &url).await)
     }
 
     /// Sends NDJSON lines to `_bulk`; returns the server's report as JSON.

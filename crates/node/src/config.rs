@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::ClusterConfig;
 use crate::filters::FilterSettings;
 
 /// Limits on what one request may ask.
@@ -41,6 +42,7 @@ pub struct NodeConfig {
     pub data: PathBuf,
     pub filter: FilterSettings,
     pub limits: Limits,
+    pub cluster: ClusterConfig,
 }
 
 impl Default for NodeConfig {
@@ -51,6 +53,7 @@ impl Default for NodeConfig {
             data: PathBuf::from("xarchive-data/local"),
             filter: FilterSettings::default(),
             limits: Limits::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -87,6 +90,13 @@ impl NodeConfig {
         }
         if self.limits.max_content_bytes == 0 || self.limits.max_bulk_lines == 0 {
             return Err(ConfigError::Invalid("limits must be positive".into()));
+        }
+        if let Some(zk) = &self.cluster.zk {
+            if zk.trim().is_empty() || zk.contains(char::is_whitespace) {
+                return Err(ConfigError::Invalid(format!(
+                    "cluster.zk {zk:?} must be host:port[,host:port…][/chroot]"
+                )));
+            }
         }
         if !(self.filter.fpr > 0.0 && self.filter.fpr <= 0.5) {
             return Err(ConfigError::Invalid(format!(

@@ -37,6 +37,8 @@ pub enum DomainError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("background task failed: {0}")]
+    Task(String),
 }
 
 /// Where the filter stands: peers compare this with their replica.

@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod filters;

@@ -12,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::cluster::lookup::Lookup;
 use crate::domain::DomainStats;
 use crate::store::Outcome;
 
@@ -28,6 +29,12 @@ struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LookupLabels {
+    strategy: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
 }
@@ -37,6 +44,9 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabels, Histogram>,
     writes: Family<OutcomeLabels, Counter>,
+    lookups: Family<LookupLabels, Counter>,
+    lookup_remote_calls: Counter,
+    lookup_broadcasts: Counter,
     records: Gauge,
     store_bytes: Gauge,
     filter_items: Gauge,
@@ -72,6 +82,24 @@ impl Metrics {
         );
         let writes = Family::<OutcomeLabels, Counter>::default();
         registry.register("writes", "Record writes, by outcome", writes.clone());
+        let lookups = Family::<LookupLabels, Counter>::default();
+        registry.register(
+            "lookups",
+            "Lookups, by strategy and outcome",
+            lookups.clone(),
+        );
+        let lookup_remote_calls = Counter::default();
+        registry.register(
+            "lookup_remote_calls",
+            "Calls to other domains made by lookups",
+            lookup_remote_calls.clone(),
+        );
+        let lookup_broadcasts = Counter::default();
+        registry.register(
+            "lookup_broadcasts",
+            "Routed lookups that fell back to the broadcast probe",
+            lookup_broadcasts.clone(),
+        );
         let records = Gauge::default();
         registry.register("records", "Records in the store", records.clone());
         let store_bytes = Gauge::default();
@@ -103,6 +131,9 @@ impl Metrics {
             requests,
             latency,
             writes,
+            lookups,
+            lookup_remote_calls,
+            lookup_broadcasts,
             records,
             store_bytes,
             filter_items,
@@ -141,6 +172,27 @@ impl Metrics {
             Outcome::NotFound => "not_found",
         };
         self.writes.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    pub fn observe_lookup(&self, lookup: &Lookup) {
+        use crate::cluster::lookup::{Outcome, Strategy};
+        let strategy = match lookup.route.strategy {
+            Strategy::Routed => "routed",
+            Strategy::Broadcast => "broadcast",
+        };
+        let outcome = match lookup.outcome {
+            Outcome::Found { .. } => "found",
+            Outcome::NotFound => "not_found",
+            Outcome::Unavailable { .. } => "unavailable",
+        };
+        self.lookups
+            .get_or_create(&LookupLabels { strategy, outcome })
+            .inc();
+        self.lookup_remote_calls
+            .inc_by(lookup.route.remote_calls as u64);
+        if lookup.route.broadcast && lookup.route.strategy == Strategy::Routed {
+            self.lookup_broadcasts.inc();
+        }
     }
 
     /// The text exposition, with the domain's gauges set from `stats`.

@@ -1,27 +1,64 @@
-//! A running domain: its store and filter, metrics, and (later) its place
-//! in a cluster. Handlers share one `Arc<Node>`.
+//! A running domain: its store and filter, metrics, and its place in a
+//! cluster. Handlers share one `Arc<Node>`.
 
 use std::sync::Arc;
 
+use xarchive_filter::BloomGeometry;
+
 use crate::api::error::ApiError;
+use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
 use crate::domain::{Domain, DomainError};
 use crate::metrics::Metrics;
+use crate::shutdown::Trigger;
 
 pub struct Node {
     pub config: NodeConfig,
     pub domain: Domain,
+    pub cluster: Arc<Cluster>,
     pub metrics: Metrics,
 }
 
 impl Node {
-    pub fn open(config: NodeConfig) -> Result<Arc<Node>, DomainError> {
+    /// A domain on its own (an in-process coordinator of one), reachable
+    /// at `address`.
+    pub fn open(config: NodeConfig, address: &str) -> Result<Arc<Node>, DomainError> {
+        let coordinator = Hub::new().coordinator();
+        Self::open_in(config, coordinator, address)
+    }
+
+    /// A domain joining the cluster that `coordinator` coordinates.
+    pub fn open_in(
+        config: NodeConfig,
+        coordinator: Arc<dyn Coordinator>,
+        address: &str,
+    ) -> Result<Arc<Node>, DomainError> {
+        let geometry =
+            BloomGeometry::for_capacity(config.filter.expected_items, config.filter.fpr)?;
+        let cluster = Cluster::new(
+            &config.name,
+            address,
+            coordinator,
+            geometry,
+            config.cluster.clone(),
+        )
+        .map_err(|e| DomainError::Task(e.to_string()))?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
         Ok(Arc::new(Node {
             config,
             domain,
+            cluster: Arc::new(cluster),
             metrics: Metrics::new(),
         }))
+    }
+
+    /// Starts the background work: registration and replica sync.
+    pub fn start(&self, trigger: &Trigger) {
+        self.cluster.start(
+            self.domain.settings().kind,
+            self.domain.subscribe(),
+            trigger,
+        );
     }
 
     /// Runs `f` on the blocking pool: store reads and writes wait on the

@@ -11,6 +11,8 @@ use xarchive_node::{Node, NodeConfig};
 
 struct App {
     node: Arc<Node>,
+    /// Keeps the node's background work (its coordinator) running.
+    _background: xarchive_node::shutdown::Trigger,
     _dir: tempfile::TempDir,
 }
 
@@ -40,8 +42,12 @@ fn app_with(f: impl FnOnce(&mut NodeConfig)) -> App {
     };
     config.filter.expected_items = 10_000;
     f(&mut config);
+    let node = Node::open(config, "http://127.0.0.1:1").unwrap();
+    let background = xarchive_node::shutdown::Trigger::new();
+    node.start(&background);
     App {
-        node: Node::open(config).unwrap(),
+        node,
+        _background: background,
         _dir: dir,
     }
 }

@@ -2,8 +2,10 @@
 
 mod client;
 mod import;
+mod lookup;
 mod sample;
 mod serve;
+mod up;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -47,12 +49,16 @@ impl ServerArgs {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Start several domains in this process (sample records on first run).
+    Up(up::UpArgs),
     /// Serve one domain (its store, filter and HTTP API).
     Serve(serve::ServeArgs),
     /// Create or replace a record.
     Put(client::PutArgs),
     /// Print a record held by the domain.
     Get(client::IdArgs),
+    /// Find a record in whichever domain holds it.
+    Lookup(lookup::LookupArgs),
     /// Delete a record.
     Rm(client::IdArgs),
     /// Print the domain's figures (records, filter).
@@ -65,7 +71,9 @@ enum Command {
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Up(args) => up::run(args).await,
         Command::Serve(args) => serve::run(args).await,
+        Command::Lookup(args) => lookup::run(args).await,
         Command::Put(args) => client::put(args).await,
         Command::Get(args) => client::get(args).await,
         Command::Rm(args) => client::rm(args).await,

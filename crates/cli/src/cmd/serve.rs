@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use xarchive_node::cluster::coordinator_for;
 use xarchive_node::{FilterKind, Node, NodeConfig};
 
 #[derive(clap::Args)]
@@ -33,6 +34,18 @@ pub struct ServeArgs {
     /// Largest record content, in bytes.
     #[arg(long, env = "XARCHIVE_MAX_CONTENT_BYTES")]
     max_content_bytes: Option<usize>,
+    /// Join a ZooKeeper-coordinated cluster: host:port[,host:port…][/chroot].
+    #[arg(long, env = "XARCHIVE_ZK")]
+    zk: Option<String>,
+    /// The cluster's name (its ZooKeeper folder is /xarchive/<name>).
+    #[arg(long = "cluster", env = "XARCHIVE_CLUSTER")]
+    cluster_name: Option<String>,
+    /// The URL other domains use to reach this one (default http://<listen>).
+    #[arg(long, env = "XARCHIVE_ADVERTISE")]
+    advertise: Option<String>,
+    /// ZooKeeper session timeout, in milliseconds.
+    #[arg(long, env = "XARCHIVE_SESSION_TIMEOUT_MS")]
+    session_timeout_ms: Option<u64>,
 }
 
 fn parse_kind(s: &str) -> Result<FilterKind, String> {
@@ -78,6 +91,18 @@ impl ServeArgs {
         if let Some(n) = self.max_content_bytes {
             config.limits.max_content_bytes = n;
         }
+        if let Some(zk) = &self.zk {
+            config.cluster.zk = Some(zk.clone());
+        }
+        if let Some(name) = &self.cluster_name {
+            config.cluster.name = name.clone();
+        }
+        if let Some(url) = &self.advertise {
+            config.cluster.advertise = Some(url.clone());
+        }
+        if let Some(ms) = self.session_timeout_ms {
+            config.cluster.session_timeout_ms = ms;
+        }
         config.check()?;
         Ok(config)
     }
@@ -86,21 +111,28 @@ impl ServeArgs {
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     let listen = config.listen;
-    let name = config.name.clone();
-    let data = config.data.clone();
-    let node = tokio::task::spawn_blocking(move || Node::open(config))
-        .await?
-        .with_context(|| format!("cannot open domain {name} in {}", data.display()))?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let local = listener.local_addr()?;
+    let address = config
+        .cluster
+        .advertise
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let coordinator = coordinator_for(&config.cluster);
+    let (name, data) = (config.name.clone(), config.data.clone());
+    let node = tokio::task::spawn_blocking(move || Node::open_in(config, coordinator, &address))
+        .await?
+        .with_context(|| format!("cannot open domain {name} in {}", data.display()))?;
     let stats = node.domain.stats()?;
     tracing::info!(
         domain = %node.config.name,
         records = stats.records,
         filter = node.config.filter.kind.as_str(),
-        "listening on http://{}",
-        listener.local_addr()?
+        coordinator = %node.cluster.coordinator.describe(),
+        advertise = %node.cluster.address,
+        "listening on http://{local}"
     );
     xarchive_node::server::serve(node, listener, xarchive_node::shutdown::signal()).await?;
     tracing::info!("stopped cleanly");

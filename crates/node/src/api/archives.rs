@@ -20,6 +20,37 @@ use crate::store::{Outcome, Write};
 /// Records committed per store transaction during a bulk import.
 pub const BULK_BATCH: usize = 2_000;
 
+/// Refuses a write, before it changes anything, while the cluster could
+/// not learn of it.
+fn writable(node: &Node) -> Result<(), ApiError> {
+    node.cluster.writable().map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "coordinator_unavailable",
+            e.to_string(),
+        )
+    })
+}
+
+/// Waits until the domain's position after a write is published, so the
+/// write is acknowledged only once other domains can learn of it.
+async fn published(node: &Arc<Node>) -> Result<(), ApiError> {
+    let position = node.domain.position();
+    node.cluster
+        .await_published(position, || node.domain.position())
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_published",
+                format!(
+                    "the write is stored in this domain but other domains may not see it yet \
+                     ({e}); repeating the request is safe"
+                ),
+            )
+        })
+}
+
 pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<ArchiveId, ApiError> {
     let Path(raw) = path.map_err(ApiError::path)?;
     ArchiveId::parse(&raw).map_err(ApiError::invalid_id)
@@ -36,6 +67,7 @@ pub async fn put(
     let body = input
         .validate(node.config.limits.max_content_bytes)
         .map_err(ApiError::invalid_record)?;
+    writable(&node)?;
     let (outcome, record) = node
         .blocking(move |node| {
             let outcome = node.domain.apply(&[Write::Put(id.clone(), body)])?;
@@ -43,6 +75,7 @@ pub async fn put(
         })
         .await?;
     node.metrics.count_write(outcome);
+    published(&node).await?;
     let status = match outcome {
         Outcome::Created => StatusCode::CREATED,
         _ => StatusCode::OK,
@@ -71,10 +104,12 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let id = parse_id(path)?;
     let key = id.clone();
+    writable(&node)?;
     let outcome = node
         .blocking(move |node| Ok(node.domain.apply(&[Write::Delete(key)])?[0]))
         .await?;
     node.metrics.count_write(outcome);
+    published(&node).await?;
     match outcome {
         Outcome::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
         _ => Err(ApiError::not_found(id.as_str())),
@@ -227,6 +262,7 @@ pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response,
             results: Vec::new(),
         },
     };
+    writable(&node)?;
     let mut splitter = LineSplitter::new(max_line);
     let mut stream = body.into_data_stream();
     let mut line_no = 0;
@@ -273,6 +309,7 @@ pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response,
         }
     }
     bulk.flush().await?;
+    published(&node).await?;
     bulk.report.summary.lines = line_no.min(max_lines);
     bulk.report.results.sort_by_key(|r| r.line);
     Ok(Json(bulk.report).into_response())

@@ -1,6 +1,7 @@
 //! The HTTP API under `/v1`, plus `/metrics` and `/healthz`.
 
 pub mod archives;
+pub mod cluster;
 pub mod error;
 pub mod filter;
 pub mod ops;
@@ -40,6 +41,9 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/v1/filter", get(filter::snapshot))
         .route("/v1/filter/delta", get(filter::delta))
         .route("/v1/filter/verify", get(filter::verify))
+        .route("/v1/lookup/{id}", get(cluster::lookup))
+        .route("/v1/route/{id}", get(cluster::route))
+        .route("/v1/cluster", get(cluster::cluster))
         .route("/v1/stats", get(ops::stats))
         .route("/metrics", get(ops::metrics))
         .route("/healthz", get(ops::healthz))

@@ -1,0 +1,81 @@
+//! `xarchive lookup ID`: find a record in whichever domain holds it.
+
+use std::process::ExitCode;
+
+use super::ServerArgs;
+use crate::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
+
+#[derive(clap::Args)]
+pub struct LookupArgs {
+    /// The archive ID.
+    id: String,
+    /// Ask every domain (the seed paper's broadcast) instead of routing.
+    #[arg(long)]
+    broadcast: bool,
+    /// Print the whole answer as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
+    let (status, answer) = args
+        .server
+        .client()?
+        .lookup(&args.id, args.broadcast)
+        .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+    }
+    let route = &answer["route"];
+    let names = |v: &serde_json::Value| {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    let summary = format!(
+        "{} ms, {} remote calls, candidates [{}], asked [{}]{}",
+        route["elapsed_ms"]
+            .as_f64()
+            .map_or("?".into(), |ms| format!("{ms:.1}")),
+        route["remote_calls"],
+        names(&route["candidates"]),
+        names(&route["asked"]),
+        if route["broadcast"] == true {
+            ", broadcast"
+        } else {
+            ""
+        },
+    );
+    match status {
+        200 => {
+            if !args.json {
+                println!("{}", serde_json::to_string_pretty(&answer["record"])?);
+                eprintln!(
+                    "found in domain {} ({summary})",
+                    answer["owner"].as_str().unwrap_or("?")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        404 => {
+            eprintln!("not found in any domain: {} ({summary})", args.id);
+            Ok(ExitCode::from(EXIT_NOT_FOUND))
+        }
+        _ => {
+            eprintln!(
+                "unavailable: {} ({summary})",
+                answer["message"]
+                    .as_str()
+                    .unwrap_or("some domains could not be reached")
+            );
+            Ok(ExitCode::from(EXIT_UNAVAILABLE))
+        }
+    }
+}

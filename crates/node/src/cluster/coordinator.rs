@@ -1,0 +1,85 @@
+//! Membership: who the domains are, where to reach them, and where their
+//! filters stand. Two implementations: in-process (one machine, the
+//! embedded default) and ZooKeeper.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::domain::Position;
+use crate::filters::FilterKind;
+use crate::shutdown::Shutdown;
+
+/// What a domain announces about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Base URL of its HTTP API.
+    pub address: String,
+    pub kind: FilterKind,
+    pub epoch: u64,
+    pub version: u64,
+}
+
+impl Member {
+    pub fn position(&self) -> Position {
+        Position {
+            epoch: self.epoch,
+            version: self.version,
+        }
+    }
+}
+
+/// The domains as the coordinator last reported them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct View {
+    pub members: BTreeMap<String, Member>,
+    /// Whether changes are being followed right now (for ZooKeeper: the
+    /// session is connected). While false the view may be behind.
+    pub connected: bool,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CoordError {
+    #[error("the coordinator cannot be reached: {0}")]
+    Unreachable(String),
+    #[error("coordinator error: {0}")]
+    Failed(String),
+}
+
+/// Joins a domain to its cluster.
+///
+/// A write is acknowledged only once the position that includes it has
+/// been published ([`Coordinator::published`]), and a lookup that found
+/// nothing reads the members' positions from the coordinator itself
+/// ([`Coordinator::read_current`]): together these mean that a replica
+/// whose position equals the one read is known to include every write
+/// acknowledged before the lookup began, so it can answer "not here".
+pub trait Coordinator: Send + Sync + 'static {
+    /// Registers `name` as `member`, republishes as `positions` moves
+    /// (throttled), follows the membership into [`view`](Self::view),
+    /// registers again after losing its session, and deregisters when
+    /// `shutdown` fires. Runs until then.
+    fn run(
+        self: Arc<Self>,
+        name: String,
+        member: Member,
+        positions: watch::Receiver<Position>,
+        shutdown: Shutdown,
+    ) -> BoxFuture<'static, ()>;
+
+    /// The membership as last known.
+    fn view(&self) -> watch::Receiver<View>;
+
+    /// The own position last confirmed published.
+    fn published(&self) -> watch::Receiver<Option<Position>>;
+
+    /// Every member's position read from the coordinator, reflecting every
+    /// publication completed before this call.
+    fn read_current(&self) -> BoxFuture<'_, Result<BTreeMap<String, Member>, CoordError>>;
+
+    /// A line for logs and `/v1/cluster`.
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,102 @@
+//! The in-process coordinator: every domain of one process shares a hub.
+//! Publication is immediate and the view always current.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::coordinator::{CoordError, Coordinator, Member, View};
+use crate::domain::Position;
+use crate::shutdown::Shutdown;
+
+/// The shared membership of one process.
+pub struct Hub {
+    members: Mutex<BTreeMap<String, Member>>,
+    view: watch::Sender<View>,
+}
+
+impl Hub {
+    pub fn new() -> Arc<Hub> {
+        Arc::new(Hub {
+            members: Mutex::new(BTreeMap::new()),
+            view: watch::channel(View {
+                members: BTreeMap::new(),
+                connected: true,
+            })
+            .0,
+        })
+    }
+
+    /// A coordinator for one domain of this hub.
+    pub fn coordinator(self: &Arc<Self>) -> Arc<InProcessCoordinator> {
+        Arc::new(InProcessCoordinator {
+            hub: self.clone(),
+            published: watch::channel(None).0,
+        })
+    }
+
+    fn update(&self, f: impl FnOnce(&mut BTreeMap<String, Member>)) {
+        let mut members = self.members.lock();
+        f(&mut members);
+        self.view.send_replace(View {
+            members: members.clone(),
+            connected: true,
+        });
+    }
+}
+
+pub struct InProcessCoordinator {
+    hub: Arc<Hub>,
+    published: watch::Sender<Option<Position>>,
+}
+
+impl Coordinator for InProcessCoordinator {
+    fn run(
+        self: Arc<Self>,
+        name: String,
+        mut member: Member,
+        mut positions: watch::Receiver<Position>,
+        mut shutdown: Shutdown,
+    ) -> BoxFuture<'static, ()> {
+        async move {
+            loop {
+                let position = *positions.borrow_and_update();
+                member.epoch = position.epoch;
+                member.version = position.version;
+                self.hub.update(|m| {
+                    m.insert(name.clone(), member.clone());
+                });
+                self.published.send_replace(Some(position));
+                tokio::select! {
+                    changed = positions.changed() => if changed.is_err() { break },
+                    _ = shutdown.recv() => break,
+                }
+            }
+            self.hub.update(|m| {
+                m.remove(&name);
+            });
+        }
+        .boxed()
+    }
+
+    fn view(&self) -> watch::Receiver<View> {
+        self.hub.view.subscribe()
+    }
+
+    fn published(&self) -> watch::Receiver<Option<Position>> {
+        self.published.subscribe()
+    }
+
+    fn read_current(&self) -> BoxFuture<'_, Result<BTreeMap<String, Member>, CoordError>> {
+        let members = self.hub.members.lock().clone();
+        async move { Ok(members) }.boxed()
+    }
+
+    fn describe(&self) -> String {
+        "in-process".into()
+    }
+}

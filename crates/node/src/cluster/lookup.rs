@@ -1,0 +1,281 @@
+//! Finding a record anywhere: this domain first, then the domains whose
+//! replicas may hold the ID, then — only when a replica is not known to be
+//! current — the seed paper's broadcast probe. "Not found" is answered
+//! only when every domain that could hold the ID has said it does not.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use super::replicas::covers;
+use crate::domain::DomainError;
+use crate::id::ArchiveId;
+use crate::node::Node;
+use crate::record::Record;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Ask only the domains whose replicas may hold the ID.
+    #[default]
+    Routed,
+    /// The seed paper's way: ask every domain to check its live filter.
+    Broadcast,
+}
+
+/// How a lookup went, returned with its answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Route {
+    pub strategy: Strategy,
+    /// Answered from this domain's own store.
+    pub local: bool,
+    /// Domains whose replicas said "maybe".
+    pub candidates: Vec<String>,
+    /// Domains asked for the record.
+    pub asked: Vec<String>,
+    /// Domains asked that did not hold it (replica false positives).
+    pub false_positive_hops: usize,
+    /// Whether the broadcast probe ran.
+    pub broadcast: bool,
+    /// Domains whose live filters were probed.
+    pub probed: Vec<String>,
+    pub unreachable: Vec<String>,
+    /// Why each unreachable domain could not answer.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub errors: std::collections::BTreeMap<String, String>,
+    pub remote_calls: usize,
+    pub elapsed_ms: f64,
+}
+
+#[derive(Debug)]
+pub enum Outcome {
+    Found {
+        record: Record,
+        owner: String,
+    },
+    NotFound,
+    /// Not found where asked, and these domains could not answer.
+    Unavailable {
+        domains: Vec<String>,
+    },
+}
+
+#[derive(Debug)]
+pub struct Lookup {
+    pub outcome: Outcome,
+    pub route: Route,
+}
+
+/// A peer's answer to one call.
+enum Answer<T> {
+    Got(T),
+    Unreachable(String),
+}
+
+async fn fetch(node: &Node, name: &str, address: &str, id: &str) -> Answer<Option<Record>> {
+    match node.cluster.peer_client(address) {
+        Ok(client) => match client.get(id).await {
+            Ok(record) => Answer::Got(record),
+            Err(e) => {
+                tracing::debug!(peer = name, error = %e, "fetch failed");
+                Answer::Unreachable(e.to_string())
+            }
+        },
+        Err(e) => Answer::Unreachable(e.to_string()),
+    }
+}
+
+async fn probe(node: &Node, address: &str, id: &str) -> Answer<bool> {
+    match node.cluster.peer_client(address) {
+        Ok(client) => match client.contains(id).await {
+            Ok(maybe) => Answer::Got(maybe),
+            Err(e) => Answer::Unreachable(e.to_string()),
+        },
+        Err(e) => Answer::Unreachable(e.to_string()),
+    }
+}
+
+/// Asks `targets` for the record at once; the first to have it wins.
+async fn fetch_any(
+    node: &Node,
+    id: &str,
+    targets: &[(String, String)],
+    route: &mut Route,
+) -> Option<(Record, String)> {
+    let mut calls: FuturesUnordered<_> = targets
+        .iter()
+        .map(|(name, address)| async move { (name.clone(), fetch(node, name, address, id).await) })
+        .collect();
+    route.remote_calls += targets.len();
+    route.asked.extend(targets.iter().map(|(n, _)| n.clone()));
+    while let Some((name, answer)) = calls.next().await {
+        match answer {
+            Answer::Got(Some(record)) => return Some((record, name)),
+            Answer::Got(None) => route.false_positive_hops += 1,
+            Answer::Unreachable(e) => {
+                route.errors.insert(name.clone(), e);
+                route.unreachable.push(name);
+            }
+        }
+    }
+    None
+}
+
+/// The seed paper's probe: ask `targets` whether their live filters may
+/// hold the ID, then fetch from those that say so.
+async fn broadcast(
+    node: &Node,
+    id: &str,
+    targets: Vec<(String, String)>,
+    route: &mut Route,
+) -> Option<(Record, String)> {
+    route.broadcast = true;
+    route.remote_calls += targets.len();
+    route.probed.extend(targets.iter().map(|(n, _)| n.clone()));
+    let answers = futures::future::join_all(targets.iter().map(|(name, address)| async move {
+        (
+            name.clone(),
+            address.clone(),
+            probe(node, address, id).await,
+        )
+    }))
+    .await;
+    let mut maybe = Vec::new();
+    for (name, address, answer) in answers {
+        match answer {
+            Answer::Got(true) => maybe.push((name, address)),
+            Answer::Got(false) => {}
+            Answer::Unreachable(e) => {
+                route.errors.insert(name.clone(), e);
+                route.unreachable.push(name);
+            }
+        }
+    }
+    let found = fetch_any(node, id, &maybe, route).await;
+    // Probed domains that said "maybe" but lacked it are not replica hops.
+    route.false_positive_hops -= route.false_positive_hops.min(maybe.len());
+    found
+}
+
+pub async fn lookup(
+    node: &Arc<Node>,
+    id: &ArchiveId,
+    strategy: Strategy,
+) -> Result<Lookup, DomainError> {
+    let started = Instant::now();
+    let mut route = Route {
+        strategy,
+        ..Route::default()
+    };
+    let finish = |outcome: Outcome, mut route: Route| {
+        route.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        route.unreachable.sort();
+        route.unreachable.dedup();
+        Lookup { outcome, route }
+    };
+
+    if node.domain.contains(id.as_str()) {
+        let (n, key) = (node.clone(), id.clone());
+        let local = tokio::task::spawn_blocking(move || n.domain.get(&key))
+            .await
+            .map_err(|e| DomainError::Task(e.to_string()))??;
+        if let Some(record) = local {
+            route.local = true;
+            let owner = node.domain.name().to_owned();
+            return Ok(finish(Outcome::Found { record, owner }, route));
+        }
+    }
+
+    let cluster = &node.cluster;
+    let peers = cluster.replicas.read().infos();
+    let address_of = |name: &str| {
+        peers
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.address.clone())
+    };
+
+    if strategy == Strategy::Broadcast {
+        let everyone: Vec<(String, String)> = cluster
+            .coordinator
+            .view()
+            .borrow()
+            .members
+            .iter()
+            .filter(|(n, _)| **n != cluster.me)
+            .map(|(n, m)| (n.clone(), m.address.clone()))
+            .collect();
+        let found = broadcast(node, id.as_str(), everyone, &mut route).await;
+        return Ok(finish(conclude(found, &route), route));
+    }
+
+    // Routed: the candidates from the replicas, asked directly.
+    route.candidates = cluster.replicas.read().candidates(id.as_str());
+    let targets: Vec<(String, String)> = route
+        .candidates
+        .iter()
+        .filter_map(|n| address_of(n).map(|a| (n.clone(), a)))
+        .collect();
+    if let Some((record, owner)) = fetch_any(node, id.as_str(), &targets, &mut route).await {
+        return Ok(finish(Outcome::Found { record, owner }, route));
+    }
+
+    // Nobody asked had it. Every other domain whose replica is not known
+    // to include all it published is probed; while the coordinator cannot
+    // be read, that is every other domain.
+    let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
+    let mut stale: Vec<(String, String)> = Vec::new();
+    match cluster.coordinator.read_current().await {
+        Ok(members) => {
+            let names: BTreeSet<&String> = members
+                .keys()
+                .chain(peers.iter().map(|p| &p.name))
+                .collect();
+            for name in names
+                .into_iter()
+                .filter(|n| **n != cluster.me && !asked.contains(*n))
+            {
+                let peer = peers.iter().find(|p| &p.name == name);
+                match (members.get(name), peer) {
+                    (Some(m), Some(p)) if covers(p.position, Some(m.position())) => {}
+                    (Some(m), _) => stale.push((name.clone(), m.address.clone())),
+                    // Left the cluster: its last publication covers every
+                    // write it acknowledged, so a current copy is final.
+                    (None, Some(p)) if p.current => {}
+                    (None, Some(p)) => stale.push((name.clone(), p.address.clone())),
+                    (None, None) => {}
+                }
+            }
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "coordinator unreadable: broadcasting");
+            stale = peers
+                .iter()
+                .filter(|p| !asked.contains(&p.name))
+                .map(|p| (p.name.clone(), p.address.clone()))
+                .collect();
+        }
+    }
+    let found = if stale.is_empty() {
+        None
+    } else {
+        broadcast(node, id.as_str(), stale, &mut route).await
+    };
+    Ok(finish(conclude(found, &route), route))
+}
+
+fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
+    match found {
+        Some((record, owner)) => Outcome::Found { record, owner },
+        None if route.unreachable.is_empty() => Outcome::NotFound,
+        None => {
+            let mut domains = route.unreachable.clone();
+            domains.sort();
+            domains.dedup();
+            Outcome::Unavailable { domains }
+        }
+    }
+}

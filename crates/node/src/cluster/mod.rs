@@ -1,0 +1,198 @@
+//! Domains joined into one system: membership (a [`Coordinator`]),
+//! replicas of every peer's filter kept current by deltas, and lookups
+//! routed to the domains that may hold an ID.
+
+pub mod coordinator;
+pub mod inprocess;
+pub mod lookup;
+pub mod replicas;
+pub mod sync;
+pub mod zookeeper;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use xarchive_filter::BloomGeometry;
+
+pub use coordinator::{CoordError, Coordinator, Member, View};
+pub use inprocess::{Hub, InProcessCoordinator};
+pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
+
+use crate::client::{Client, ClientError};
+use crate::domain::Position;
+use crate::filters::FilterKind;
+use crate::id::ArchiveId;
+use crate::shutdown::Trigger;
+use replicas::Replicas;
+
+/// How a domain takes part in its cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// ZooKeeper, as `host:port[,host:port…][/chroot]`; without it the
+    /// domain uses the in-process coordinator (alone, or with the other
+    /// domains of `xarchive up`).
+    pub zk: Option<String>,
+    /// The cluster's name (its ZooKeeper folder is `/xarchive/<name>`).
+    pub name: String,
+    /// The URL peers use to reach this domain (default: http://<listen>).
+    pub advertise: Option<String>,
+    pub session_timeout_ms: u64,
+    /// Least time between two publications of this domain's position.
+    pub publish_interval_ms: u64,
+    /// How long a write waits for its position to be published.
+    pub publish_timeout_ms: u64,
+    /// Timeout of every call to a peer.
+    pub peer_timeout_ms: u64,
+    /// Simulated one-way delay added to every call to a peer
+    /// (benchmarks only).
+    pub wan_delay_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            zk: None,
+            name: "default".into(),
+            advertise: None,
+            session_timeout_ms: 6_000,
+            publish_interval_ms: 10,
+            publish_timeout_ms: 5_000,
+            peer_timeout_ms: 3_000,
+            wan_delay_ms: 0,
+        }
+    }
+}
+
+/// The coordinator `config` asks for: ZooKeeper, or a new in-process hub.
+pub fn coordinator_for(config: &ClusterConfig) -> Arc<dyn Coordinator> {
+    match &config.zk {
+        Some(connect) => ZooKeeperCoordinator::new(ZkSettings {
+            connect: connect.clone(),
+            cluster: config.name.clone(),
+            session_timeout: Duration::from_millis(config.session_timeout_ms),
+            publish_interval: Duration::from_millis(config.publish_interval_ms),
+        }),
+        None => Hub::new().coordinator(),
+    }
+}
+
+pub struct Cluster {
+    /// This domain's name.
+    pub me: String,
+    /// This domain's advertised address.
+    pub address: String,
+    pub coordinator: Arc<dyn Coordinator>,
+    pub replicas: RwLock<Replicas>,
+    http: reqwest::Client,
+    config: ClusterConfig,
+}
+
+impl Cluster {
+    /// `geometry` is the common shape of Bloom copies, held bit-sliced.
+    pub fn new(
+        me: &str,
+        address: &str,
+        coordinator: Arc<dyn Coordinator>,
+        geometry: BloomGeometry,
+        config: ClusterConfig,
+    ) -> Result<Self, ClientError> {
+        crate::client::install_crypto();
+        let timeout = Duration::from_millis(config.peer_timeout_ms);
+        let http = reqwest::Client::builder()
+            .timeout(timeout + 2 * Duration::from_millis(config.wan_delay_ms))
+            .connect_timeout(timeout)
+            .pool_max_idle_per_host(256)
+            .build()
+            .map_err(|e| ClientError::Address(address.into(), e.to_string()))?;
+        Ok(Cluster {
+            me: me.to_owned(),
+            address: address.to_owned(),
+            coordinator,
+            replicas: RwLock::new(Replicas::new(me, geometry)),
+            http,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// A client for the peer at `address`, sharing the connection pool.
+    pub fn peer_client(&self, address: &str) -> Result<Client, ClientError> {
+        Ok(Client::with_http(self.http.clone(), address)?
+            .with_delay(Duration::from_millis(self.config.wan_delay_ms)))
+    }
+
+    /// Starts the coordinator and the replica sync.
+    pub fn start(
+        self: &Arc<Self>,
+        kind: FilterKind,
+        positions: watch::Receiver<Position>,
+        trigger: &Trigger,
+    ) {
+        let position = *positions.borrow();
+        let member = Member {
+            address: self.address.clone(),
+            kind,
+            epoch: position.epoch,
+            version: position.version,
+        };
+        tokio::spawn(self.coordinator.clone().run(
+            self.me.clone(),
+            member,
+            positions,
+            trigger.subscribe(),
+        ));
+        tokio::spawn(sync::run(self.clone(), trigger.subscribe()));
+    }
+
+    /// Whether a write may be taken now: only while the coordinator can
+    /// publish it (else peers could not learn of it, and could answer
+    /// "not found" for an acknowledged record).
+    pub fn writable(&self) -> Result<(), CoordError> {
+        if self.coordinator.view().borrow().connected {
+            Ok(())
+        } else {
+            Err(CoordError::Unreachable(
+                "the coordinator is unreachable, so the cluster could not learn of the write"
+                    .into(),
+            ))
+        }
+    }
+
+    /// Waits until `position` (or a later one) is published, so that a
+    /// write is acknowledged only once peers can learn of it. `current`
+    /// gives the domain's position now, for a rebuild in between.
+    pub async fn await_published(
+        &self,
+        position: Position,
+        current: impl Fn() -> Position,
+    ) -> Result<(), CoordError> {
+        let mut published = self.coordinator.published();
+        let limit = Duration::from_millis(self.config.publish_timeout_ms);
+        let done = |p: &Option<Position>| {
+            p.is_some_and(|p| {
+                (p.epoch == position.epoch && p.version >= position.version)
+                    || (p.epoch != position.epoch && p == current())
+            })
+        };
+        tokio::time::timeout(limit, published.wait_for(done))
+            .await
+            .map_err(|_| {
+                CoordError::Unreachable(format!("not published within {} ms", limit.as_millis()))
+            })?
+            .map_err(|_| CoordError::Failed("the coordinator stopped".into()))?;
+        Ok(())
+    }
+
+    /// A peer replaced or deleted these records (cached copies go stale).
+    pub fn on_changed(&self, _peer: &str, _ids: &[ArchiveId]) {}
+
+    /// A peer's copy was replaced by a snapshot (its epoch may be new).
+    pub fn on_snapshot(&self, _peer: &str) {}
+}

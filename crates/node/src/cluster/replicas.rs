@@ -1,0 +1,351 @@
+//! The copies this domain holds of every peer's published filter, and
+//! the routing over them. Bloom copies of the common geometry live
+//! bit-sliced in one [`SlicedIndex`]; others are held one by one.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta, SlicedIndex};
+
+use super::coordinator::View;
+use crate::client::FetchedFilter;
+use crate::domain::Position;
+use crate::filters::FilterKind;
+
+/// Slots added to the index when it is full.
+const SLOT_STEP: usize = 64;
+
+#[derive(Debug)]
+enum Held {
+    None,
+    Slot(usize),
+    Bloom(BloomFilter),
+    Cuckoo(CuckooFilter),
+}
+
+/// One peer as this domain sees it.
+#[derive(Debug)]
+pub struct Peer {
+    pub address: String,
+    pub kind: FilterKind,
+    held: Held,
+    /// Position of the copy held.
+    pub position: Option<Position>,
+    /// What the coordinator says now (None once the domain left).
+    pub published: Option<Position>,
+    /// The last position it published while a member.
+    pub last_published: Option<Position>,
+    pub reachable: bool,
+    pub last_synced: Option<Instant>,
+    pub last_error: Option<String>,
+}
+
+impl Peer {
+    pub fn holds_copy(&self) -> bool {
+        !matches!(self.held, Held::None)
+    }
+
+    /// The copy includes everything the domain last published.
+    pub fn current(&self) -> bool {
+        self.holds_copy() && covers(self.position, self.last_published)
+    }
+
+    pub fn up(&self) -> bool {
+        self.published.is_some()
+    }
+}
+
+/// Whether a copy at `held` includes every change up to `published`.
+pub fn covers(held: Option<Position>, published: Option<Position>) -> bool {
+    match (held, published) {
+        (Some(h), Some(p)) => h.epoch == p.epoch && h.version >= p.version,
+        _ => false,
+    }
+}
+
+/// What a lookup needs to know of a peer, copied out of the lock.
+#[derive(Clone, Debug)]
+pub struct PeerInfo {
+    pub name: String,
+    pub address: String,
+    pub up: bool,
+    /// The copy matches the last published position.
+    pub current: bool,
+    pub position: Option<Position>,
+}
+
+pub struct Replicas {
+    me: String,
+    index: SlicedIndex,
+    slot_owner: Vec<Option<String>>,
+    peers: BTreeMap<String, Peer>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error("unknown peer {0}")]
+    UnknownPeer(String),
+    #[error("cannot decode the filter of {peer}: {detail}")]
+    Decode { peer: String, detail: String },
+    #[error("delta does not apply to the copy of {peer}: {source}")]
+    Apply { peer: String, source: ApplyError },
+    #[error("no copy of {0} to apply a delta to")]
+    NoCopy(String),
+}
+
+impl Replicas {
+    /// Replicas for domain `me`; Bloom copies of `geometry` go bit-sliced.
+    pub fn new(me: &str, geometry: BloomGeometry) -> Self {
+        Replicas {
+            me: me.to_owned(),
+            index: SlicedIndex::new(geometry, SLOT_STEP),
+            slot_owner: vec![None; SLOT_STEP],
+            peers: BTreeMap::new(),
+        }
+    }
+
+    /// Takes in the coordinator's view: new peers, addresses, published
+    /// positions; peers that left are kept (marked down) with their copy.
+    pub fn update_view(&mut self, view: &View) {
+        for (name, member) in view.members.iter().filter(|(n, _)| **n != self.me) {
+            let peer = self.peers.entry(name.clone()).or_insert_with(|| Peer {
+                address: member.address.clone(),
+                kind: member.kind,
+                held: Held::None,
+                position: None,
+                published: None,
+                last_published: None,
+                reachable: true,
+                last_synced: None,
+                last_error: None,
+            });
+            peer.address.clone_from(&member.address);
+            peer.kind = member.kind;
+            peer.published = Some(member.position());
+            peer.last_published = Some(member.position());
+        }
+        if view.connected {
+            for (name, peer) in self.peers.iter_mut() {
+                if !view.members.contains_key(name) {
+                    peer.published = None;
+                }
+            }
+        }
+    }
+
+    pub fn peer(&self, name: &str) -> Option<&Peer> {
+        self.peers.get(name)
+    }
+
+    pub fn peers(&self) -> impl Iterator<Item = (&String, &Peer)> {
+        self.peers.iter()
+    }
+
+    pub fn infos(&self) -> Vec<PeerInfo> {
+        self.peers
+            .iter()
+            .map(|(name, p)| PeerInfo {
+                name: name.clone(),
+                address: p.address.clone(),
+                up: p.up(),
+                current: p.current(),
+                position: p.position,
+            })
+            .collect()
+    }
+
+    pub fn mark(&mut self, name: &str, result: Result<(), String>) {
+        if let Some(peer) = self.peers.get_mut(name) {
+            peer.reachable = result.is_ok();
+            peer.last_error = result.err();
+            if peer.reachable && peer.current() {
+                peer.last_synced = Some(Instant::now());
+            }
+        }
+    }
+
+    fn release(&mut self, name: &str) {
+        if let Some(Peer {
+            held: Held::Slot(slot),
+            ..
+        }) = self.peers.get(name)
+        {
+            let slot = *slot;
+            self.index.clear(slot);
+            self.slot_owner[slot] = None;
+        }
+    }
+
+    fn free_slot(&mut self) -> usize {
+        if let Some(slot) = self.slot_owner.iter().position(Option::is_none) {
+            return slot;
+        }
+        // Full: a larger index with every copy moved over.
+        let mut bigger = SlicedIndex::new(self.index.geometry(), self.slot_owner.len() + SLOT_STEP);
+        for (slot, owner) in self.slot_owner.iter().enumerate() {
+            if owner.is_some() {
+                let _ = bigger.set(slot, &self.index.filter(slot));
+            }
+        }
+        self.index = bigger;
+        self.slot_owner
+            .resize(self.slot_owner.len() + SLOT_STEP, None);
+        self.slot_owner.len() - SLOT_STEP
+    }
+
+    /// Replaces the copy of `name` with a published snapshot.
+    pub fn install(&mut self, name: &str, fetched: &FetchedFilter) -> Result<(), ReplicaError> {
+        if !self.peers.contains_key(name) {
+            return Err(ReplicaError::UnknownPeer(name.into()));
+        }
+        let decode = |detail: String| ReplicaError::Decode {
+            peer: name.into(),
+            detail,
+        };
+        let held = match fetched.kind {
+            FilterKind::Counting => {
+                let filter =
+                    BloomFilter::decode(&fetched.bytes).map_err(|e| decode(e.to_string()))?;
+                if filter.geometry() == self.index.geometry() {
+                    let slot = match self.peers.get(name).map(|p| &p.held) {
+                        Some(Held::Slot(s)) => *s,
+                        _ => self.free_slot(),
+                    };
+                    self.index
+                        .set(slot, &filter)
+                        .map_err(|e| decode(e.to_string()))?;
+                    self.slot_owner[slot] = Some(name.to_owned());
+                    Held::Slot(slot)
+                } else {
+                    self.release(name);
+                    Held::Bloom(filter)
+                }
+            }
+            FilterKind::Cuckoo => {
+                let filter =
+                    CuckooFilter::decode(&fetched.bytes).map_err(|e| decode(e.to_string()))?;
+                self.release(name);
+                Held::Cuckoo(filter)
+            }
+        };
+        let peer = self
+            .peers
+            .get_mut(name)
+            .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
+        peer.held = held;
+        peer.kind = fetched.kind;
+        peer.position = Some(fetched.position);
+        Ok(())
+    }
+
+    /// Brings the copy of `name` forward by `delta`.
+    pub fn apply(&mut self, name: &str, delta: &Delta) -> Result<(), ReplicaError> {
+        let peer = self
+            .peers
+            .get_mut(name)
+            .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
+        let applied = match &mut peer.held {
+            Held::None => return Err(ReplicaError::NoCopy(name.into())),
+            Held::Slot(slot) => self.index.apply(*slot, delta),
+            Held::Bloom(f) => f.apply(delta),
+            Held::Cuckoo(f) => f.apply(delta),
+        };
+        applied.map_err(|source| ReplicaError::Apply {
+            peer: name.into(),
+            source,
+        })?;
+        peer.position = Some(Position {
+            epoch: delta.epoch,
+            version: delta.to_version,
+        });
+        Ok(())
+    }
+
+    /// Peers whose copy may hold `id` (in name order).
+    pub fn candidates(&self, id: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .index
+            .candidates(id)
+            .iter()
+            .filter_map(|slot| self.slot_owner.get(slot).cloned().flatten())
+            .collect();
+        for (name, peer) in &self.peers {
+            let maybe = match &peer.held {
+                Held::Bloom(f) => f.contains(id),
+                Held::Cuckoo(f) => f.contains(id),
+                _ => false,
+            };
+            if maybe {
+                names.push(name.clone());
+            }
+        }
+        names.sort();
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Member;
+    use crate::filters::FilterKind;
+    use bytes::Bytes;
+    use xarchive_filter::CountingBloomFilter;
+
+    fn view(names: &[(&str, u64, u64)]) -> View {
+        View {
+            members: names
+                .iter()
+                .map(|(n, e, v)| {
+                    (
+                        n.to_string(),
+                        Member {
+                            address: format!("http://{n}"),
+                            kind: FilterKind::Counting,
+                            epoch: *e,
+                            version: *v,
+                        },
+                    )
+                })
+                .collect(),
+            connected: true,
+        }
+    }
+
+    #[test]
+    fn copies_route_follow_deltas_and_survive_departure() {
+        let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
+        let mut r = Replicas::new("A", g);
+        let mut b = CountingBloomFilter::new(g);
+        b.set_epoch(7);
+        b.insert("B-1");
+        r.update_view(&view(&[("A", 1, 1), ("B", 7, b.version())]));
+        assert!(!r.peer("B").unwrap().current());
+        let fetched = FetchedFilter {
+            kind: FilterKind::Counting,
+            position: Position {
+                epoch: 7,
+                version: b.version(),
+            },
+            bytes: Bytes::from(b.bit_view().encode()),
+        };
+        r.install("B", &fetched).unwrap();
+        assert!(r.peer("B").unwrap().current());
+        assert_eq!(r.candidates("B-1"), vec!["B".to_string()]);
+
+        let since = b.version();
+        b.insert("B-2");
+        r.update_view(&view(&[("A", 1, 1), ("B", 7, b.version())]));
+        assert!(!r.peer("B").unwrap().current());
+        r.apply("B", &b.flips_since(since).unwrap()).unwrap();
+        assert!(r.peer("B").unwrap().current());
+        assert_eq!(r.candidates("B-2"), vec!["B".to_string()]);
+
+        // B leaves: down, but its copy still routes.
+        r.update_view(&view(&[("A", 1, 1)]));
+        let peer = r.peer("B").unwrap();
+        assert!(!peer.up() && peer.current());
+        assert_eq!(r.candidates("B-1"), vec!["B".to_string()]);
+        assert!(r.candidates("nowhere").is_empty());
+    }
+}

@@ -1,0 +1,348 @@
+//! The ZooKeeper coordinator: an ephemeral znode per domain under
+//! `/xarchive/<cluster>/domains`, a persistent recursive watch on that
+//! folder, and a new session (registered again) whenever one is lost.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{join_all, BoxFuture};
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::{sleep, sleep_until, timeout, Instant};
+use zookeeper_client as zk;
+
+use super::coordinator::{CoordError, Coordinator, Member, View};
+use crate::domain::Position;
+use crate::shutdown::Shutdown;
+
+/// How to reach ZooKeeper and how to behave there.
+#[derive(Clone, Debug)]
+pub struct ZkSettings {
+    /// `host:port[,host:port…][/chroot]`.
+    pub connect: String,
+    /// The cluster's name: its folder is `/xarchive/<cluster>`.
+    pub cluster: String,
+    pub session_timeout: Duration,
+    /// Least time between two publications of this domain's position.
+    pub publish_interval: Duration,
+}
+
+pub struct ZooKeeperCoordinator {
+    settings: ZkSettings,
+    view: watch::Sender<View>,
+    published: watch::Sender<Option<Position>>,
+    /// The live session's client, for reads outside the run loop.
+    client: Mutex<Option<zk::Client>>,
+}
+
+/// Why a session ended.
+enum End {
+    Shutdown,
+    Lost,
+}
+
+fn failed(e: zk::Error) -> CoordError {
+    match e {
+        zk::Error::ConnectionLoss
+        | zk::Error::SessionExpired
+        | zk::Error::Timeout
+        | zk::Error::NoHosts
+        | zk::Error::ClientClosed => CoordError::Unreachable(e.to_string()),
+        other => CoordError::Failed(other.to_string()),
+    }
+}
+
+impl ZooKeeperCoordinator {
+    pub fn new(settings: ZkSettings) -> Arc<Self> {
+        Arc::new(ZooKeeperCoordinator {
+            settings,
+            view: watch::channel(View::default()).0,
+            published: watch::channel(None).0,
+            client: Mutex::new(None),
+        })
+    }
+
+    pub fn folder(&self) -> String {
+        format!("/xarchive/{}/domains", self.settings.cluster)
+    }
+
+    fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
+        mode.with_acls(zk::Acls::anyone_all())
+    }
+
+    /// Reads every member into the view, marking it connected.
+    async fn reread(&self, client: &zk::Client) -> Result<(), CoordError> {
+        let members = read_members(client, &self.folder()).await?;
+        self.view.send_replace(View {
+            members,
+            connected: true,
+        });
+        Ok(())
+    }
+
+    /// Applies one watch event to the view.
+    async fn on_event(&self, client: &zk::Client, event: zk::WatchedEvent) {
+        let folder = self.folder();
+        let Some(name) = event
+            .path
+            .strip_prefix(&folder)
+            .and_then(|p| p.strip_prefix('/'))
+            .filter(|n| !n.is_empty() && !n.contains('/'))
+        else {
+            return;
+        };
+        match event.event_type {
+            zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => {
+                match client.get_data(&event.path).await {
+                    Ok((data, _)) => match serde_json::from_slice::<Member>(&data) {
+                        Ok(member) => self.view.send_modify(|v| {
+                            v.members.insert(name.to_owned(), member);
+                        }),
+                        Err(e) => {
+                            tracing::warn!(domain = name, error = %e, "unreadable member znode")
+                        }
+                    },
+                    Err(zk::Error::NoNode) => self.view.send_modify(|v| {
+                        v.members.remove(name);
+                    }),
+                    Err(e) => tracing::warn!(domain = name, error = %e, "cannot read member znode"),
+                }
+            }
+            zk::EventType::NodeDeleted => self.view.send_modify(|v| {
+                v.members.remove(name);
+            }),
+            _ => {}
+        }
+    }
+
+    /// Creates this domain's ephemeral znode, replacing one left by an
+    /// earlier session of the same domain.
+    async fn register(
+        &self,
+        client: &zk::Client,
+        path: &str,
+        data: &[u8],
+    ) -> Result<(), CoordError> {
+        for _ in 0..3 {
+            match client
+                .create(path, data, &self.options(zk::CreateMode::Ephemeral))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(zk::Error::NodeExists) => {
+                    tracing::warn!(path, "replacing a registration left by an earlier session");
+                    match client.delete(path, None).await {
+                        Ok(()) | Err(zk::Error::NoNode) => {}
+                        Err(e) => return Err(failed(e)),
+                    }
+                }
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        Err(CoordError::Failed(format!("cannot register {path}")))
+    }
+
+    /// One session: connect, register, follow, publish, until the session
+    /// is lost or shutdown comes.
+    async fn session(
+        &self,
+        name: &str,
+        member: &mut Member,
+        positions: &mut watch::Receiver<Position>,
+        shutdown: &mut Shutdown,
+    ) -> Result<End, CoordError> {
+        let s = &self.settings;
+        let client = timeout(
+            s.session_timeout * 2,
+            zk::Client::connector()
+                .with_session_timeout(s.session_timeout)
+                .connect(&s.connect),
+        )
+        .await
+        .map_err(|_| CoordError::Unreachable(format!("no session with {} in time", s.connect)))?
+        .map_err(failed)?;
+        *self.client.lock() = Some(client.clone());
+        let folder = self.folder();
+        match client
+            .mkdir(&folder, &self.options(zk::CreateMode::Persistent))
+            .await
+        {
+            Ok(()) | Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(failed(e)),
+        }
+        let own = format!("{folder}/{name}");
+        let position = *positions.borrow_and_update();
+        (member.epoch, member.version) = (position.epoch, position.version);
+        let mut watcher = client
+            .watch(&folder, zk::AddWatchMode::PersistentRecursive)
+            .await
+            .map_err(failed)?;
+        let mut state = client.state_watcher();
+        self.register(
+            &client,
+            &own,
+            &serde_json::to_vec(member).unwrap_or_default(),
+        )
+        .await?;
+        self.published.send_replace(Some(position));
+        self.reread(&client).await?;
+        tracing::info!(domain = name, session = ?client.session_id(), "registered in ZooKeeper at {own}");
+
+        let mut dirty = false;
+        let mut last_publish = Instant::now();
+        loop {
+            let publish_at = last_publish + s.publish_interval;
+            tokio::select! {
+                _ = shutdown.recv() => {
+                    let _ = timeout(Duration::from_secs(2), client.delete(&own, None)).await;
+                    return Ok(End::Shutdown);
+                }
+                changed = positions.changed() => {
+                    if changed.is_err() {
+                        return Ok(End::Shutdown);
+                    }
+                    dirty = true;
+                }
+                _ = sleep_until(publish_at), if dirty => {
+                    let position = *positions.borrow_and_update();
+                    (member.epoch, member.version) = (position.epoch, position.version);
+                    let data = serde_json::to_vec(member).unwrap_or_default();
+                    last_publish = Instant::now();
+                    match client.set_data(&own, &data, None).await {
+                        Ok(_) => {
+                            dirty = false;
+                            self.published.send_replace(Some(position));
+                        }
+                        Err(zk::Error::NoNode) => {
+                            self.register(&client, &own, &data).await?;
+                            dirty = false;
+                            self.published.send_replace(Some(position));
+                        }
+                        Err(e @ (zk::Error::SessionExpired | zk::Error::ClientClosed)) => {
+                            tracing::warn!(error = %e, "ZooKeeper session lost while publishing");
+                            return Ok(End::Lost);
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot publish the filter position; will retry"),
+                    }
+                }
+                event = watcher.changed() => self.on_event(&client, event).await,
+                changed = state.changed() => match changed {
+                    zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                        // Persistent watches may miss events across a
+                        // reconnection (ZOOKEEPER-4698): read everything again.
+                        tracing::info!("ZooKeeper connection restored");
+                        if let Err(e) = self.reread(&client).await {
+                            tracing::warn!(error = %e, "cannot reread the membership");
+                        }
+                    }
+                    zk::SessionState::Disconnected => {
+                        tracing::warn!("ZooKeeper connection lost; serving from the replicas held");
+                        self.view.send_modify(|v| v.connected = false);
+                    }
+                    other => {
+                        tracing::warn!(state = ?other, "ZooKeeper session ended");
+                        return Ok(End::Lost);
+                    }
+                },
+            }
+        }
+    }
+}
+
+async fn read_members(
+    client: &zk::Client,
+    folder: &str,
+) -> Result<BTreeMap<String, Member>, CoordError> {
+    let names = client.list_children(folder).await.map_err(failed)?;
+    let reads = names.iter().map(|n| {
+        let path = format!("{folder}/{n}");
+        async move { (n.clone(), client.get_data(&path).await) }
+    });
+    let mut members = BTreeMap::new();
+    for (name, read) in join_all(reads).await {
+        match read {
+            Ok((data, _)) => match serde_json::from_slice::<Member>(&data) {
+                Ok(member) => {
+                    members.insert(name, member);
+                }
+                Err(e) => tracing::warn!(domain = %name, error = %e, "unreadable member znode"),
+            },
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    Ok(members)
+}
+
+impl Coordinator for ZooKeeperCoordinator {
+    fn run(
+        self: Arc<Self>,
+        name: String,
+        mut member: Member,
+        mut positions: watch::Receiver<Position>,
+        mut shutdown: Shutdown,
+    ) -> BoxFuture<'static, ()> {
+        async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match self.session(&name, &mut member, &mut positions, &mut shutdown).await {
+                    Ok(End::Shutdown) => break,
+                    Ok(End::Lost) => backoff = Duration::from_millis(100),
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "ZooKeeper unavailable");
+                        tokio::select! {
+                            _ = sleep(backoff) => {}
+                            _ = shutdown.recv() => break,
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+                *self.client.lock() = None;
+                self.view.send_modify(|v| v.connected = false);
+                if shutdown.is_stopped() {
+                    break;
+                }
+            }
+            *self.client.lock() = None;
+            self.view.send_modify(|v| v.connected = false);
+        }
+        .boxed()
+    }
+
+    fn view(&self) -> watch::Receiver<View> {
+        self.view.subscribe()
+    }
+
+    fn published(&self) -> watch::Receiver<Option<Position>> {
+        self.published.subscribe()
+    }
+
+    fn read_current(&self) -> BoxFuture<'_, Result<BTreeMap<String, Member>, CoordError>> {
+        let client = self.client.lock().clone();
+        let folder = self.folder();
+        let limit = self.settings.session_timeout.min(Duration::from_secs(2));
+        async move {
+            let client =
+                client.ok_or_else(|| CoordError::Unreachable("no ZooKeeper session".into()))?;
+            if !self.view.borrow().connected {
+                return Err(CoordError::Unreachable("ZooKeeper connection lost".into()));
+            }
+            timeout(limit, async {
+                client.sync(&folder).await.map_err(failed)?;
+                read_members(&client, &folder).await
+            })
+            .await
+            .map_err(|_| CoordError::Unreachable("ZooKeeper did not answer in time".into()))?
+        }
+        .boxed()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "zookeeper {} (cluster {})",
+            self.settings.connect, self.settings.cluster
+        )
+    }
+}
