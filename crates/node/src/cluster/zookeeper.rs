@@ -64,6 +64,30 @@ impl ZooKeeperCoordinator {
         })
     }
 
+    /// Connects; a chroot in the connect string is created first if it
+    /// does not exist (ZooKeeper cannot create paths under a missing one).
+    async fn connect(&self) -> Result<zk::Client, CoordError> {
+        let s = &self.settings;
+        let connector = || zk::Client::connector().with_session_timeout(s.session_timeout);
+        let Some((hosts, chroot)) = s.connect.split_once('/') else {
+            return connector().connect(&s.connect).await.map_err(failed);
+        };
+        let chroot = format!("/{}", chroot.trim_end_matches('/'));
+        let client = connector().connect(hosts).await.map_err(failed)?;
+        if chroot != "/" {
+            match client
+                .mkdir(&chroot, &self.options(zk::CreateMode::Persistent))
+                .await
+            {
+                Ok(()) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        client
+            .chroot(chroot.as_str())
+            .map_err(|_| CoordError::Failed(format!("invalid chroot {chroot:?}")))
+    }
+
     pub fn folder(&self) -> String {
         format!("/xarchive/{}/domains", self.settings.cluster)
     }
@@ -154,15 +178,11 @@ impl ZooKeeperCoordinator {
         shutdown: &mut Shutdown,
     ) -> Result<End, CoordError> {
         let s = &self.settings;
-        let client = timeout(
-            s.session_timeout * 2,
-            zk::Client::connector()
-                .with_session_timeout(s.session_timeout)
-                .connect(&s.connect),
-        )
-        .await
-        .map_err(|_| CoordError::Unreachable(format!("no session with {} in time", s.connect)))?
-        .map_err(failed)?;
+        let client = timeout(s.session_timeout * 2, self.connect())
+            .await
+            .map_err(|_| {
+                CoordError::Unreachable(format!("no session with {} in time", s.connect))
+            })??;
         *self.client.lock() = Some(client.clone());
         let folder = self.folder();
         match client
@@ -227,7 +247,18 @@ impl ZooKeeperCoordinator {
                         Err(e) => tracing::warn!(error = %e, "cannot publish the filter position; will retry"),
                     }
                 }
-                event = watcher.changed() => self.on_event(&client, event).await,
+                event = watcher.changed() => {
+                    // The watcher also reports the session; after a terminal
+                    // state it must not be polled again (it would panic).
+                    if event.event_type == zk::EventType::Session {
+                        if event.session_state.is_terminated() {
+                            tracing::warn!(state = ?event.session_state, "ZooKeeper session ended");
+                            return Ok(End::Lost);
+                        }
+                        continue;
+                    }
+                    self.on_event(&client, event).await
+                }
                 changed = state.changed() => match changed {
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                         // Persistent watches may miss events across a
@@ -287,7 +318,21 @@ impl Coordinator for ZooKeeperCoordinator {
         async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                match self.session(&name, &mut member, &mut positions, &mut shutdown).await {
+                // A panic in the client library must not end membership
+                // for good: it counts as a lost session.
+                let session = std::panic::AssertUnwindSafe(self.session(
+                    &name,
+                    &mut member,
+                    &mut positions,
+                    &mut shutdown,
+                ))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::error!("ZooKeeper session task panicked; starting a new session");
+                    Ok(End::Lost)
+                });
+                match session {
                     Ok(End::Shutdown) => break,
                     Ok(End::Lost) => backoff = Duration::from_millis(100),
                     Err(e) => {

@@ -1,0 +1,324 @@
+//! Domains as real processes joined through a real ZooKeeper: routing,
+//! deletes, a killed domain, a ZooKeeper outage, a lost session, and
+//! concurrent writes with lookups.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use xarchive_node::client::Client;
+use xarchive_testkit::{free_port, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_xarchive"))
+}
+
+/// Three domains A, B, C in one cluster.
+struct Cluster {
+    zk: ZooKeeperServer,
+    domains: Vec<DomainProcess>,
+    _dir: TempDir,
+}
+
+const SESSION_MS: u64 = 3_000;
+
+impl Cluster {
+    /// `connect` turns the server's address into the connect string used.
+    fn start(connect: impl Fn(&ZooKeeperServer) -> String) -> Cluster {
+        let zk = ZooKeeperServer::start();
+        let dir = tempdir().unwrap();
+        let domains = ["A", "B", "C"]
+            .iter()
+            .map(|name| {
+                Spawn::new(bin(), name, &dir.path().join(name))
+                    .args(["--zk", &connect(&zk), "--cluster", "test"])
+                    .args(["--session-timeout-ms", &SESSION_MS.to_string()])
+                    .args(["--expected-items", "20000"])
+                    .start()
+            })
+            .collect();
+        let cluster = Cluster {
+            zk,
+            domains,
+            _dir: dir,
+        };
+        cluster.wait_converged();
+        cluster
+    }
+
+    fn client(&self, i: usize) -> Client {
+        Client::new(&self.domains[i].url, Duration::from_secs(30)).unwrap()
+    }
+
+    /// Waits until every running domain sees the others up, connected,
+    /// with current copies.
+    fn wait_converged(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let done = self.domains.iter().all(|d| {
+                let Ok(state) = get(&format!("{}/v1/cluster", d.url)) else {
+                    return false;
+                };
+                state["connected"] == true
+                    && state["domains"].as_array().is_some_and(|all| {
+                        all.len() == self.domains.len()
+                            && all.iter().all(|x| {
+                                x["up"] == true && (x["self"] == true || x["current"] == true)
+                            })
+                    })
+            });
+            if done {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cluster did not converge; A's log:\n{}",
+                self.domains[0].log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A blocking GET returning JSON, for the polling helpers.
+fn get(url: &str) -> Result<Value, String> {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "5", url])
+        .output()
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+async fn lookup(c: &Client, id: &str) -> (u16, Value) {
+    c.lookup(id, false).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_are_found_across_domains_and_deletes_take_effect() {
+    // Two hosts (one dead) and a chroot in the connect string.
+    let dead = free_port();
+    let cluster =
+        Cluster::start(|zk| format!("127.0.0.1:{dead},{}/xa/chroot", zk.connect_string()));
+    let (a, b, c) = (cluster.client(0), cluster.client(1), cluster.client(2));
+    a.put("档案/2024/001", &json!({"title": "会议纪要"}))
+        .await
+        .unwrap();
+    for at in [&b, &c] {
+        let (status, answer) = lookup(at, "档案/2024/001").await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["owner"], "A");
+    }
+    cluster.wait_converged();
+    let (_, answer) = lookup(&b, "档案/2024/001").await;
+    assert_eq!(answer["route"]["remote_calls"], 1, "{answer}");
+
+    // Until the delete is acknowledged, it is never "not found".
+    for _ in 0..20 {
+        assert_eq!(lookup(&b, "档案/2024/001").await.0, 200);
+    }
+    assert!(a.delete("档案/2024/001").await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, answer) = lookup(&b, "档案/2024/001").await;
+        if status == 404 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still found after the sync delay: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.wait_converged();
+    for at in [&b, &c] {
+        assert_eq!(lookup(at, "档案/2024/001").await.0, 404);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_domain_is_named_until_it_returns() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string());
+    let ids = ["A-1", "B-1", "C-1"];
+    for (i, id) in ids.iter().enumerate() {
+        cluster
+            .client(i)
+            .put(id, &json!({"title": "t"}))
+            .await
+            .unwrap();
+    }
+    cluster.wait_converged();
+    cluster.domains[2].kill9();
+    let a = cluster.client(0);
+    // Before and after C's session expires, C's IDs are "unavailable".
+    for wait in [0, SESSION_MS + 1_500] {
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let (status, answer) = lookup(&a, "C-1").await;
+        assert_eq!(status, 503, "{answer}");
+        assert_eq!(answer["unavailable"], json!(["C"]));
+        for id in ["A-1", "B-1"] {
+            assert_eq!(lookup(&a, id).await.0, 200);
+            assert_eq!(lookup(&cluster.client(1), id).await.0, 200);
+        }
+    }
+    cluster.domains[2].restart();
+    cluster.wait_converged();
+    let (status, answer) = lookup(&a, "C-1").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["owner"], "C");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_stay_correct_through_a_zookeeper_outage() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string());
+    for (i, d) in ["A", "B", "C"].iter().enumerate() {
+        for n in 0..50 {
+            cluster
+                .client(i)
+                .put(&format!("{d}-{n}"), &json!({"title": "t"}))
+                .await
+                .unwrap();
+        }
+    }
+    cluster.wait_converged();
+    cluster.zk.stop();
+    let outage = Instant::now();
+    let mut checked = 0;
+    while outage.elapsed() < Duration::from_secs(10) {
+        for (i, d) in ["A", "B", "C"].iter().enumerate() {
+            let at = cluster.client((i + 1) % 3);
+            let (status, answer) = lookup(&at, &format!("{d}-{}", checked % 50)).await;
+            assert_eq!(status, 200, "during the outage: {answer}");
+            let (status, answer) = lookup(&at, &format!("absent-{checked}")).await;
+            assert_eq!(status, 404, "during the outage: {answer}");
+        }
+        checked += 1;
+    }
+    // Writes wait for the coordinator: refused, and nothing changes.
+    let refused = cluster
+        .client(0)
+        .put("OUTAGE-1", &json!({"title": "t"}))
+        .await;
+    assert!(
+        matches!(&refused, Err(e) if e.code() == Some("coordinator_unavailable")),
+        "{refused:?}"
+    );
+    cluster.zk.start_again();
+    cluster.wait_converged();
+    assert_eq!(lookup(&cluster.client(1), "OUTAGE-1").await.0, 404);
+    cluster
+        .client(0)
+        .put("AFTER-1", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    cluster.wait_converged();
+    let (status, answer) = lookup(&cluster.client(2), "AFTER-1").await;
+    assert_eq!(
+        (status, answer["route"]["remote_calls"].as_u64()),
+        (200, Some(1)),
+        "{answer}"
+    );
+    assert!(checked > 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_means_registering_again() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string());
+    cluster
+        .client(0)
+        .put("BEFORE", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    // A fresh ZooKeeper knows no session and no znode.
+    cluster.zk.restart_fresh();
+    cluster.wait_converged();
+    for d in &cluster.domains {
+        assert!(d.log().contains("registered in ZooKeeper"), "{}", d.log());
+    }
+    let (status, answer) = lookup(&cluster.client(2), "BEFORE").await;
+    assert_eq!(status, 200, "{answer}");
+    cluster
+        .client(1)
+        .put("AFTER", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    assert_eq!(lookup(&cluster.client(0), "AFTER").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
+    let cluster = Arc::new(Cluster::start(|zk| zk.connect_string()));
+    let acknowledged: Arc<parking_lot_free::Log> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(6);
+    let mut tasks = Vec::new();
+    for w in 0..3 {
+        let (cluster, acknowledged) = (cluster.clone(), acknowledged.clone());
+        tasks.push(tokio::spawn(async move {
+            let client = cluster.client(w);
+            let mut i = 0;
+            while Instant::now() < deadline {
+                let id = format!("W{w}-{i}");
+                client.put(&id, &json!({"title": "t"})).await.unwrap();
+                acknowledged.push(id);
+                i += 1;
+            }
+        }));
+    }
+    let (lookups, misses) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    for r in 0..3 {
+        let (cluster, acknowledged, lookups, misses) = (
+            cluster.clone(),
+            acknowledged.clone(),
+            lookups.clone(),
+            misses.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let client = cluster.client(r);
+            let mut n = 0usize;
+            while Instant::now() < deadline {
+                // Only IDs acknowledged before this lookup starts count.
+                let Some(id) = acknowledged.pick(n * 7919) else {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                };
+                n += 1;
+                let (status, answer) = lookup(&client, &id).await;
+                lookups.fetch_add(1, Ordering::Relaxed);
+                if status != 200 {
+                    eprintln!("{id}: {status} {answer}");
+                    misses.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let written: HashSet<String> = acknowledged.all().into_iter().collect();
+    assert!(written.len() > 50, "{} writes", written.len());
+    assert!(lookups.load(Ordering::Relaxed) > 100);
+    assert_eq!(misses.load(Ordering::Relaxed), 0);
+}
+
+/// IDs in acknowledgement order.
+mod parking_lot_free {
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    pub struct Log(Mutex<Vec<String>>);
+
+    impl Log {
+        pub fn push(&self, id: String) {
+            self.0.lock().unwrap().push(id);
+        }
+        pub fn pick(&self, n: usize) -> Option<String> {
+            let v = self.0.lock().unwrap();
+            (!v.is_empty()).then(|| v[n % v.len()].clone())
+        }
+        pub fn all(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+}

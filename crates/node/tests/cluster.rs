@@ -1,0 +1,248 @@
+//! Several domains in one process (in-process coordinator), talking HTTP
+//! over loopback: routing, deletes, a departed domain, concurrent writes
+//! and lookups.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use xarchive_node::client::Client;
+use xarchive_node::cluster::Hub;
+use xarchive_node::shutdown::Trigger;
+use xarchive_node::{Node, NodeConfig};
+
+struct Domain {
+    node: Arc<Node>,
+    client: Client,
+    stop: Trigger,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+struct Cluster {
+    domains: Vec<Domain>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start(n: usize) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::new();
+        let mut domains = Vec::new();
+        for i in 0..n {
+            let name = ["A", "B", "C", "D"][i].to_string();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = format!("http://{}", listener.local_addr().unwrap());
+            let mut config = NodeConfig {
+                name: name.clone(),
+                data: dir.path().join(&name),
+                ..NodeConfig::default()
+            };
+            config.filter.expected_items = 10_000;
+            config.cluster.peer_timeout_ms = 1_000;
+            let node = Node::open_in(config, hub.coordinator(), &address).unwrap();
+            let stop = Trigger::new();
+            let mut shutdown = stop.subscribe();
+            let server =
+                tokio::spawn({
+                    let node = node.clone();
+                    async move {
+                        xarchive_node::server::serve(node, listener, async move {
+                            shutdown.recv().await
+                        })
+                        .await
+                        .unwrap();
+                    }
+                });
+            domains.push(Domain {
+                client: Client::new(&address, Duration::from_secs(10)).unwrap(),
+                node,
+                stop,
+                server: Some(server),
+            });
+        }
+        Cluster { domains, _dir: dir }
+    }
+
+    /// Waits until every domain's copies are current.
+    async fn settle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut all = true;
+            for d in self.domains.iter().filter(|d| d.server.is_some()) {
+                let replicas = d.node.cluster.replicas.read();
+                all &= replicas
+                    .peers()
+                    .filter(|(_, p)| p.up())
+                    .all(|(_, p)| p.current());
+                all &= replicas.peers().count() + 1
+                    >= self.domains.iter().filter(|d| d.server.is_some()).count();
+            }
+            if all {
+                return;
+            }
+            assert!(Instant::now() < deadline, "replicas did not converge");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(&mut self, i: usize) {
+        self.domains[i].stop.fire();
+        if let Some(server) = self.domains[i].server.take() {
+            server.await.unwrap();
+        }
+    }
+}
+
+async fn lookup(d: &Domain, id: &str) -> (u16, Value) {
+    d.client.lookup(id, false).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_put_anywhere_is_found_everywhere_with_one_call() {
+    let c = Cluster::start(3).await;
+    let (a, b, cc) = (&c.domains[0], &c.domains[1], &c.domains[2]);
+    a.client
+        .put("档案/2024/001", &json!({"title": "会议纪要"}))
+        .await
+        .unwrap();
+    cc.client
+        .put("J201-WS·2023-Y-0001", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    // Found at once, even before the replicas catch up.
+    let (status, answer) = lookup(b, "档案/2024/001").await;
+    assert_eq!(
+        (status, answer["owner"].as_str()),
+        (200, Some("A")),
+        "{answer}"
+    );
+
+    c.settle().await;
+    for (at, id, owner) in [
+        (b, "档案/2024/001", "A"),
+        (cc, "档案/2024/001", "A"),
+        (a, "J201-WS·2023-Y-0001", "C"),
+    ] {
+        let (status, answer) = lookup(at, id).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["owner"], owner);
+        assert_eq!(answer["route"]["remote_calls"], 1, "{answer}");
+        assert_eq!(answer["route"]["broadcast"], false);
+        assert!(answer["record"]["title"].is_string());
+    }
+    // Absent everywhere: answered from the replicas, no remote call.
+    let (status, answer) = lookup(b, "J999-none").await;
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(answer["code"], "not_found");
+    assert_eq!(answer["route"]["remote_calls"], 0);
+
+    // The seed paper's way asks everyone.
+    let (status, answer) = b.client.lookup("档案/2024/001", true).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer["route"]["probed"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_record_is_gone_everywhere_and_never_missing_before() {
+    let c = Cluster::start(3).await;
+    let (a, b) = (&c.domains[0], &c.domains[1]);
+    a.client.put("DEL-1", &json!({"title": "t"})).await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(lookup(b, "DEL-1").await.0, 200);
+    }
+    assert!(a.client.delete("DEL-1").await.unwrap());
+    // Acknowledged: from now on no domain returns it.
+    for d in &c.domains {
+        let (status, answer) = lookup(d, "DEL-1").await;
+        assert_eq!(status, 404, "{answer}");
+    }
+    // Once the replicas catch up, no domain even routes to A for it.
+    c.settle().await;
+    assert!(b
+        .node
+        .cluster
+        .replicas
+        .read()
+        .candidates("DEL-1")
+        .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_departed_domain_is_named_not_reported_empty() {
+    let mut c = Cluster::start(3).await;
+    c.domains[2]
+        .client
+        .put("C-ONLY", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    c.domains[0]
+        .client
+        .put("A-ONLY", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    c.settle().await;
+    c.stop(2).await;
+    let (status, answer) = lookup(&c.domains[0], "C-ONLY").await;
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["code"], "unavailable");
+    assert_eq!(answer["unavailable"], json!(["C"]));
+    let (status, _) = lookup(&c.domains[1], "A-ONLY").await;
+    assert_eq!(status, 200);
+    // C left cleanly after publishing everything: its copy says "not here"
+    // for IDs it never had, so they are still a plain 404.
+    let (status, answer) = lookup(&c.domains[1], "NOWHERE-1").await;
+    assert_eq!(status, 404, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
+    let c = Arc::new(Cluster::start(3).await);
+    let acknowledged: Arc<parking_lot::Mutex<Vec<(String, Instant)>>> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let mut tasks = Vec::new();
+    for w in 0..3 {
+        let (c, acknowledged) = (c.clone(), acknowledged.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while Instant::now() < deadline {
+                let id = format!("S{w}-{i}");
+                c.domains[w]
+                    .client
+                    .put(&id, &json!({"title": "t"}))
+                    .await
+                    .unwrap();
+                acknowledged.lock().push((id, Instant::now()));
+                i += 1;
+            }
+        }));
+    }
+    let misses = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for r in 0..3 {
+        let (c, acknowledged, misses) = (c.clone(), acknowledged.clone(), misses.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                let pick = {
+                    let acked = acknowledged.lock();
+                    (!acked.is_empty()).then(|| acked[(n as usize * 7919) % acked.len()].clone())
+                };
+                n += 1;
+                let Some((id, acked_at)) = pick else {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                };
+                let (status, answer) = lookup(&c.domains[r], &id).await;
+                if acked_at < started && status != 200 {
+                    eprintln!("{id} acknowledged before the lookup, answered {status}: {answer}");
+                    misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(acknowledged.lock().len() > 100);
+    assert_eq!(misses.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
