@@ -1,7 +1,9 @@
 //! The subcommands.
 
+mod bench;
 mod client;
 mod import;
+mod local;
 mod lookup;
 mod sample;
 mod serve;
@@ -67,6 +69,9 @@ enum Command {
     Import(import::ImportArgs),
     /// Write sample records (realistic archive numbers) as NDJSON.
     Sample(sample::SampleArgs),
+    /// Benchmarks against the seed paper's figures.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -80,5 +85,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stats(args) => client::stats(args).await,
         Command::Import(args) => import::run(args).await,
         Command::Sample(args) => sample::run(args).await,
+        Command::Bench(command) => bench::run(command).await,
     }
 }

@@ -1,0 +1,35 @@
+//! `xarchive bench`: measured, not assumed.
+
+mod lookup;
+mod svg;
+mod sync;
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The seed paper's Table 2: lookup time against concurrent users,
+    /// routed by the filters and broadcast, side by side.
+    Lookup(lookup::LookupBenchArgs),
+    /// Time from an acknowledged write at one domain until another routes
+    /// the ID to it, through a real ZooKeeper.
+    Sync(sync::SyncBenchArgs),
+}
+
+pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        BenchCommand::Lookup(args) => lookup::run(args).await,
+        BenchCommand::Sync(args) => sync::run(args).await,
+    }
+}
+
+/// The value at quantile `q` of sorted `xs`.
+pub fn quantile(xs: &[f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((xs.len() - 1) as f64 * q).round() as usize;
+    xs[at.min(xs.len() - 1)]
+}

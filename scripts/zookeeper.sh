@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Starts a throwaway ZooKeeper (Debian's package) on a free loopback port
+# in a temporary directory, runs the given command with XARCHIVE_ZK set to
+# its address, then stops it by process id. For benchmarks and trying the
+# distributed mode by hand:
+#   scripts/zookeeper.sh target/release/xarchive bench sync
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+dir=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
+  || shuf -i 20000-60000 -n 1)
+cat >"$dir/zoo.cfg" <<CFG
+tickTime=200
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+minSessionTimeout=400
+maxSessionTimeout=20000
+CFG
+java -Xmx256m -XX:+UseSerialGC -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
+  org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
+zk=$!
+trap 'kill "$zk" 2>/dev/null; wait "$zk" 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 150); do
+  grep -q "binding to port" "$dir/zookeeper.log" 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+echo "ZooKeeper on 127.0.0.1:$port (pid $zk)" >&2
+XARCHIVE_ZK="127.0.0.1:$port" "$@"
