@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache::CacheConfig;
 use crate::cluster::ClusterConfig;
 use crate::filters::FilterSettings;
 
@@ -43,6 +44,7 @@ pub struct NodeConfig {
     pub filter: FilterSettings,
     pub limits: Limits,
     pub cluster: ClusterConfig,
+    pub cache: CacheConfig,
 }
 
 impl Default for NodeConfig {
@@ -54,6 +56,7 @@ impl Default for NodeConfig {
             filter: FilterSettings::default(),
             limits: Limits::default(),
             cluster: ClusterConfig::default(),
+            cache: CacheConfig::default(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`server`], [`shutdown`]: serving until Ctrl-C or SIGTERM.
 
 pub mod api;
+pub mod cache;
 pub mod client;
 pub mod cluster;
 pub mod config;

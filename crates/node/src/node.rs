@@ -6,6 +6,7 @@ use std::sync::Arc;
 use xarchive_filter::BloomGeometry;
 
 use crate::api::error::ApiError;
+use crate::cache::Cache;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
 use crate::domain::{Domain, DomainError};
@@ -35,20 +36,25 @@ impl Node {
     ) -> Result<Arc<Node>, DomainError> {
         let geometry =
             BloomGeometry::for_capacity(config.filter.expected_items, config.filter.fpr)?;
+        let cache = Cache::new(&config.cache, &config.cluster.name, &config.name)
+            .map_err(|e| DomainError::Task(e.to_string()))?;
         let cluster = Cluster::new(
             &config.name,
             address,
             coordinator,
             geometry,
             config.cluster.clone(),
+            Arc::new(cache),
         )
         .map_err(|e| DomainError::Task(e.to_string()))?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
+        let mut metrics = Metrics::new();
+        cluster.cache.counters.register(metrics.registry_mut());
         Ok(Arc::new(Node {
             config,
             domain,
             cluster: Arc::new(cluster),
-            metrics: Metrics::new(),
+            metrics,
         }))
     }
 

@@ -138,6 +138,18 @@ impl StoredRecord {
         }
     }
 
+    /// A client-side record back in stored form (for caching it).
+    pub fn from_record(r: &Record) -> Self {
+        let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+        StoredRecord {
+            title: r.title.clone(),
+            metadata_json: serde_json::Value::Object(r.metadata.clone()).to_string(),
+            content: r.content.clone(),
+            created_at_ms: ms(r.created_at),
+            updated_at_ms: ms(r.updated_at),
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![STORED_VERSION];
         // postcard cannot fail on these plain types writing to a Vec.

@@ -46,6 +46,9 @@ pub struct ServeArgs {
     /// ZooKeeper session timeout, in milliseconds.
     #[arg(long, env = "XARCHIVE_SESSION_TIMEOUT_MS")]
     session_timeout_ms: Option<u64>,
+    /// Cache for other domains' records: memory, none, or redis://host:port/db.
+    #[arg(long, env = "XARCHIVE_CACHE")]
+    cache: Option<String>,
 }
 
 fn parse_kind(s: &str) -> Result<FilterKind, String> {
@@ -102,6 +105,9 @@ impl ServeArgs {
         }
         if let Some(ms) = self.session_timeout_ms {
             config.cluster.session_timeout_ms = ms;
+        }
+        if let Some(url) = &self.cache {
+            config.cache.url = url.clone();
         }
         config.check()?;
         Ok(config)

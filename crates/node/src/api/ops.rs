@@ -10,9 +10,12 @@ use axum::Json;
 use super::error::ApiError;
 use crate::node::Node;
 
+/// `GET /v1/stats`: the domain's store and filter, and its cache.
 pub async fn stats(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let stats = node.blocking(|node| Ok(node.domain.stats()?)).await?;
-    Ok(Json(stats).into_response())
+    let mut body = serde_json::to_value(stats).map_err(ApiError::internal)?;
+    body["cache"] = serde_json::to_value(node.cluster.cache.stats()).map_err(ApiError::internal)?;
+    Ok(Json(body).into_response())
 }
 
 /// `GET /metrics` in the Prometheus text format.

@@ -14,7 +14,7 @@ use super::replicas::covers;
 use crate::domain::DomainError;
 use crate::id::ArchiveId;
 use crate::node::Node;
-use crate::record::Record;
+use crate::record::{Record, StoredRecord};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -47,6 +47,13 @@ pub struct Route {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub errors: std::collections::BTreeMap<String, String>,
     pub remote_calls: usize,
+    /// `hit` when a cached copy answered, `miss` when the cache was asked
+    /// and the lookup went remote; absent without a cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
+    /// Answered by another lookup of the same ID in flight at the time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesced: bool,
     pub elapsed_ms: f64,
 }
 
@@ -190,14 +197,6 @@ pub async fn lookup(
     }
 
     let cluster = &node.cluster;
-    let peers = cluster.replicas.read().infos();
-    let address_of = |name: &str| {
-        peers
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.address.clone())
-    };
-
     if strategy == Strategy::Broadcast {
         let everyone: Vec<(String, String)> = cluster
             .coordinator
@@ -212,59 +211,131 @@ pub async fn lookup(
         return Ok(finish(conclude(found, &route), route));
     }
 
-    // Routed: the candidates from the replicas, asked directly.
+    // A cached copy from a domain that may hold the ID needs no call.
     route.candidates = cluster.replicas.read().candidates(id.as_str());
-    let targets: Vec<(String, String)> = route
-        .candidates
+    let cache = &cluster.cache;
+    cache.seen(id.as_str());
+    for owner in &route.candidates {
+        if let Some(bytes) = cache.get(owner, id.as_str()).await {
+            match StoredRecord::decode(&bytes) {
+                Ok(stored) => {
+                    route.cache = Some("hit".into());
+                    let record = stored.into_record(id.clone(), owner);
+                    return Ok(finish(
+                        Outcome::Found {
+                            record,
+                            owner: owner.clone(),
+                        },
+                        route,
+                    ));
+                }
+                Err(e) => tracing::warn!(owner, error = %e, "unreadable cached record ignored"),
+            }
+        }
+    }
+
+    // Lookups of one ID in flight at once share one remote search; a
+    // joiner keeps only a "found" (a miss may predate its own start).
+    let (flight, leader) = cluster.flight(node, id, route.candidates.clone());
+    let mut result = flight.await;
+    if !leader {
+        if result.found.is_some() {
+            result.route.coalesced = true;
+            result.route.remote_calls = 0;
+        } else {
+            result = routed(node.clone(), id.clone(), route.candidates.clone()).await;
+        }
+    }
+    let Remote {
+        found,
+        route: remote,
+    } = result;
+    let route = Route {
+        candidates: route.candidates,
+        cache: cache.enabled().then(|| "miss".into()),
+        ..remote
+    };
+    Ok(finish(conclude(found, &route), route))
+}
+
+/// What a routed search of the other domains found, and how.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    pub found: Option<(Record, String)>,
+    pub route: Route,
+}
+
+/// The remote part of a routed lookup: the candidates asked directly,
+/// then the domains whose replicas are not known to be current. A record
+/// found is offered to the cache (kept if admitted and no eviction from
+/// its owner came in since the search began).
+pub async fn routed(node: Arc<Node>, id: ArchiveId, candidates: Vec<String>) -> Remote {
+    let cluster = &node.cluster;
+    let ticket = cluster.cache.ticket();
+    let mut route = Route {
+        strategy: Strategy::Routed,
+        candidates: candidates.clone(),
+        ..Route::default()
+    };
+    let peers = cluster.replicas.read().infos();
+    let address_of = |name: &str| {
+        peers
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.address.clone())
+    };
+    let targets: Vec<(String, String)> = candidates
         .iter()
         .filter_map(|n| address_of(n).map(|a| (n.clone(), a)))
         .collect();
-    if let Some((record, owner)) = fetch_any(node, id.as_str(), &targets, &mut route).await {
-        return Ok(finish(Outcome::Found { record, owner }, route));
-    }
+    let mut found = fetch_any(&node, id.as_str(), &targets, &mut route).await;
 
-    // Nobody asked had it. Every other domain whose replica is not known
-    // to include all it published is probed; while the coordinator cannot
-    // be read, that is every other domain.
-    let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
-    let mut stale: Vec<(String, String)> = Vec::new();
-    match cluster.coordinator.read_current().await {
-        Ok(members) => {
-            let names: BTreeSet<&String> = members
-                .keys()
-                .chain(peers.iter().map(|p| &p.name))
-                .collect();
-            for name in names
-                .into_iter()
-                .filter(|n| **n != cluster.me && !asked.contains(*n))
-            {
-                let peer = peers.iter().find(|p| &p.name == name);
-                match (members.get(name), peer) {
-                    (Some(m), Some(p)) if covers(p.position, Some(m.position())) => {}
-                    (Some(m), _) => stale.push((name.clone(), m.address.clone())),
-                    // Left the cluster: its last publication covers every
-                    // write it acknowledged, so a current copy is final.
-                    (None, Some(p)) if p.current => {}
-                    (None, Some(p)) => stale.push((name.clone(), p.address.clone())),
-                    (None, None) => {}
+    if found.is_none() {
+        // Nobody asked had it. Every other domain whose replica is not
+        // known to include all it published is probed; while the
+        // coordinator cannot be read, that is every other domain.
+        let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
+        let mut stale: Vec<(String, String)> = Vec::new();
+        match cluster.coordinator.read_current().await {
+            Ok(members) => {
+                let names: BTreeSet<&String> = members
+                    .keys()
+                    .chain(peers.iter().map(|p| &p.name))
+                    .collect();
+                for name in names
+                    .into_iter()
+                    .filter(|n| **n != cluster.me && !asked.contains(*n))
+                {
+                    let peer = peers.iter().find(|p| &p.name == name);
+                    match (members.get(name), peer) {
+                        (Some(m), Some(p)) if covers(p.position, Some(m.position())) => {}
+                        (Some(m), _) => stale.push((name.clone(), m.address.clone())),
+                        // Left the cluster: its last publication covers every
+                        // write it acknowledged, so a current copy is final.
+                        (None, Some(p)) if p.current => {}
+                        (None, Some(p)) => stale.push((name.clone(), p.address.clone())),
+                        (None, None) => {}
+                    }
                 }
             }
+            Err(e) => {
+                tracing::debug!(error = %e, "coordinator unreadable: broadcasting");
+                stale = peers
+                    .iter()
+                    .filter(|p| !asked.contains(&p.name))
+                    .map(|p| (p.name.clone(), p.address.clone()))
+                    .collect();
+            }
         }
-        Err(e) => {
-            tracing::debug!(error = %e, "coordinator unreadable: broadcasting");
-            stale = peers
-                .iter()
-                .filter(|p| !asked.contains(&p.name))
-                .map(|p| (p.name.clone(), p.address.clone()))
-                .collect();
+        if !stale.is_empty() {
+            found = broadcast(&node, id.as_str(), stale, &mut route).await;
         }
     }
-    let found = if stale.is_empty() {
-        None
-    } else {
-        broadcast(node, id.as_str(), stale, &mut route).await
-    };
-    Ok(finish(conclude(found, &route), route))
+    if let Some((record, owner)) = &found {
+        let bytes = StoredRecord::from_record(record).encode();
+        cluster.cache.fill(owner, id.as_str(), bytes, &ticket).await;
+    }
+    Remote { found, route }
 }
 
 fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {

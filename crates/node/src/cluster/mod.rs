@@ -21,6 +21,7 @@ pub use coordinator::{CoordError, Coordinator, Member, View};
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 
+use crate::cache::Cache;
 use crate::client::{Client, ClientError};
 use crate::domain::Position;
 use crate::filters::FilterKind;
@@ -80,6 +81,9 @@ pub fn coordinator_for(config: &ClusterConfig) -> Arc<dyn Coordinator> {
     }
 }
 
+/// A routed search in flight, shared by the lookups of its ID.
+type Flight = futures::future::Shared<futures::future::BoxFuture<'static, lookup::Remote>>;
+
 pub struct Cluster {
     /// This domain's name.
     pub me: String,
@@ -87,6 +91,8 @@ pub struct Cluster {
     pub address: String,
     pub coordinator: Arc<dyn Coordinator>,
     pub replicas: RwLock<Replicas>,
+    pub cache: Arc<Cache>,
+    flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
     http: reqwest::Client,
     config: ClusterConfig,
 }
@@ -99,6 +105,7 @@ impl Cluster {
         coordinator: Arc<dyn Coordinator>,
         geometry: BloomGeometry,
         config: ClusterConfig,
+        cache: Arc<Cache>,
     ) -> Result<Self, ClientError> {
         crate::client::install_crypto();
         let timeout = Duration::from_millis(config.peer_timeout_ms);
@@ -113,6 +120,8 @@ impl Cluster {
             address: address.to_owned(),
             coordinator,
             replicas: RwLock::new(Replicas::new(me, geometry)),
+            cache,
+            flights: Default::default(),
             http,
             config,
         })
@@ -190,9 +199,50 @@ impl Cluster {
         Ok(())
     }
 
-    /// A peer replaced or deleted these records (cached copies go stale).
-    pub fn on_changed(&self, _peer: &str, _ids: &[ArchiveId]) {}
+    /// A peer replaced or deleted these records: cached copies go.
+    pub async fn on_changed(&self, peer: &str, ids: &[ArchiveId]) {
+        let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+        self.cache.evict(peer, &ids).await;
+    }
 
-    /// A peer's copy was replaced by a snapshot (its epoch may be new).
-    pub fn on_snapshot(&self, _peer: &str) {}
+    /// A peer's copy was replaced by a snapshot: which records changed is
+    /// unknown, so everything cached from it goes.
+    pub fn on_snapshot(&self, peer: &str) {
+        self.cache.evict_owner(peer);
+    }
+
+    /// The routed search for `id` in flight, or a new one; true when new.
+    /// The search runs as its own task, so it finishes (and leaves the
+    /// table) even if every lookup waiting on it goes away.
+    fn flight(
+        &self,
+        node: &Arc<crate::node::Node>,
+        id: &ArchiveId,
+        candidates: Vec<String>,
+    ) -> (Flight, bool) {
+        use futures::FutureExt;
+        let mut flights = self.flights.lock();
+        if let Some(f) = flights.get(id.as_str()) {
+            return (f.clone(), false);
+        }
+        let (node, key) = (node.clone(), id.clone());
+        let task = tokio::spawn(async move {
+            let remote = lookup::routed(node.clone(), key.clone(), candidates).await;
+            node.cluster.flights.lock().remove(key.as_str());
+            remote
+        });
+        let flight = async move {
+            task.await.unwrap_or_else(|e| lookup::Remote {
+                found: None,
+                route: lookup::Route {
+                    unreachable: vec![format!("(lookup task failed: {e})")],
+                    ..Default::default()
+                },
+            })
+        }
+        .boxed()
+        .shared();
+        flights.insert(id.as_str().to_owned(), flight.clone());
+        (flight, true)
+    }
 }

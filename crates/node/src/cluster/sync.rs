@@ -115,7 +115,7 @@ async fn sync_once(cluster: &Cluster, name: &str, member: &Member) -> Result<(),
                 let applied = cluster.replicas.write().apply(name, &delta);
                 match applied {
                     Ok(()) => {
-                        cluster.on_changed(name, &changed);
+                        cluster.on_changed(name, &changed).await;
                         return Ok(());
                     }
                     Err(e) => {

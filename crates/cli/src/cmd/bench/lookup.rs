@@ -1,7 +1,8 @@
 //! The seed paper's Table 2 on a local cluster: every call between domains
 //! is delayed by a simulated one-way WAN delay, and users (closed loop,
 //! each waiting for its answer before asking again) look up existing
-//! records at random domains, routed and broadcast in turn.
+//! records at random domains — routed and broadcast, with and without a
+//! cache, over a uniform or a Zipf workload.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
+use rand_distr::Distribution;
 use serde_json::json;
 use xarchive_node::cluster::{Coordinator, Hub};
 use xarchive_node::sample;
@@ -38,55 +40,109 @@ pub struct LookupBenchArgs {
     /// Simulated one-way delay of every call between domains.
     #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
     wan_delay: Duration,
-    /// Sample records per domain.
-    #[arg(long, default_value_t = 2_000)]
+    /// Records over all domains (spread evenly).
+    #[arg(long, default_value_t = 16_000)]
     records: u64,
-    /// Measuring time per concurrency level and strategy.
+    /// `uniform` over all records, or `zipf` (s = --zipf-s) by rank.
+    #[arg(long, default_value = "uniform")]
+    workload: String,
+    #[arg(long, default_value_t = 1.0)]
+    zipf_s: f64,
+    /// Lookup strategies to compare.
+    #[arg(long, value_delimiter = ',', default_value = "routed,broadcast")]
+    strategies: Vec<String>,
+    /// Caches to compare: none, memory, redis (needs --redis).
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    cache: Vec<String>,
+    /// Redis for `--cache redis`.
+    #[arg(long, env = "XARCHIVE_REDIS")]
+    redis: Option<String>,
+    /// Stop Redis (this process id, by SIGTERM) this long into each Redis
+    /// run, to show that lookups do not fail.
+    #[arg(long, requires = "redis_pid", value_parser = humantime::parse_duration)]
+    stop_redis_after: Option<Duration>,
+    #[arg(long)]
+    redis_pid: Option<u32>,
+    /// Measuring time per run.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     duration: Duration,
+    /// Unmeasured load before each run (caches fill, connections open).
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    warmup: Duration,
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "bench-lookup.json")]
     json: PathBuf,
-    /// Where to draw latency against users (SVG).
+    /// Where to draw p50 against users (SVG).
     #[arg(long, default_value = "bench-lookup.svg")]
     plot: PathBuf,
 }
 
-/// One concurrency level under one strategy.
+/// One run: a cache, a number of users, a strategy.
 #[derive(Clone, Debug, serde::Serialize)]
-struct Figures {
+struct Run {
+    cache: String,
+    users: usize,
+    strategy: String,
     lookups: usize,
-    errors: usize,
+    failed: usize,
     p50_ms: f64,
     p99_ms: f64,
     throughput: f64,
     remote_calls_per_lookup: f64,
+    cache_hit_rate: f64,
+}
+
+/// Which record a user asks for next.
+enum Workload {
+    Uniform(u64),
+    Zipf(rand_distr::Zipf<f64>),
+}
+
+impl Workload {
+    /// A record index; Zipf ranks are spread over the domains round-robin
+    /// so every domain owns hot and cold records.
+    fn pick(&self, rng: &mut impl Rng, domains: usize, per_domain: u64) -> String {
+        let index = match self {
+            Workload::Uniform(n) => rng.random_range(0..*n),
+            Workload::Zipf(z) => (z.sample(rng) as u64).saturating_sub(1),
+        };
+        let domain = (index % domains as u64) as usize;
+        sample::id(domain, (index / domains as u64).min(per_domain - 1))
+    }
+}
+
+struct Target<'a> {
+    http: &'a reqwest::Client,
+    addresses: &'a [String],
+    workload: &'a Arc<Workload>,
+    per_domain: u64,
 }
 
 async fn measure(
-    http: &reqwest::Client,
-    addresses: &[String],
-    ids: &Arc<Vec<String>>,
+    t: &Target<'_>,
+    cache: &str,
     users: usize,
     strategy: &str,
+    warmup: Duration,
     duration: Duration,
-) -> Figures {
-    let warmup = Duration::from_millis(500);
+) -> Run {
     let start = Instant::now();
     let (measure_from, deadline) = (start + warmup, start + warmup + duration);
     let tasks: Vec<_> = (0..users)
         .map(|u| {
-            let (http, ids, addresses) = (http.clone(), ids.clone(), addresses.to_vec());
-            let strategy = strategy.to_owned();
+            let (http, addresses, workload) =
+                (t.http.clone(), t.addresses.to_vec(), t.workload.clone());
+            let (strategy, per_domain) = (strategy.to_owned(), t.per_domain);
             tokio::spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(u as u64);
-                let (mut latencies, mut calls, mut errors) = (Vec::new(), 0u64, 0usize);
+                let mut rng = rand::rngs::StdRng::seed_from_u64(u as u64 + 1);
+                let (mut latencies, mut calls, mut failed, mut hits) =
+                    (Vec::new(), 0u64, 0usize, 0usize);
                 while Instant::now() < deadline {
                     let at = &addresses[rng.random_range(0..addresses.len())];
-                    let id = &ids[rng.random_range(0..ids.len())];
+                    let id = workload.pick(&mut rng, addresses.len(), per_domain);
                     let url = format!(
                         "{at}/v1/lookup/{}?strategy={strategy}",
-                        xarchive_node::client::encode_id(id)
+                        xarchive_node::client::encode_id(&id)
                     );
                     let sent = Instant::now();
                     let answer = match http.get(&url).send().await {
@@ -103,175 +159,253 @@ async fn measure(
                         Some(a) => {
                             latencies.push(elapsed.as_secs_f64() * 1e3);
                             calls += a["route"]["remote_calls"].as_u64().unwrap_or(0);
+                            hits += usize::from(a["route"]["cache"] == "hit");
                         }
-                        None => errors += 1,
+                        None => failed += 1,
                     }
                 }
-                (latencies, calls, errors)
+                (latencies, calls, failed, hits)
             })
         })
         .collect();
-    let (mut latencies, mut calls, mut errors) = (Vec::new(), 0u64, 0usize);
-    for t in tasks {
-        if let Ok((l, c, e)) = t.await {
+    let (mut latencies, mut calls, mut failed, mut hits) = (Vec::new(), 0u64, 0usize, 0usize);
+    for task in tasks {
+        if let Ok((l, c, f, h)) = task.await {
             latencies.extend(l);
             calls += c;
-            errors += e;
+            failed += f;
+            hits += h;
         }
     }
     latencies.sort_by(f64::total_cmp);
-    Figures {
+    let n = latencies.len().max(1) as f64;
+    Run {
+        cache: cache.to_owned(),
+        users,
+        strategy: strategy.to_owned(),
         lookups: latencies.len(),
-        errors,
+        failed,
         p50_ms: quantile(&latencies, 0.5),
         p99_ms: quantile(&latencies, 0.99),
         throughput: latencies.len() as f64 / duration.as_secs_f64(),
-        remote_calls_per_lookup: calls as f64 / latencies.len().max(1) as f64,
+        remote_calls_per_lookup: calls as f64 / n,
+        cache_hit_rate: hits as f64 / n,
     }
 }
 
 pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.domains >= 2, "--domains must be at least 2");
-    let dir = tempfile::tempdir()?;
-    let hub = Hub::new();
+    for s in &args.strategies {
+        anyhow::ensure!(
+            s == "routed" || s == "broadcast",
+            "unknown strategy {s:?} (routed, broadcast)"
+        );
+    }
+    let per_domain = args.records.div_ceil(args.domains as u64).max(1);
+    let total = per_domain * args.domains as u64;
+    let workload = Arc::new(match args.workload.as_str() {
+        "uniform" => Workload::Uniform(total),
+        "zipf" => Workload::Zipf(rand_distr::Zipf::new(total as f64, args.zipf_s)?),
+        other => anyhow::bail!("unknown workload {other:?} (uniform, zipf)"),
+    });
     let delay_ms = args.wan_delay.as_millis() as u64;
-    let records = args.records;
-    eprintln!(
-        "starting {} domains with {} records each, {} ms one-way delay between domains",
-        args.domains, records, delay_ms
-    );
-    let cluster = LocalCluster::start(Plan {
-        domains: args.domains,
-        data: dir.path().to_owned(),
-        port: 0,
-        records,
-        tune: &|c| {
-            c.cluster.wan_delay_ms = delay_ms;
-            c.filter.expected_items = records.max(1_000) * 2;
-        },
-        coordinator: &|_| hub.coordinator() as Arc<dyn Coordinator>,
-    })
-    .await?;
-    cluster.converged(Duration::from_secs(60)).await?;
-    let addresses = cluster.addresses();
-    let ids: Arc<Vec<String>> = Arc::new(
-        (0..args.domains)
-            .flat_map(|d| (0..records).map(move |i| sample::id(d, i)))
-            .collect(),
-    );
     xarchive_node::client::install_crypto();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
         .timeout(Duration::from_secs(60))
         .build()?;
-    let bar = ProgressBar::new((args.concurrency.len() * 2) as u64).with_style(
-        ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} {elapsed}")?
+    let runs_total = args.cache.len() * args.concurrency.len() * args.strategies.len();
+    let bar = ProgressBar::new(runs_total as u64).with_style(
+        ProgressStyle::with_template("{msg:>32} [{bar:30}] {pos}/{len} {elapsed}")?
             .progress_chars("=> "),
     );
-    let mut levels = Vec::new();
-    for &users in &args.concurrency {
-        let mut row = Vec::new();
-        for strategy in ["routed", "broadcast"] {
-            bar.set_message(format!("{users} users, {strategy}"));
-            row.push(measure(&http, &addresses, &ids, users, strategy, args.duration).await);
-            bar.inc(1);
+    let mut runs = Vec::new();
+    for cache in &args.cache {
+        let url = match cache.as_str() {
+            "none" | "memory" => cache.clone(),
+            "redis" => args
+                .redis
+                .clone()
+                .ok_or_else(|| anyhow::anyhow!("--cache redis needs --redis URL"))?,
+            other => anyhow::bail!("unknown cache {other:?} (none, memory, redis)"),
+        };
+        bar.set_message(format!("starting {} domains, cache {cache}", args.domains));
+        let dir = tempfile::tempdir()?;
+        let hub = Hub::new();
+        let cluster = LocalCluster::start(Plan {
+            domains: args.domains,
+            data: dir.path().to_owned(),
+            port: 0,
+            records: per_domain,
+            tune: &|c| {
+                c.cluster.wan_delay_ms = delay_ms;
+                c.filter.expected_items = per_domain.max(1_000) * 2;
+                c.cache.url = url.clone();
+            },
+            coordinator: &|_| hub.coordinator() as Arc<dyn Coordinator>,
+        })
+        .await?;
+        cluster.converged(Duration::from_secs(120)).await?;
+        let addresses = cluster.addresses();
+        let target = Target {
+            http: &http,
+            addresses: &addresses,
+            workload: &workload,
+            per_domain,
+        };
+        if let (true, Some(after), Some(pid)) =
+            (cache == "redis", args.stop_redis_after, args.redis_pid)
+        {
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = tokio::process::Command::new("kill")
+                    .arg(pid.to_string())
+                    .status()
+                    .await;
+                eprintln!("(stopped Redis, pid {pid})");
+            });
         }
-        levels.push((users, row[0].clone(), row[1].clone()));
+        for &users in &args.concurrency {
+            for strategy in &args.strategies {
+                bar.set_message(format!("cache {cache}, {users} users, {strategy}"));
+                runs.push(
+                    measure(&target, cache, users, strategy, args.warmup, args.duration).await,
+                );
+                bar.inc(1);
+            }
+        }
+        cluster.stop().await?;
     }
     bar.finish_and_clear();
-    cluster.stop().await?;
+    report(&args, &runs, per_domain)?;
+    Ok(ExitCode::SUCCESS)
+}
 
-    let rtt = 2.0 * delay_ms as f64;
+fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Result<()> {
+    let delay_ms = args.wan_delay.as_millis() as f64;
     println!(
-        "\n{} domains, {} ms one-way between domains (round trip {} ms), {} records each, {} s per level\n",
+        "\n{} domains × {per_domain} records, {} workload, {delay_ms} ms one-way between domains (round trip {} ms), {} s per run\n",
         args.domains,
-        delay_ms,
-        rtt,
-        records,
+        args.workload,
+        2.0 * delay_ms,
         args.duration.as_secs_f64()
     );
     println!(
-        "{:>5} | {:>9} {:>9} {:>9} {:>6} | {:>9} {:>9} {:>9} {:>6} | {:>8} {:>8} | {:>11} {:>11}",
-        "users",
-        "routed",
-        "p99",
-        "req/s",
-        "calls",
-        "broadcast",
-        "p99",
-        "req/s",
-        "calls",
-        "p50 ×",
-        "req/s ×",
-        "paper trad.",
-        "paper filt."
+        "{:<7} {:>5} {:<10} {:>9} {:>9} {:>9} {:>7} {:>6} {:>7}",
+        "cache", "users", "strategy", "p50", "p99", "req/s", "calls", "hits", "failed"
     );
-    let mut json_levels = Vec::new();
-    for (users, routed, broadcast) in &levels {
-        let paper = PAPER_TABLE_2.iter().find(|(u, _, _)| *u as usize == *users);
+    for r in runs {
         println!(
-            "{:>5} | {:>7.1}ms {:>7.1}ms {:>9.0} {:>6.2} | {:>7.1}ms {:>7.1}ms {:>9.0} {:>6.2} | {:>8.2} {:>8.2} | {:>11} {:>11}",
-            users,
-            routed.p50_ms,
-            routed.p99_ms,
-            routed.throughput,
-            routed.remote_calls_per_lookup,
-            broadcast.p50_ms,
-            broadcast.p99_ms,
-            broadcast.throughput,
-            broadcast.remote_calls_per_lookup,
-            broadcast.p50_ms / routed.p50_ms,
-            routed.throughput / broadcast.throughput,
-            paper.map_or("—".into(), |p| format!("{} ms", p.1)),
-            paper.map_or("—".into(), |p| format!("{} ms", p.2)),
+            "{:<7} {:>5} {:<10} {:>7.1}ms {:>7.1}ms {:>9.0} {:>7.2} {:>5.0}% {:>7}",
+            r.cache,
+            r.users,
+            r.strategy,
+            r.p50_ms,
+            r.p99_ms,
+            r.throughput,
+            r.remote_calls_per_lookup,
+            r.cache_hit_rate * 100.0,
+            r.failed
         );
-        json_levels.push(json!({
-            "concurrency": users,
-            "routed": routed,
-            "broadcast": broadcast,
-            "p50_ratio": broadcast.p50_ms / routed.p50_ms,
-            "throughput_ratio": routed.throughput / broadcast.throughput,
-            "paper_traditional_ms": paper.map(|p| p.1),
-            "paper_filter_ms": paper.map(|p| p.2),
-        }));
+    }
+    let find = |cache: &str, users: usize, strategy: &str| {
+        runs.iter()
+            .find(|r| r.cache == cache && r.users == users && r.strategy == strategy)
+    };
+    let mut ratios = Vec::new();
+    println!();
+    for cache in &args.cache {
+        for &users in &args.concurrency {
+            if let (Some(r), Some(b)) = (
+                find(cache, users, "routed"),
+                find(cache, users, "broadcast"),
+            ) {
+                let paper = PAPER_TABLE_2.iter().find(|p| p.0 as usize == users);
+                println!(
+                    "cache {cache}, {users:>3} users: broadcast p50 / routed p50 = {:.2}, routed / broadcast throughput = {:.2}{}",
+                    b.p50_ms / r.p50_ms,
+                    r.throughput / b.throughput,
+                    paper.map_or(String::new(), |p| format!(
+                        "   (paper: traditional {} ms, filter {} ms)",
+                        p.1, p.2
+                    ))
+                );
+                ratios.push(json!({"cache": cache, "users": users,
+                    "p50_broadcast_over_routed": b.p50_ms / r.p50_ms,
+                    "throughput_routed_over_broadcast": r.throughput / b.throughput}));
+            }
+            if cache != "none" {
+                if let (Some(c), Some(n)) =
+                    (find(cache, users, "routed"), find("none", users, "routed"))
+                {
+                    println!(
+                        "cache {cache}, {users:>3} users: routed p50 with cache / without = {:.3}",
+                        c.p50_ms / n.p50_ms
+                    );
+                    ratios.push(json!({"cache": cache, "users": users, "p50_cache_over_none": c.p50_ms / n.p50_ms}));
+                }
+            }
+        }
     }
     let report = json!({
         "domains": args.domains,
+        "records_per_domain": per_domain,
+        "workload": args.workload,
+        "zipf_s": args.zipf_s,
         "wan_delay_ms": delay_ms,
-        "round_trip_ms": rtt,
-        "records_per_domain": records,
-        "seconds_per_level": args.duration.as_secs_f64(),
-        "levels": json_levels,
+        "seconds_per_run": args.duration.as_secs_f64(),
+        "warmup_seconds": args.warmup.as_secs_f64(),
+        "runs": runs,
+        "ratios": ratios,
+        "paper_table_2": PAPER_TABLE_2.iter().map(|p| json!({"users": p.0, "traditional_ms": p.1, "filter_ms": p.2})).collect::<Vec<_>>(),
     });
     std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
-    let line = |name: &str, colour, dashed, f: &dyn Fn(&(usize, Figures, Figures)) -> f64| Series {
-        name: name.into(),
-        colour,
-        dashed,
-        points: levels.iter().map(|l| (l.0 as f64, f(l))).collect(),
-    };
-    let paper = |name: &str, colour, f: fn(&(u32, f64, f64)) -> f64| Series {
-        name: name.into(),
-        colour,
-        dashed: true,
-        points: PAPER_TABLE_2
-            .iter()
-            .map(|p| (f64::from(p.0), f(p)))
-            .collect(),
-    };
+    let colours = [
+        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+    ];
+    let mut series: Vec<Series> = Vec::new();
+    for cache in &args.cache {
+        for strategy in &args.strategies {
+            series.push(Series {
+                name: format!("{strategy}, cache {cache}"),
+                colour: colours[series.len() % colours.len()],
+                dashed: false,
+                points: runs
+                    .iter()
+                    .filter(|r| &r.cache == cache && &r.strategy == strategy)
+                    .map(|r| (r.users as f64, r.p50_ms))
+                    .collect(),
+            });
+        }
+    }
+    if args.strategies.len() == 2 {
+        series.push(Series {
+            name: "paper: filter".into(),
+            colour: "#1f77b4",
+            dashed: true,
+            points: PAPER_TABLE_2
+                .iter()
+                .map(|p| (f64::from(p.0), p.2))
+                .collect(),
+        });
+        series.push(Series {
+            name: "paper: traditional".into(),
+            colour: "#d62728",
+            dashed: true,
+            points: PAPER_TABLE_2
+                .iter()
+                .map(|p| (f64::from(p.0), p.1))
+                .collect(),
+        });
+    }
     let chart = Chart {
         title: format!(
-            "Lookup p50 against concurrent users ({} domains, {} ms one-way)",
-            args.domains, delay_ms
+            "Lookup p50 against concurrent users ({} domains, {delay_ms} ms one-way, {})",
+            args.domains, args.workload
         ),
         x_label: "concurrent users".into(),
         y_label: "p50 lookup time (ms)".into(),
-        series: vec![
-            line("routed (filters)", "#1f77b4", false, &|l| l.1.p50_ms),
-            line("broadcast", "#d62728", false, &|l| l.2.p50_ms),
-            paper("paper: filter", "#1f77b4", |p| p.2),
-            paper("paper: traditional", "#d62728", |p| p.1),
-        ],
+        series,
     };
     std::fs::write(&args.plot, chart.render())?;
     println!(
@@ -279,5 +413,5 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
         args.json.display(),
         args.plot.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

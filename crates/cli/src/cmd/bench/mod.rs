@@ -12,7 +12,7 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// The seed paper's Table 2: lookup time against concurrent users,
     /// routed by the filters and broadcast, side by side.
-    Lookup(lookup::LookupBenchArgs),
+    Lookup(Box<lookup::LookupBenchArgs>),
     /// Time from an acknowledged write at one domain until another routes
     /// the ID to it, through a real ZooKeeper.
     Sync(sync::SyncBenchArgs),
@@ -20,7 +20,7 @@ pub enum BenchCommand {
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
     match command {
-        BenchCommand::Lookup(args) => lookup::run(args).await,
+        BenchCommand::Lookup(args) => lookup::run(*args).await,
         BenchCommand::Sync(args) => sync::run(args).await,
     }
 }

@@ -1,0 +1,232 @@
+//! The cache of other domains' records, in-process and in a real Redis:
+//! hits without remote calls, admission, eviction on change, Redis
+//! failures that users never see, one fetch for many concurrent lookups.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use xarchive_node::client::Client;
+use xarchive_node::cluster::Hub;
+use xarchive_node::shutdown::Trigger;
+use xarchive_node::{Node, NodeConfig};
+use xarchive_testkit::RedisServer;
+
+/// Two domains, A (asks) and B (owns), with the given cache at A.
+struct Pair {
+    a: Arc<Node>,
+    b: Arc<Node>,
+    at_a: Client,
+    at_b: Client,
+    _stop: Trigger,
+    _dir: tempfile::TempDir,
+}
+
+impl Pair {
+    async fn start(cache_url: &str) -> Pair {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::new();
+        let stop = Trigger::new();
+        let mut nodes = Vec::new();
+        let mut clients = Vec::new();
+        for name in ["A", "B"] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = format!("http://{}", listener.local_addr().unwrap());
+            let mut config = NodeConfig {
+                name: name.into(),
+                data: dir.path().join(name),
+                ..NodeConfig::default()
+            };
+            config.filter.expected_items = 10_000;
+            config.cache.url = cache_url.into();
+            config.cluster.peer_timeout_ms = 2_000;
+            let node = Node::open_in(config, hub.coordinator(), &address).unwrap();
+            let mut shutdown = stop.subscribe();
+            tokio::spawn(xarchive_node::server::serve(
+                node.clone(),
+                listener,
+                async move { shutdown.recv().await },
+            ));
+            clients.push(Client::new(&address, Duration::from_secs(10)).unwrap());
+            nodes.push(node);
+        }
+        let pair = Pair {
+            b: nodes.pop().unwrap(),
+            a: nodes.pop().unwrap(),
+            at_b: clients.pop().unwrap(),
+            at_a: clients.pop().unwrap(),
+            _stop: stop,
+            _dir: dir,
+        };
+        pair.settle().await;
+        pair
+    }
+
+    /// Waits until A's copy of B is current.
+    async fn settle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self
+            .a
+            .cluster
+            .replicas
+            .read()
+            .peer("B")
+            .is_some_and(|p| p.current())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "A's replica of B did not converge"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn lookup(&self, id: &str) -> (u16, Value) {
+        self.at_a.lookup(id, false).await.unwrap()
+    }
+
+    /// Times B served the record itself (GET /v1/archives/{id}).
+    fn fetches_at_b(&self) -> u64 {
+        let stats = self.b.domain.stats().unwrap();
+        let text = self.b.metrics.render(&stats);
+        text.lines()
+            .filter(|l| {
+                l.contains("route=\"/v1/archives/{id}\"")
+                    && l.contains("method=\"GET\"")
+                    && l.starts_with("xarchive_http_requests_total")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+async fn hits_after_admission(cache: &str) {
+    let p = Pair::start(cache).await;
+    p.at_b
+        .put("档案/2024/001", &json!({"title": "v1"}))
+        .await
+        .unwrap();
+    p.settle().await;
+    // First lookup: remote, and not yet admitted (seen once).
+    let (status, answer) = p.lookup("档案/2024/001").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["route"]["cache"], "miss");
+    assert_eq!(answer["route"]["remote_calls"], 1);
+    // Second: seen twice, fetched and admitted.
+    let (_, answer) = p.lookup("档案/2024/001").await;
+    assert_eq!(answer["route"]["cache"], "miss");
+    // Third: from the cache, no remote call.
+    let (status, answer) = p.lookup("档案/2024/001").await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["route"]["cache"], "hit", "{answer}");
+    assert_eq!(answer["route"]["remote_calls"], 0);
+    assert_eq!(answer["record"]["title"], "v1");
+    assert_eq!(answer["owner"], "B");
+
+    // An update at B evicts A's copy within the sync delay.
+    p.at_b
+        .put("档案/2024/001", &json!({"title": "v2"}))
+        .await
+        .unwrap();
+    p.settle().await;
+    let (_, answer) = p.lookup("档案/2024/001").await;
+    assert_eq!(answer["record"]["title"], "v2", "{answer}");
+    // So does a delete.
+    for _ in 0..2 {
+        p.lookup("档案/2024/001").await;
+    }
+    assert!(p.at_b.delete("档案/2024/001").await.unwrap());
+    p.settle().await;
+    let (status, answer) = p.lookup("档案/2024/001").await;
+    assert_eq!(status, 404, "{answer}");
+
+    let stats: Value = serde_json::to_value(p.a.cluster.cache.stats()).unwrap();
+    assert!(stats["hits"].as_u64().unwrap() >= 1, "{stats}");
+    assert!(stats["admissions"].as_u64().unwrap() >= 1, "{stats}");
+    assert!(stats["evictions"].as_u64().unwrap() >= 1, "{stats}");
+    assert_eq!(stats["errors"], 0, "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_cache_serves_hot_records_and_drops_changed_ones() {
+    hits_after_admission("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cache_serves_hot_records_and_drops_changed_ones() {
+    let redis = RedisServer::start();
+    hits_after_admission(&redis.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_redis_costs_no_lookup_and_is_used_again_when_back() {
+    let mut redis = RedisServer::start();
+    let p = Pair::start(&redis.url()).await;
+    for i in 0..20 {
+        p.at_b
+            .put(&format!("R-{i}"), &json!({"title": "t"}))
+            .await
+            .unwrap();
+    }
+    p.settle().await;
+    for _ in 0..3 {
+        for i in 0..20 {
+            assert_eq!(p.lookup(&format!("R-{i}")).await.0, 200);
+        }
+    }
+    let hits_before = p.a.cluster.cache.stats().hits;
+    assert!(hits_before >= 20);
+
+    redis.stop();
+    for _ in 0..3 {
+        for i in 0..20 {
+            let (status, answer) = p.lookup(&format!("R-{i}")).await;
+            assert_eq!(status, 200, "with Redis down: {answer}");
+        }
+    }
+    let errors = p.a.cluster.cache.stats().errors;
+    assert!(errors > 0, "cache errors are counted");
+    let text = p.a.metrics.render(&p.a.domain.stats().unwrap());
+    assert!(text.contains("xarchive_cache_errors_total"), "{text}");
+
+    // Back (empty): filled and used again, without a restart.
+    redis.start_again();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for i in 0..20 {
+            assert_eq!(p.lookup(&format!("R-{i}")).await.0, 200);
+        }
+        if p.a.cluster.cache.stats().hits > hits_before + 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cache was not used again: {:?}",
+            p.a.cluster.cache.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_lookups_of_one_cold_id_make_one_fetch() {
+    let p = Arc::new(Pair::start("memory").await);
+    p.at_b.put("COLD-1", &json!({"title": "t"})).await.unwrap();
+    p.settle().await;
+    let before = p.fetches_at_b();
+    let lookups: Vec<_> = (0..100)
+        .map(|_| {
+            let p = p.clone();
+            tokio::spawn(async move { p.lookup("COLD-1").await })
+        })
+        .collect();
+    for l in lookups {
+        let (status, answer) = l.await.unwrap();
+        assert_eq!(status, 200, "{answer}");
+    }
+    assert_eq!(
+        p.fetches_at_b() - before,
+        1,
+        "one remote fetch for 100 lookups"
+    );
+}
