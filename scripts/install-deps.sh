@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Installs what the tests need from Debian's packages when it is missing:
-# ZooKeeper (and its Java runtime) and Redis. Safe to run again: it
-# installs nothing that is present.
+# ZooKeeper (and its Java runtime) and Redis for the cluster tests;
+# Node.js and npm for the JavaScript tests; Chromium (and a Chinese font,
+# so that screenshots show the page's text) for the browser test. Safe to
+# run again: it installs nothing that is present.
 set -euo pipefail
 
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+if [ -z "$(fc-list :lang=zh 2>/dev/null || true)" ]; then
+  need+=(fonts-wqy-microhei)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod error;
 pub mod filter;
 pub mod ops;
+pub mod web;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,11 +48,32 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/v1/stats", get(ops::stats))
         .route("/metrics", get(ops::metrics))
         .route("/healthz", get(ops::healthz))
+        .route("/", get(web::index))
+        .route("/assets/{file}", get(web::asset))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(node.clone(), observe))
+        .layer(cors())
         .with_state(node)
+}
+
+/// The page served by one domain reads and writes every domain: any
+/// origin may call the API (it has no cookies or credentials to protect).
+fn cors() -> tower_http::cors::CorsLayer {
+    use axum::http::{header, Method};
+    use tower_http::cors::{Any, CorsLayer};
+    CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::PUT, Method::DELETE, Method::OPTIONS])
+        .allow_headers([header::CONTENT_TYPE])
+        .expose_headers([
+            header::HeaderName::from_static(filter::EPOCH_HEADER),
+            header::HeaderName::from_static(filter::VERSION_HEADER),
+            header::HeaderName::from_static(filter::FROM_VERSION_HEADER),
+            header::HeaderName::from_static(filter::KIND_HEADER),
+        ])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 async fn route_not_found() -> ApiError {

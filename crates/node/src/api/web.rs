@@ -1,0 +1,258 @@
+//! The browser page: `/` and `/assets/{file}`, embedded in the binary from
+//! `web/` (plain ES modules, no build step, nothing fetched from elsewhere).
+//!
+//! Every answer carries an ETag and `Cache-Control: no-cache`, so a browser
+//! revalidates on each load and gets `304 Not Modified` while the binary is
+//! the same.
+
+use std::sync::OnceLock;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::Path;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+
+/// One embedded file.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    body: &'static [u8],
+}
+
+const INDEX: Asset = Asset {
+    name: "index.html",
+    content_type: "text/html; charset=utf-8",
+    body: include_bytes!("../../../../web/index.html"),
+};
+
+/// Served under `/assets/`.
+const ASSETS: &[Asset] = &[
+    Asset {
+        name: "app.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/app.js"),
+    },
+    Asset {
+        name: "util.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/util.js"),
+    },
+    Asset {
+        name: "xarchive-filter.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/xarchive-filter.js"),
+    },
+    Asset {
+        name: "style.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_bytes!("../../../../web/style.css"),
+    },
+    Asset {
+        name: "favicon.svg",
+        content_type: "image/svg+xml",
+        body: include_bytes!("../../../../web/favicon.svg"),
+    },
+];
+
+/// The page may talk to every domain of the cluster (their addresses come
+/// from `/v1/cluster`), but runs only its own scripts and styles.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                   img-src 'self' data:; connect-src 'self' http: https:; \
+                   base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// A strong ETag per asset: MurmurHash3 of its bytes, computed once.
+fn etag(asset: &Asset) -> &'static str {
+    static TAGS: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        std::iter::once(&INDEX)
+            .chain(ASSETS)
+            .map(|a| {
+                let d = xarchive_filter::murmur3_x64_128(a.body, 0);
+                (a.name, format!("\"{:016x}{:016x}\"", d.h1, d.h2))
+            })
+            .collect()
+    });
+    tags.iter()
+        .find(|(name, _)| *name == asset.name)
+        .map(|(_, tag)| tag.as_str())
+        .unwrap_or("\"\"")
+}
+
+fn serve(asset: &Asset, request: &HeaderMap) -> Response {
+    let tag = etag(asset);
+    let fresh = request
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+    let mut response = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response()
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(tag) {
+        headers.insert(header::ETAG, value);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if asset.name == INDEX.name {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
+    }
+    response
+}
+
+/// `GET /`: the page.
+pub async fn index(headers: HeaderMap) -> Response {
+    serve(&INDEX, &headers)
+}
+
+/// `GET /assets/{file}`: a script, the style sheet or the icon.
+pub async fn asset(
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Path(name) =
+        path.map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "asset_not_found", e.body_text()))?;
+    ASSETS
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| serve(a, &headers))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "asset_not_found",
+                format!("no asset {name:?}"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assets_are_embedded_with_distinct_etags() {
+        let mut seen = std::collections::HashSet::new();
+        for a in std::iter::once(&INDEX).chain(ASSETS) {
+            assert!(!a.body.is_empty(), "{} is empty", a.name);
+            assert!(seen.insert(etag(a)), "{} shares an ETag", a.name);
+        }
+        // The page names every asset it loads by the path served here.
+        let page = std::str::from_utf8(INDEX.body).unwrap();
+        for name in ["app.js", "style.css", "favicon.svg"] {
+            assert!(page.contains(&format!("/assets/{name}")), "{name}");
+        }
+    }
+
+    /// The router serves the page and answers cross-origin calls, as the
+    /// page needs when it reads and writes the other domains.
+    #[tokio::test]
+    async fn the_router_serves_the_page_and_allows_other_origins() {
+        use axum::body::Body;
+        use axum::http::{Method, Request};
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::NodeConfig {
+            name: "A".into(),
+            data: dir.path().join("A"),
+            ..crate::NodeConfig::default()
+        };
+        config.filter.expected_items = 1_000;
+        let node = crate::Node::open(config, "http://127.0.0.1:1").unwrap();
+        let call = |request: Request<Body>| {
+            let app = crate::api::router(node.clone());
+            async move { app.oneshot(request).await.unwrap() }
+        };
+        let get = |uri: &str| {
+            Request::get(uri)
+                .header(header::ORIGIN, "http://127.0.0.1:7702")
+                .body(Body::empty())
+                .unwrap()
+        };
+
+        let page = call(get("/")).await;
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(
+            page.headers()[header::CONTENT_TYPE],
+            "text/html; charset=utf-8"
+        );
+        assert!(page.headers().contains_key(header::CONTENT_SECURITY_POLICY));
+        let body = page.into_body().collect().await.unwrap().to_bytes();
+        assert!(body.starts_with(b"<!doctype html>"));
+
+        for (name, kind) in [
+            ("xarchive-filter.js", "text/javascript; charset=utf-8"),
+            ("style.css", "text/css; charset=utf-8"),
+            ("favicon.svg", "image/svg+xml"),
+        ] {
+            let r = call(get(&format!("/assets/{name}"))).await;
+            assert_eq!(r.status(), StatusCode::OK, "{name}");
+            assert_eq!(r.headers()[header::CONTENT_TYPE], kind, "{name}");
+            assert_eq!(r.headers()[header::CACHE_CONTROL], "no-cache", "{name}");
+        }
+        let missing = call(get("/assets/nothing.js")).await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+        let body = missing.into_body().collect().await.unwrap().to_bytes();
+        assert!(std::str::from_utf8(&body)
+            .unwrap()
+            .contains("asset_not_found"));
+
+        // A filter read from another origin: allowed, position headers readable.
+        let filter = call(get("/v1/filter")).await;
+        assert_eq!(filter.status(), StatusCode::OK);
+        assert_eq!(filter.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        let exposed = filter.headers()[header::ACCESS_CONTROL_EXPOSE_HEADERS]
+            .to_str()
+            .unwrap();
+        assert!(exposed.contains("x-xarchive-epoch"), "{exposed}");
+
+        // The preflight of a cross-origin DELETE.
+        let preflight = call(
+            Request::builder()
+                .method(Method::OPTIONS)
+                .uri("/v1/archives/J001")
+                .header(header::ORIGIN, "http://127.0.0.1:7702")
+                .header(header::ACCESS_CONTROL_REQUEST_METHOD, "DELETE")
+                .header(header::ACCESS_CONTROL_REQUEST_HEADERS, "content-type")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert!(preflight.status().is_success(), "{}", preflight.status());
+        assert_eq!(
+            preflight.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+            "*"
+        );
+        let methods = preflight.headers()[header::ACCESS_CONTROL_ALLOW_METHODS]
+            .to_str()
+            .unwrap();
+        assert!(
+            methods.contains("DELETE") && methods.contains("PUT"),
+            "{methods}"
+        );
+    }
+
+    #[test]
+    fn revalidation_answers_not_modified() {
+        let first = serve(&ASSETS[0], &HeaderMap::new());
+        assert_eq!(first.status(), StatusCode::OK);
+        let tag = first.headers()[header::ETAG].clone();
+        let mut again = HeaderMap::new();
+        again.insert(header::IF_NONE_MATCH, tag);
+        assert_eq!(serve(&ASSETS[0], &again).status(), StatusCode::NOT_MODIFIED);
+    }
+}

@@ -1,0 +1,334 @@
+// The page in headless Chromium against a real cluster.
+//
+// Starts `target/debug/xarchive up` (three domains, 2000 sample records
+// each) on free loopback ports in a temporary directory, opens the page
+// served by domain A in Debian's Chromium (/usr/bin/chromium, driven by
+// playwright-core), and checks what a person would see:
+//
+//   - a record held by domain C is found, with its owner and route;
+//   - an absent archive number is answered "not in any domain" by the
+//     browser itself, without any lookup request;
+//   - a record added through the page to domain B is found there;
+//   - a record deleted through the page is then reported gone;
+//   - with one domain's filter out of reach, the browser does not answer
+//     "not here" by itself but asks the server, and says why.
+//
+// Screenshots go to test-artifacts/ (page.png, and one per step).
+//
+//   npm ci --prefix web/e2e && cargo build -p xarchive && node --test web/e2e/
+//
+// Nothing here skips: a missing browser or binary fails with a message.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+const BINARY = process.env.XARCHIVE_BIN ?? join(ROOT, 'target', 'debug', 'xarchive');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const ARTIFACTS = join(ROOT, 'test-artifacts');
+const CHROMIUM_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const STEP_MS = 20_000;
+
+let chromium;
+let server = null; // { child, port, log }
+let context = null;
+let page = null;
+const temporary = [];
+const pageErrors = [];
+
+// ---------------------------------------------------------------- helpers
+
+function portFree(port) {
+  return new Promise((done) => {
+    const probe = createServer();
+    probe.once('error', () => done(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => done(true)));
+  });
+}
+
+/** A first port with the two after it also free (domains A, B, C). */
+async function freePorts() {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20000 + Math.floor(Math.random() * 40000);
+    if ((await portFree(port)) && (await portFree(port + 1)) && (await portFree(port + 2))) return port;
+  }
+  throw new Error('no three consecutive free loopback ports found');
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function getJson(url) {
+  const response = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+/** The ID as one path segment, as the Rust client writes it. */
+const segment = (id) => encodeURIComponent(id).replace(/[.!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+
+/** Starts `xarchive up` and waits until every domain answers and sees the others. */
+async function startCluster() {
+  const data = mkdtempSync(join(tmpdir(), 'xarchive-e2e-data-'));
+  temporary.push(data);
+  const port = await freePorts();
+  const log = join(ARTIFACTS, 'xarchive-up.log');
+  const fd = openSync(log, 'w');
+  const child = spawn(BINARY, ['up', '--data', data, '--port', String(port), '--records', '2000'], {
+    cwd: ROOT,
+    stdio: ['ignore', fd, fd],
+    env: { ...process.env, XARCHIVE_LOG: process.env.XARCHIVE_LOG ?? 'warn' },
+  });
+  closeSync(fd);
+  let exited = null;
+  child.on('exit', (code, signal) => {
+    exited = { code, signal };
+  });
+  server = { child, port, log };
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (exited) {
+      throw new Error(`xarchive up exited early (${JSON.stringify(exited)}); its output:\n${readFileSync(log, 'utf8')}`);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`xarchive up did not become ready within 90 s; its output:\n${readFileSync(log, 'utf8')}`);
+    }
+    try {
+      const { status, body } = await getJson(`http://127.0.0.1:${port}/v1/cluster`);
+      const domains = body?.domains ?? [];
+      const ready = status === 200 && domains.length === 3 && domains.every((d) => d.up && (d.self || d.current));
+      if (ready) {
+        const stats = await Promise.all([0, 1, 2].map((i) => getJson(`http://127.0.0.1:${port + i}/v1/stats`)));
+        if (stats.every((s) => s.status === 200 && s.body.records === 2000)) return;
+      }
+    } catch {
+      // not listening yet
+    }
+    await sleep(200);
+  }
+}
+
+async function stopCluster() {
+  if (!server) return;
+  const { child } = server;
+  if (child.exitCode === null && child.signalCode === null) {
+    const gone = new Promise((r) => child.once('exit', r));
+    process.kill(child.pid, 'SIGTERM');
+    const stopped = await Promise.race([gone.then(() => true), sleep(10_000).then(() => false)]);
+    if (!stopped) {
+      process.kill(child.pid, 'SIGKILL');
+      await gone;
+    }
+  }
+  server = null;
+}
+
+/**
+ * Waits until `locator` is visible and its rendered text (innerText: what
+ * is laid out on screen, not hidden markup) matches every pattern.
+ */
+async function seeText(locator, patterns, timeout = STEP_MS) {
+  const deadline = Date.now() + timeout;
+  let text = '';
+  for (;;) {
+    if (await locator.isVisible()) {
+      text = await locator.innerText();
+      if (patterns.every((p) => (typeof p === 'string' ? text.includes(p) : p.test(text)))) return text;
+    }
+    if (Date.now() > deadline) {
+      await shot('failure');
+      assert.fail(`expected to see ${patterns.map(String).join(' and ')} but the page shows:\n${text || '(nothing visible)'}`);
+    }
+    await sleep(100);
+  }
+}
+
+async function shot(name) {
+  if (page) await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+/** Lookup requests the page sends while `work` runs. */
+async function lookupsDuring(work) {
+  const seen = [];
+  const listener = (request) => {
+    if (request.url().includes('/v1/lookup/')) seen.push(request.url());
+  };
+  page.on('request', listener);
+  try {
+    await work();
+  } finally {
+    page.off('request', listener);
+  }
+  return seen;
+}
+
+async function search(id) {
+  await page.fill('#search-id', id);
+  await page.click('#search-button');
+}
+
+// ---------------------------------------------------------------- setup
+
+before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`Chromium is not at ${CHROMIUM}: run scripts/install-deps.sh (Debian's chromium package), or set CHROMIUM`);
+  }
+  if (!existsSync(BINARY)) {
+    throw new Error(`the xarchive binary is not at ${BINARY}: run cargo build -p xarchive first (scripts/test.sh does)`);
+  }
+  try {
+    ({ chromium } = await import('playwright-core'));
+  } catch (e) {
+    throw new Error(`playwright-core is not installed: run npm ci --prefix web/e2e (${e.message})`);
+  }
+  await startCluster();
+  const profile = mkdtempSync(join(tmpdir(), 'xarchive-e2e-chromium-'));
+  temporary.push(profile);
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    viewport: { width: 1360, height: 1000 },
+    locale: 'zh-CN',
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(STEP_MS);
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(`http://127.0.0.1:${server.port}/`);
+});
+
+after(async () => {
+  try {
+    if (context) await context.close();
+  } finally {
+    await stopCluster();
+    for (const dir of temporary) rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// ---------------------------------------------------------------- the page
+
+test('the page shows the cluster: three domains up, their filters held in the browser', async () => {
+  await seeText(page.locator('#served-by'), ['served by domain A']);
+  const rows = page.locator('#cluster-rows');
+  await seeText(rows, ['A', 'B', 'C', `127.0.0.1:${server.port + 2}`]);
+  for (const name of ['A', 'B', 'C']) {
+    const row = page.locator(`#cluster-rows tr[data-domain="${name}"]`);
+    await seeText(row, ['在线 up', '2,000', /v\d+ · 1\.\d+ MB/, /synced/]);
+  }
+  await seeText(page.locator('#cluster-summary'), ['3 domains', '6,000 records', 'filters of 3 of 3 domains']);
+});
+
+test('a record held by another domain is found, with its owner and the route', async () => {
+  const base = `http://127.0.0.1:${server.port + 2}`;
+  const { body: list } = await getJson(`${base}/v1/archives?limit=100`);
+  const id = list.ids[42];
+  const { status, body: record } = await getJson(`${base}/v1/archives/${segment(id)}`);
+  assert.equal(status, 200);
+  assert.equal(record.domain, 'C');
+
+  await search(id);
+  const result = page.locator('#result');
+  await seeText(result, ['Found in domain C', record.title, id, 'Domain C', 'Asked domain C for the record.', /Server time [\d.]+ ms/]);
+  await seeText(result, [`${record.metadata.fonds}`, '保管期限 Retention']);
+  await shot('page-found');
+  await shot('page');
+});
+
+test('an absent archive number is answered by the browser, without asking a server', async () => {
+  const id = `档案/1999/不存在-${Date.now()}-🗂`;
+  const lookups = await lookupsDuring(async () => {
+    await search(id);
+    await seeText(page.locator('#result'), ['Not in any domain', 'Answered by this browser', 'No server was asked', id]);
+  });
+  assert.deepEqual(lookups, [], 'no lookup request may be sent for the local answer');
+  await shot('page-absent');
+});
+
+test('a record added through the page to domain B is found there', async () => {
+  const id = `档案/2024/E2E-${Date.now()}`;
+  await page.fill('#add-id', id);
+  await page.selectOption('#add-domain', 'B');
+  await page.fill('#add-title-input', '关于档案数字化项目验收的报告');
+  await page.fill('input[name=fonds]', 'J900');
+  await page.fill('input[name=year]', '2024');
+  await page.selectOption('select[name=retention]', 'D30');
+  await page.click('#add-button');
+  await seeText(page.locator('#add-result'), [`Added ${id} in domain B`]);
+
+  const { status, body } = await getJson(`http://127.0.0.1:${server.port + 1}/v1/archives/${segment(id)}`);
+  assert.equal(status, 200, 'domain B holds the record');
+  assert.equal(body.metadata.year, 2024);
+
+  await search(id);
+  await seeText(page.locator('#result'), ['Found in domain B', '关于档案数字化项目验收的报告', 'J900', '30 年 30 years']);
+});
+
+test('a record deleted through the page is then reported gone', async () => {
+  const base = `http://127.0.0.1:${server.port + 2}`;
+  const { body: list } = await getJson(`${base}/v1/archives?limit=100`);
+  const id = list.ids[7];
+  const { body: record } = await getJson(`${base}/v1/archives/${segment(id)}`);
+
+  await page.fill('#delete-id', id);
+  await page.click('#delete-button');
+  await seeText(page.locator('#delete-result'), [`from domain C?`, record.title, 'This cannot be undone']);
+  await page.click('#confirm-delete');
+  await seeText(page.locator('#delete-result'), [`Deleted ${id} from domain C`]);
+
+  const after = await getJson(`${base}/v1/archives/${segment(id)}`);
+  assert.equal(after.status, 404, 'domain C no longer holds the record');
+
+  await search(id);
+  const text = await seeText(page.locator('#result'), ['Not in any domain', id]);
+  assert.ok(!text.includes('Found in domain'), text);
+  await shot('page-deleted');
+});
+
+test('when a filter cannot be loaded, the browser does not answer "not here" and says why', async () => {
+  const blockedPort = String(server.port + 2);
+  const blocked = (url) => url.port === blockedPort && url.pathname.startsWith('/v1/filter');
+  await page.route(blocked, (route) => route.abort('connectionrefused'));
+  try {
+    await page.reload();
+    const row = page.locator('#cluster-rows');
+    await seeText(row, ["Domain C's filter could not be loaded: the domain could not be reached"]);
+    await seeText(page.locator('#cluster-summary'), ['filters of 2 of 3 domains']);
+
+    const id = `档案/1999/不存在-${Date.now()}-blocked`;
+    const lookups = await lookupsDuring(async () => {
+      await search(id);
+      const text = await seeText(page.locator('#result'), [
+        'Not in any domain',
+        'searched the cluster',
+        "The servers were asked because the browser could not answer by itself: Domain C's filter could not be loaded",
+      ]);
+      assert.ok(!text.includes('Answered by this browser'), text);
+    });
+    assert.equal(lookups.length, 1, 'the server was asked instead');
+    await shot('page-filter-missing');
+  } finally {
+    await page.unroute(blocked);
+  }
+  await page.reload();
+  await seeText(page.locator('#cluster-summary'), ['filters of 3 of 3 domains']);
+});
+
+test('no script error happened on the page', () => {
+  assert.deepEqual(pageErrors, []);
+});

@@ -1,0 +1,220 @@
+// Pure helpers of the page (no DOM): archive ID checks and encoding,
+// number formats, plain-words descriptions of routes and errors.
+// Tested by web/test/util.test.mjs.
+
+/** Longest archive ID, in bytes of UTF-8 (crates/node/src/id.rs). */
+export const MAX_ID_BYTES = 256;
+
+const encoder = new TextEncoder();
+
+/** No lone surrogate (String.prototype.isWellFormed, where it exists). */
+function wellFormed(s) {
+  if (typeof s.isWellFormed === 'function') return s.isWellFormed();
+  return !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
+}
+
+/**
+ * Checks an archive ID as the domains do: 1..=256 bytes of UTF-8, no
+ * control characters. Leading and trailing spaces are removed first (a
+ * pasted number often carries them). Returns `{ id }` or `{ error }`, the
+ * error in plain words, English then Chinese.
+ */
+export function checkId(raw) {
+  const id = String(raw ?? '').trim();
+  if (id === '') {
+    return { error: 'Please enter an archive number. 请输入档案号。' };
+  }
+  if (!wellFormed(id)) {
+    return { error: 'The archive number contains a broken character. 档案号中有无法识别的字符。' };
+  }
+  const control = id.match(/[\u0000-\u001f\u007f-\u009f]/);
+  if (control) {
+    const code = control[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    return {
+      error: `The archive number contains an invisible control character (U+${code}); please retype it. 档案号中有不可见的控制字符，请重新输入。`,
+    };
+  }
+  const bytes = encoder.encode(id).length;
+  if (bytes > MAX_ID_BYTES) {
+    return {
+      error: `The archive number is too long: ${bytes} bytes, the limit is ${MAX_ID_BYTES} (a Chinese character takes 3). 档案号过长。`,
+    };
+  }
+  return { id };
+}
+
+/**
+ * Why an ID cannot be sent in a URL path from a browser, or null. Web
+ * addresses treat a segment of `.` or `..` (even written `%2E`) as "this
+ * folder" and "the folder above" and rewrite it before the request is
+ * sent, so the API's `/v1/…/{id}` routes cannot name these two IDs.
+ */
+export function unaddressable(id) {
+  if (id === '.' || id === '..') {
+    return `The archive number "${id}" cannot be used from a web page: web addresses read it as a folder name. Use the command line client. 该档案号无法在网页中使用。`;
+  }
+  return null;
+}
+
+/**
+ * An ID as one URL path segment: encodeURIComponent, with `.` and the
+ * marks `! ' ( ) *` escaped too, as the Rust client does (`encode_id`).
+ * See `unaddressable` for the two IDs no encoding can carry.
+ */
+export function encodeIdSegment(id) {
+  return encodeURIComponent(id).replace(/[.!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+// ---------------------------------------------------------------- numbers
+
+const integer = new Intl.NumberFormat('en-US');
+
+export function formatCount(n) {
+  if (n === null || n === undefined || Number.isNaN(Number(n))) return '—';
+  return integer.format(typeof n === 'bigint' ? n : Number(n));
+}
+
+/** A share (0..1) as a percentage with sensible precision. */
+export function formatPercent(x) {
+  if (x === null || x === undefined || !Number.isFinite(x)) return '—';
+  if (x === 0) return '0 %';
+  const p = x * 100;
+  if (p >= 10) return `${p.toFixed(1)} %`;
+  if (p >= 0.01) return `${p.toPrecision(2)} %`;
+  return `${p.toExponential(1)} %`;
+}
+
+/** A false-positive rate: a percentage, or "about 1 in N" for small ones. */
+export function formatRate(x) {
+  if (x === null || x === undefined || !Number.isFinite(x)) return '—';
+  if (x === 0) return '0';
+  if (x >= 0.001) return formatPercent(x);
+  const n = 1 / x;
+  if (n < 1e6) return `1 in ${formatCount(Math.round(Number(n.toPrecision(2))))}`;
+  if (n >= 1e15) return '< 1 in 10¹⁵';
+  const [mantissa, exponent] = n.toExponential(1).split('e+');
+  return `1 in ${mantissa}×10${superscript(exponent)}`;
+}
+
+function superscript(digits) {
+  return [...digits].map((d) => '⁰¹²³⁴⁵⁶⁷⁸⁹'[Number(d)]).join('');
+}
+
+export function formatBytes(n) {
+  if (!Number.isFinite(n)) return '—';
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(2)} MB`;
+}
+
+export function formatMs(ms) {
+  if (!Number.isFinite(ms)) return '—';
+  if (ms < 1) return `${ms.toFixed(2)} ms`;
+  if (ms < 100) return `${ms.toFixed(1)} ms`;
+  return `${Math.round(ms)} ms`;
+}
+
+/** "just now", "5 s ago", "3 min ago". */
+export function formatAgo(ms) {
+  if (!Number.isFinite(ms)) return 'never';
+  if (ms < 1500) return 'just now';
+  if (ms < 90_000) return `${Math.round(ms / 1000)} s ago`;
+  return `${Math.round(ms / 60_000)} min ago`;
+}
+
+// ---------------------------------------------------------------- words
+
+const RETENTION = { Y: '永久 permanent', D30: '30 年 30 years', D10: '10 年 10 years' };
+
+/** Labels for the metadata keys the sample records use. */
+export const METADATA_LABELS = {
+  fonds: '全宗号 Fonds',
+  category: '门类 Category',
+  year: '年度 Year',
+  retention: '保管期限 Retention',
+  department: '部门 Department',
+  pages: '页数 Pages',
+};
+
+/** A metadata value for people. */
+export function metadataValue(key, value) {
+  if (key === 'retention' && typeof value === 'string' && RETENTION[value]) {
+    return `${value} · ${RETENTION[value]}`;
+  }
+  if (value === null) return '—';
+  if (typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
+const list = (names) => names.map((n) => `domain ${n}`).join(', ');
+
+/**
+ * The steps a server lookup took (the `route` of /v1/lookup), in plain
+ * words, one string per step.
+ */
+export function describeRoute(route, { served, owner, found }) {
+  if (!route) return [];
+  const steps = [];
+  const at = `Domain ${served}`;
+  if (route.strategy === 'broadcast') {
+    steps.push(`${at} asked every domain to check its own filter (broadcast, as asked).`);
+  } else if (route.local) {
+    steps.push(`${at}, which serves this page, found it in its own store.`);
+  } else {
+    steps.push(`${at} checked its own filter and store: not there.`);
+    if (route.candidates && route.candidates.length > 0) {
+      steps.push(`${at}'s copies of the other domains' filters pointed to ${list(route.candidates)}.`);
+    } else {
+      steps.push(`${at}'s copies of the other domains' filters pointed to no domain.`);
+    }
+  }
+  if (route.asked && route.asked.length > 0 && route.strategy !== 'broadcast') {
+    steps.push(`Asked ${list(route.asked)} for the record.`);
+  }
+  if (route.false_positive_hops > 0) {
+    const n = route.false_positive_hops;
+    steps.push(`${n} domain${n > 1 ? 's' : ''} said "maybe" but did not hold it (a filter false positive).`);
+  }
+  if (route.broadcast && route.strategy !== 'broadcast') {
+    const who = route.probed && route.probed.length > 0 ? list(route.probed) : 'the other domains';
+    steps.push(`A copy was not known to be up to date, so ${who} checked their live filters (broadcast).`);
+  }
+  if (route.unreachable && route.unreachable.length > 0) {
+    steps.push(`Could not reach ${list(route.unreachable)}.`);
+  }
+  if (found) steps.push(`Found in domain ${owner}.`);
+  return steps;
+}
+
+/**
+ * A failed API call in plain words. `err` is what `callApi` throws:
+ * `{ status, code, message }` (status 0: the domain could not be reached).
+ */
+export function plainApiError(domain, err) {
+  const who = `Domain ${domain}`;
+  const zh = `档案域 ${domain}`;
+  if (!err || err.status === 0) {
+    return `${who} could not be reached. Check that it is running. 无法连接${zh}。`;
+  }
+  switch (err.code) {
+    case 'invalid_id':
+      return `${who} refused the archive number: ${err.message}. 档案号无效。`;
+    case 'invalid_record':
+    case 'invalid_json':
+      return `${who} refused the record: ${err.message}. 记录内容无效。`;
+    case 'content_too_large':
+    case 'body_too_large':
+      return `The attachment is too large for ${who.toLowerCase()}: ${err.message}. 附件过大。`;
+    case 'coordinator_unavailable':
+      return `${who} cannot accept changes right now: it has lost contact with the cluster coordinator. Try again shortly. ${zh}暂时无法修改。`;
+    case 'not_published':
+      return `${who} saved the change, but the other domains may not know of it yet. Repeating the request is safe. 已保存，但其他档案域可能尚未同步。`;
+    case 'not_found':
+      return `${who} does not hold this archive number. ${zh}没有该档案。`;
+    case 'unavailable':
+      return `${err.message}. 部分档案域无法连接。`;
+    default:
+      if (err.status >= 500) return `${who} had an internal problem (HTTP ${err.status}): ${err.message}. ${zh}内部错误。`;
+      return `${who} answered HTTP ${err.status}: ${err.message || err.code || 'no details'}.`;
+  }
+}
