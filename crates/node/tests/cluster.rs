@@ -148,7 +148,8 @@ async fn a_deleted_record_is_gone_everywhere_and_never_missing_before() {
     let (a, b) = (&c.domains[0], &c.domains[1]);
     a.client.put("DEL-1", &json!({"title": "t"})).await.unwrap();
     for _ in 0..20 {
-        assert_eq!(lookup(b, "DEL-1").await.0, 200);
+        let (status, answer) = lookup(b, "DEL-1").await;
+        assert_eq!(status, 200, "{answer}");
     }
     assert!(a.client.delete("DEL-1").await.unwrap());
     // Acknowledged: from now on no domain returns it.

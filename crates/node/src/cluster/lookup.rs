@@ -10,7 +10,7 @@ use std::time::Instant;
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::replicas::covers;
+use super::replicas::{covers, PeerInfo};
 use crate::domain::DomainError;
 use crate::id::ArchiveId;
 use crate::node::Node;
@@ -211,8 +211,15 @@ pub async fn lookup(
         return Ok(finish(conclude(found, &route), route));
     }
 
+    // Candidates and the positions of the copies they came from, read
+    // together: a copy updated after its candidates were read must not
+    // then pass as current, or an ID it gained would be missed.
+    let peers = {
+        let replicas = cluster.replicas.read();
+        route.candidates = replicas.candidates(id.as_str());
+        replicas.infos()
+    };
     // A cached copy from a domain that may hold the ID needs no call.
-    route.candidates = cluster.replicas.read().candidates(id.as_str());
     let cache = &cluster.cache;
     cache.seen(id.as_str());
     for owner in &route.candidates {
@@ -236,14 +243,14 @@ pub async fn lookup(
 
     // Lookups of one ID in flight at once share one remote search; a
     // joiner keeps only a "found" (a miss may predate its own start).
-    let (flight, leader) = cluster.flight(node, id, route.candidates.clone());
+    let (flight, leader) = cluster.flight(node, id, route.candidates.clone(), peers.clone());
     let mut result = flight.await;
     if !leader {
         if result.found.is_some() {
             result.route.coalesced = true;
             result.route.remote_calls = 0;
         } else {
-            result = routed(node.clone(), id.clone(), route.candidates.clone()).await;
+            result = routed(node.clone(), id.clone(), route.candidates.clone(), peers).await;
         }
     }
     let Remote {
@@ -266,10 +273,16 @@ pub struct Remote {
 }
 
 /// The remote part of a routed lookup: the candidates asked directly,
-/// then the domains whose replicas are not known to be current. A record
-/// found is offered to the cache (kept if admitted and no eviction from
-/// its owner came in since the search began).
-pub async fn routed(node: Arc<Node>, id: ArchiveId, candidates: Vec<String>) -> Remote {
+/// then the domains whose replicas are not known to be current. `peers`
+/// are the copies' positions read with `candidates`. A record found is
+/// offered to the cache (kept if admitted and no eviction from its owner
+/// came in since the search began).
+pub async fn routed(
+    node: Arc<Node>,
+    id: ArchiveId,
+    candidates: Vec<String>,
+    peers: Vec<PeerInfo>,
+) -> Remote {
     let cluster = &node.cluster;
     let ticket = cluster.cache.ticket();
     let mut route = Route {
@@ -277,7 +290,6 @@ pub async fn routed(node: Arc<Node>, id: ArchiveId, candidates: Vec<String>) -> 
         candidates: candidates.clone(),
         ..Route::default()
     };
-    let peers = cluster.replicas.read().infos();
     let address_of = |name: &str| {
         peers
             .iter()

@@ -21,6 +21,7 @@ pub use coordinator::{CoordError, Coordinator, Member, View};
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 
+use crate::auth::Authority;
 use crate::cache::Cache;
 use crate::client::{Client, ClientError};
 use crate::domain::Position;
@@ -68,14 +69,17 @@ impl Default for ClusterConfig {
     }
 }
 
-/// The coordinator `config` asks for: ZooKeeper, or a new in-process hub.
-pub fn coordinator_for(config: &ClusterConfig) -> Arc<dyn Coordinator> {
+/// The coordinator `config` asks for: ZooKeeper (with the digest
+/// credentials `auth` derives from the cluster secret), or a new
+/// in-process hub.
+pub fn coordinator_for(config: &ClusterConfig, auth: &Authority) -> Arc<dyn Coordinator> {
     match &config.zk {
         Some(connect) => ZooKeeperCoordinator::new(ZkSettings {
             connect: connect.clone(),
             cluster: config.name.clone(),
             session_timeout: Duration::from_millis(config.session_timeout_ms),
             publish_interval: Duration::from_millis(config.publish_interval_ms),
+            credentials: auth.zookeeper_credentials(),
         }),
         None => Hub::new().coordinator(),
     }
@@ -99,6 +103,9 @@ pub struct Cluster {
 
 impl Cluster {
     /// `geometry` is the common shape of Bloom copies, held bit-sliced.
+    /// `member_token` is presented to peers; `trust` (if any) are the
+    /// only certificate authorities their TLS certificates may chain to.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         me: &str,
         address: &str,
@@ -106,15 +113,16 @@ impl Cluster {
         geometry: BloomGeometry,
         config: ClusterConfig,
         cache: Arc<Cache>,
+        member_token: Option<&str>,
+        trust: Option<Vec<reqwest::Certificate>>,
     ) -> Result<Self, ClientError> {
-        crate::client::install_crypto();
         let timeout = Duration::from_millis(config.peer_timeout_ms);
-        let http = reqwest::Client::builder()
-            .timeout(timeout + 2 * Duration::from_millis(config.wan_delay_ms))
-            .connect_timeout(timeout)
-            .pool_max_idle_per_host(256)
-            .build()
-            .map_err(|e| ClientError::Address(address.into(), e.to_string()))?;
+        let http = crate::client::http_client(
+            timeout + 2 * Duration::from_millis(config.wan_delay_ms),
+            member_token,
+            trust,
+        )
+        .map_err(|e| ClientError::Address(address.into(), e))?;
         Ok(Cluster {
             me: me.to_owned(),
             address: address.to_owned(),
@@ -219,6 +227,7 @@ impl Cluster {
         node: &Arc<crate::node::Node>,
         id: &ArchiveId,
         candidates: Vec<String>,
+        peers: Vec<replicas::PeerInfo>,
     ) -> (Flight, bool) {
         use futures::FutureExt;
         let mut flights = self.flights.lock();
@@ -227,7 +236,7 @@ impl Cluster {
         }
         let (node, key) = (node.clone(), id.clone());
         let task = tokio::spawn(async move {
-            let remote = lookup::routed(node.clone(), key.clone(), candidates).await;
+            let remote = lookup::routed(node.clone(), key.clone(), candidates, peers).await;
             node.cluster.flights.lock().remove(key.as_str());
             remote
         });
