@@ -104,16 +104,48 @@ pub fn encode_id(id: &str) -> String {
     percent_encoding::utf8_percent_encode(id, SEGMENT).to_string()
 }
 
+/// An HTTP client with a timeout, a bearer token on every request (if
+/// given), and only `trust` as certificate authorities (if given).
+pub fn http_client(
+    timeout: Duration,
+    token: Option<&str>,
+    trust: Option<Vec<reqwest::Certificate>>,
+) -> Result<reqwest::Client, String> {
+    install_crypto();
+    let mut builder = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(5)))
+        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(256);
+    if let Some(token) = token {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| "the token contains characters a header cannot carry".to_owned())?;
+        value.set_sensitive(true);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        builder = builder.default_headers(headers);
+    }
+    if let Some(certs) = trust {
+        builder = builder.tls_certs_only(certs);
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
 impl Client {
     /// A client of the domain at `base` (e.g. `http://127.0.0.1:7700`).
     pub fn new(base: &str, timeout: Duration) -> Result<Self, ClientError> {
-        install_crypto();
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| ClientError::Address(base.into(), e.to_string()))?;
+        Self::with_options(base, timeout, None, None)
+    }
+
+    /// A client sending `token`, trusting only `trust` for TLS if given.
+    pub fn with_options(
+        base: &str,
+        timeout: Duration,
+        token: Option<&str>,
+        trust: Option<Vec<reqwest::Certificate>>,
+    ) -> Result<Self, ClientError> {
+        let http =
+            http_client(timeout, token, trust).map_err(|e| ClientError::Address(base.into(), e))?;
         Self::with_http(http, base)
     }
 

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthConfig;
 use crate::cache::CacheConfig;
 use crate::cluster::ClusterConfig;
 use crate::filters::FilterSettings;
+use crate::tls::TlsConfig;
 
 /// Limits on what one request may ask.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,6 +22,12 @@ pub struct Limits {
     pub max_bulk_lines: usize,
     /// IDs in one `POST /v1/contains`.
     pub max_contains_ids: usize,
+    /// Requests handled at once; more are refused at once with 503.
+    pub max_concurrent_requests: usize,
+    /// Longest time a request may take (bulk imports excepted).
+    pub request_timeout_ms: u64,
+    /// Largest request head (request line and headers), in bytes.
+    pub max_header_bytes: usize,
 }
 
 impl Default for Limits {
@@ -28,6 +36,9 @@ impl Default for Limits {
             max_content_bytes: 8 * 1024 * 1024,
             max_bulk_lines: 100_000,
             max_contains_ids: 10_000,
+            max_concurrent_requests: 1_024,
+            request_timeout_ms: 30_000,
+            max_header_bytes: 16 * 1024,
         }
     }
 }
@@ -45,6 +56,8 @@ pub struct NodeConfig {
     pub limits: Limits,
     pub cluster: ClusterConfig,
     pub cache: CacheConfig,
+    pub auth: AuthConfig,
+    pub tls: TlsConfig,
 }
 
 impl Default for NodeConfig {
@@ -57,6 +70,8 @@ impl Default for NodeConfig {
             limits: Limits::default(),
             cluster: ClusterConfig::default(),
             cache: CacheConfig::default(),
+            auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -91,8 +106,15 @@ impl NodeConfig {
                 self.name
             )));
         }
-        if self.limits.max_content_bytes == 0 || self.limits.max_bulk_lines == 0 {
-            return Err(ConfigError::Invalid("limits must be positive".into()));
+        if self.limits.max_content_bytes == 0
+            || self.limits.max_bulk_lines == 0
+            || self.limits.max_concurrent_requests == 0
+            || self.limits.request_timeout_ms == 0
+            || self.limits.max_header_bytes < 8 * 1024
+        {
+            return Err(ConfigError::Invalid(
+                "limits must be positive (max_header_bytes at least 8192)".into(),
+            ));
         }
         if let Some(zk) = &self.cluster.zk {
             if zk.trim().is_empty() || zk.contains(char::is_whitespace) {

@@ -21,6 +21,8 @@ pub enum InvalidId {
     TooLong(usize),
     #[error("archive ID contains a control character (U+{0:04X}) at byte {1}")]
     Control(u32, usize),
+    #[error("archive ID {0:?} cannot be used: a URL path would drop it as a dot segment")]
+    DotSegment(&'static str),
 }
 
 impl ArchiveId {
@@ -33,6 +35,12 @@ impl ArchiveId {
         }
         if let Some((at, c)) = s.char_indices().find(|(_, c)| c.is_control()) {
             return Err(InvalidId::Control(c as u32, at));
+        }
+        // Even percent-encoded (%2E), URL parsers resolve these away.
+        match s {
+            "." => return Err(InvalidId::DotSegment(".")),
+            ".." => return Err(InvalidId::DotSegment("..")),
+            _ => {}
         }
         Ok(ArchiveId(s.to_owned()))
     }
@@ -96,5 +104,7 @@ mod tests {
         ));
         assert_eq!(ArchiveId::parse("a\nb"), Err(InvalidId::Control(10, 1)));
         assert!(ArchiveId::parse("a\u{7f}").is_err());
+        assert_eq!(ArchiveId::parse(".."), Err(InvalidId::DotSegment("..")));
+        assert!(ArchiveId::parse("...").is_ok());
     }
 }

@@ -8,6 +8,7 @@
 //! - [`server`], [`shutdown`]: serving until Ctrl-C or SIGTERM.
 
 pub mod api;
+pub mod auth;
 pub mod cache;
 pub mod client;
 pub mod cluster;
@@ -22,6 +23,7 @@ pub mod sample;
 pub mod server;
 pub mod shutdown;
 pub mod store;
+pub mod tls;
 
 pub use config::{Limits, NodeConfig};
 pub use domain::{Domain, DomainError, Position};

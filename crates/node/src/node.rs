@@ -6,6 +6,7 @@ use std::sync::Arc;
 use xarchive_filter::BloomGeometry;
 
 use crate::api::error::ApiError;
+use crate::auth::Authority;
 use crate::cache::Cache;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
@@ -17,6 +18,7 @@ pub struct Node {
     pub config: NodeConfig,
     pub domain: Domain,
     pub cluster: Arc<Cluster>,
+    pub auth: Authority,
     pub metrics: Metrics,
 }
 
@@ -28,6 +30,14 @@ impl Node {
         Self::open_in(config, coordinator, address)
     }
 
+    /// The coordinator the configuration asks for (ZooKeeper or a new
+    /// in-process hub), with the cluster secret's credentials.
+    pub fn coordinator_for(config: &NodeConfig) -> Result<Arc<dyn Coordinator>, DomainError> {
+        let auth = Authority::new(&config.auth, &config.cluster.name)
+            .map_err(|e| DomainError::Task(e.to_string()))?;
+        Ok(crate::cluster::coordinator_for(&config.cluster, &auth))
+    }
+
     /// A domain joining the cluster that `coordinator` coordinates.
     pub fn open_in(
         config: NodeConfig,
@@ -36,8 +46,12 @@ impl Node {
     ) -> Result<Arc<Node>, DomainError> {
         let geometry =
             BloomGeometry::for_capacity(config.filter.expected_items, config.filter.fpr)?;
+        let setup = |e: String| DomainError::Task(e);
+        let auth =
+            Authority::new(&config.auth, &config.cluster.name).map_err(|e| setup(e.to_string()))?;
+        let trust = config.tls.trust().map_err(|e| setup(e.to_string()))?;
         let cache = Cache::new(&config.cache, &config.cluster.name, &config.name)
-            .map_err(|e| DomainError::Task(e.to_string()))?;
+            .map_err(|e| setup(e.to_string()))?;
         let cluster = Cluster::new(
             &config.name,
             address,
@@ -45,8 +59,10 @@ impl Node {
             geometry,
             config.cluster.clone(),
             Arc::new(cache),
+            auth.member_token(),
+            trust,
         )
-        .map_err(|e| DomainError::Task(e.to_string()))?;
+        .map_err(|e| setup(e.to_string()))?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
         let mut metrics = Metrics::new();
         cluster.cache.counters.register(metrics.registry_mut());
@@ -54,6 +70,7 @@ impl Node {
             config,
             domain,
             cluster: Arc::new(cluster),
+            auth,
             metrics,
         }))
     }

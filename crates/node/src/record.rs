@@ -196,9 +196,9 @@ pub struct Record {
         with = "base64_option"
     )]
     pub content: Option<Vec<u8>>,
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "millis")]
     pub created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "millis")]
     pub updated_at: OffsetDateTime,
     /// The domain that holds the record.
     pub domain: String,
@@ -211,6 +211,31 @@ pub fn now_ms() -> i64 {
 fn from_ms(ms: i64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// RFC 3339 in UTC with exactly three fractional digits, so timestamps
+/// sort as text too (`2024-05-01T08:00:00.120Z`).
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::format_description::well_known::Rfc3339;
+    use time::macros::format_description;
+    use time::{OffsetDateTime, UtcOffset};
+
+    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+        let format = format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        );
+        let text = t
+            .to_offset(UtcOffset::UTC)
+            .format(&format)
+            .map_err(serde::ser::Error::custom)?;
+        s.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
+        let text = String::deserialize(d)?;
+        OffsetDateTime::parse(&text, &Rfc3339).map_err(serde::de::Error::custom)
+    }
 }
 
 mod base64_option {

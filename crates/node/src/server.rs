@@ -1,38 +1,67 @@
-//! Serving a node over HTTP until shutdown, then leaving the cluster and
-//! closing the store cleanly.
+//! Serving a node over HTTP or HTTPS until shutdown, then leaving the
+//! cluster and closing the store cleanly.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio::net::TcpListener;
 
 use crate::domain::DomainError;
 use crate::node::Node;
 use crate::shutdown::Trigger;
+use crate::tls::TlsError;
+
+/// How long requests in flight may take to finish after shutdown begins.
+const GRACE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     #[error("closing the domain failed: {0}")]
     Close(#[from] DomainError),
 }
 
-/// Starts `node`'s background work, serves it on `listener` until
-/// `shutdown` resolves, lets requests in flight finish, deregisters, and
-/// saves the filter snapshot.
+/// Starts `node`'s background work, serves it on `listener` (with TLS
+/// when a certificate is configured) until `shutdown` resolves, lets
+/// requests in flight finish, deregisters, and saves the filter snapshot.
 pub async fn serve(
     node: Arc<Node>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    let tls = node.config.tls.server()?;
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.graceful_shutdown(Some(GRACE));
+    });
     let background = Trigger::new();
     node.start(&background);
-    let app = crate::api::router(node.clone());
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+
+    let app = crate::api::router(node.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let mut server = axum_server::from_tcp(listener.into_std()?)?.handle(handle);
+    let head = node.config.limits.max_header_bytes;
+    server.http_builder().http1().max_buf_size(head);
+    server
+        .http_builder()
+        .http2()
+        .max_header_list_size(head as u32);
+    let served = match tls {
+        Some(config) => {
+            server
+                .acceptor(RustlsAcceptor::new(RustlsConfig::from_config(config)))
+                .serve(app)
+                .await
+        }
+        None => server.serve(app).await,
+    };
     background.fire();
     // Give the coordinator a moment to deregister before the store closes.
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -7,6 +7,7 @@ mod local;
 mod lookup;
 mod sample;
 mod serve;
+mod token;
 mod up;
 
 use std::process::ExitCode;
@@ -54,7 +55,7 @@ enum Command {
     /// Start several domains in this process (sample records on first run).
     Up(up::UpArgs),
     /// Serve one domain (its store, filter and HTTP API).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Create or replace a record.
     Put(client::PutArgs),
     /// Print a record held by the domain.
@@ -69,6 +70,9 @@ enum Command {
     Import(import::ImportArgs),
     /// Write sample records (realistic archive numbers) as NDJSON.
     Sample(sample::SampleArgs),
+    /// API tokens.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// Benchmarks against the seed paper's figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -77,7 +81,7 @@ enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Up(args) => up::run(args).await,
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(*args).await,
         Command::Lookup(args) => lookup::run(args).await,
         Command::Put(args) => client::put(args).await,
         Command::Get(args) => client::get(args).await,
@@ -86,5 +90,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args).await,
         Command::Sample(args) => sample::run(args).await,
         Command::Bench(command) => bench::run(command).await,
+        Command::Token(command) => token::run(command),
     }
 }

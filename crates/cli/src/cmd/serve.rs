@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use xarchive_node::cluster::coordinator_for;
 use xarchive_node::{FilterKind, Node, NodeConfig};
 
 #[derive(clap::Args)]
@@ -49,6 +48,18 @@ pub struct ServeArgs {
     /// Cache for other domains' records: memory, none, or redis://host:port/db.
     #[arg(long, env = "XARCHIVE_CACHE")]
     cache: Option<String>,
+    /// The file holding the secret shared by the cluster's members.
+    #[arg(long, env = "XARCHIVE_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM)…
+    #[arg(long, env = "XARCHIVE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// …and this private key (PEM).
+    #[arg(long, env = "XARCHIVE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Trust only this certificate authority (PEM) for calls to peers.
+    #[arg(long, env = "XARCHIVE_TLS_CA")]
+    tls_ca: Option<PathBuf>,
 }
 
 fn parse_kind(s: &str) -> Result<FilterKind, String> {
@@ -109,6 +120,18 @@ impl ServeArgs {
         if let Some(url) = &self.cache {
             config.cache.url = url.clone();
         }
+        if let Some(path) = &self.cluster_secret_file {
+            config.auth.cluster_secret_file = Some(path.clone());
+        }
+        if let Some(path) = &self.tls_cert {
+            config.tls.cert = Some(path.clone());
+        }
+        if let Some(path) = &self.tls_key {
+            config.tls.key = Some(path.clone());
+        }
+        if let Some(path) = &self.tls_ca {
+            config.tls.ca = Some(path.clone());
+        }
         config.check()?;
         Ok(config)
     }
@@ -121,12 +144,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let local = listener.local_addr()?;
+    let scheme = if config.tls.serves_tls() {
+        "https"
+    } else {
+        "http"
+    };
     let address = config
         .cluster
         .advertise
         .clone()
-        .unwrap_or_else(|| format!("http://{local}"));
-    let coordinator = coordinator_for(&config.cluster);
+        .unwrap_or_else(|| format!("{scheme}://{local}"));
+    let coordinator = Node::coordinator_for(&config)?;
     let (name, data) = (config.name.clone(), config.data.clone());
     let node = tokio::task::spawn_blocking(move || Node::open_in(config, coordinator, &address))
         .await?
@@ -138,8 +166,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         filter = node.config.filter.kind.as_str(),
         coordinator = %node.cluster.coordinator.describe(),
         advertise = %node.cluster.address,
+        tls = node.config.tls.serves_tls(),
+        auth = node.auth.enabled(),
         "listening on http://{local}"
     );
+    if !node.auth.enabled() && !local.ip().is_loopback() {
+        tracing::warn!(
+            "no API tokens or cluster secret configured: anyone who can reach {local} can read, write and delete"
+        );
+    }
     xarchive_node::server::serve(node, listener, xarchive_node::shutdown::signal()).await?;
     tracing::info!("stopped cleanly");
     Ok(ExitCode::SUCCESS)

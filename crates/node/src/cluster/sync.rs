@@ -112,12 +112,12 @@ async fn sync_once(cluster: &Cluster, name: &str, member: &Member) -> Result<(),
             .map_err(|e| e.to_string())?
         {
             DeltaAnswer::Delta { delta, changed } => {
+                // Evict first: once the copy is current, no cached copy of
+                // a record it changed may be served.
+                cluster.on_changed(name, &changed).await;
                 let applied = cluster.replicas.write().apply(name, &delta);
                 match applied {
-                    Ok(()) => {
-                        cluster.on_changed(name, &changed).await;
-                        return Ok(());
-                    }
+                    Ok(()) => return Ok(()),
                     Err(e) => {
                         tracing::info!(peer = name, error = %e, "delta refused; taking a snapshot")
                     }
@@ -127,11 +127,11 @@ async fn sync_once(cluster: &Cluster, name: &str, member: &Member) -> Result<(),
         }
     }
     let fetched = client.filter().await.map_err(|e| e.to_string())?;
+    cluster.on_snapshot(name);
     cluster
         .replicas
         .write()
         .install(name, &fetched)
         .map_err(|e| e.to_string())?;
-    cluster.on_snapshot(name);
     Ok(())
 }

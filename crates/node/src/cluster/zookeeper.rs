@@ -27,10 +27,16 @@ pub struct ZkSettings {
     pub session_timeout: Duration,
     /// Least time between two publications of this domain's position.
     pub publish_interval: Duration,
+    /// (user, password) for ZooKeeper's digest scheme: when set, the
+    /// cluster's znodes are readable and writable only with them, so no
+    /// outsider can list the members or register a fake one.
+    pub credentials: Option<(String, String)>,
 }
 
 pub struct ZooKeeperCoordinator {
     settings: ZkSettings,
+    /// The ACL of the cluster's znodes.
+    acl: Vec<zk::Acl>,
     view: watch::Sender<View>,
     published: watch::Sender<Option<Position>>,
     /// The live session's client, for reads outside the run loop.
@@ -45,6 +51,9 @@ enum End {
 
 fn failed(e: zk::Error) -> CoordError {
     match e {
+        zk::Error::NoAuth => CoordError::Failed(
+            "ZooKeeper refused access to the cluster's znodes: this domain's cluster secret is not the cluster's".into(),
+        ),
         zk::Error::ConnectionLoss
         | zk::Error::SessionExpired
         | zk::Error::Timeout
@@ -56,8 +65,26 @@ fn failed(e: zk::Error) -> CoordError {
 
 impl ZooKeeperCoordinator {
     pub fn new(settings: ZkSettings) -> Arc<Self> {
+        let acl = match &settings.credentials {
+            // ZooKeeper's digest id: user:base64(sha1(user:password)).
+            Some((user, password)) => {
+                use base64::Engine;
+                use sha1::Digest;
+                let digest = sha1::Sha1::digest(format!("{user}:{password}").as_bytes());
+                let id = format!(
+                    "{user}:{}",
+                    base64::engine::general_purpose::STANDARD.encode(digest)
+                );
+                vec![zk::Acl::new(
+                    zk::Permission::ALL,
+                    zk::AuthId::new("digest", &id),
+                )]
+            }
+            None => zk::Acls::anyone_all().to_vec(),
+        };
         Arc::new(ZooKeeperCoordinator {
             settings,
+            acl,
             view: watch::channel(View::default()).0,
             published: watch::channel(None).0,
             client: Mutex::new(None),
@@ -68,7 +95,15 @@ impl ZooKeeperCoordinator {
     /// does not exist (ZooKeeper cannot create paths under a missing one).
     async fn connect(&self) -> Result<zk::Client, CoordError> {
         let s = &self.settings;
-        let connector = || zk::Client::connector().with_session_timeout(s.session_timeout);
+        let connector = || {
+            let c = zk::Client::connector().with_session_timeout(s.session_timeout);
+            match &s.credentials {
+                Some((user, password)) => {
+                    c.with_auth("digest", format!("{user}:{password}").as_bytes())
+                }
+                None => c,
+            }
+        };
         let Some((hosts, chroot)) = s.connect.split_once('/') else {
             return connector().connect(&s.connect).await.map_err(failed);
         };
@@ -76,7 +111,7 @@ impl ZooKeeperCoordinator {
         let client = connector().connect(hosts).await.map_err(failed)?;
         if chroot != "/" {
             match client
-                .mkdir(&chroot, &self.options(zk::CreateMode::Persistent))
+                .mkdir(&chroot, &Self::shared(zk::CreateMode::Persistent))
                 .await
             {
                 Ok(()) | Err(zk::Error::NodeExists) => {}
@@ -92,7 +127,14 @@ impl ZooKeeperCoordinator {
         format!("/xarchive/{}/domains", self.settings.cluster)
     }
 
-    fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
+    /// Options for the cluster's own znodes (its ACL).
+    fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
+        mode.with_acls(zk::Acls::new(&self.acl))
+    }
+
+    /// Options for shared parents (a chroot, `/xarchive`): open, since
+    /// other clusters create their folders there too.
+    fn shared(mode: zk::CreateMode) -> zk::CreateOptions<'static> {
         mode.with_acls(zk::Acls::anyone_all())
     }
 
@@ -185,6 +227,13 @@ impl ZooKeeperCoordinator {
             })??;
         *self.client.lock() = Some(client.clone());
         let folder = self.folder();
+        match client
+            .mkdir("/xarchive", &Self::shared(zk::CreateMode::Persistent))
+            .await
+        {
+            Ok(()) | Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(failed(e)),
+        }
         match client
             .mkdir(&folder, &self.options(zk::CreateMode::Persistent))
             .await

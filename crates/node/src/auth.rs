@@ -1,0 +1,410 @@
+//! Who may do what: API tokens with roles for clients, a cluster secret
+//! for member domains, and a rate limit per token.
+//!
+//! Tokens are random (32 bytes, `xa_` + base64url) and kept only as
+//! SHA-256 digests in the configuration; a high-entropy secret needs no
+//! slow hash. Members present a token derived from the cluster secret, so
+//! the secret itself never crosses the network.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+
+use axum::http::{HeaderValue, Method, StatusCode};
+use base64::Engine;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::api::error::ApiError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Lookups, reads, filters, stats.
+    Read,
+    /// Also puts, deletes and bulk imports.
+    Write,
+}
+
+/// A client token as configured: its name, role and digest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    pub name: String,
+    pub role: Role,
+    /// Lowercase hex SHA-256 of the token.
+    pub sha256: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    pub tokens: Vec<TokenEntry>,
+    /// A file holding the secret every member of the cluster shares: it
+    /// authenticates calls between domains and their ZooKeeper znodes.
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Let `/metrics` be scraped without a token.
+    pub open_metrics: bool,
+    /// Requests per second allowed per token (and per address when no
+    /// token is required), with bursts up to `rate_burst`.
+    pub rate_per_second: u32,
+    pub rate_burst: u32,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            tokens: Vec::new(),
+            cluster_secret_file: None,
+            open_metrics: false,
+            rate_per_second: 1_000,
+            rate_burst: 2_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("cannot read the cluster secret {path}: {source}")]
+    SecretFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the cluster secret in {0} is shorter than 16 characters")]
+    WeakSecret(PathBuf),
+    #[error("token {0:?}: sha256 must be 64 lowercase hex digits")]
+    Digest(String),
+    #[error("rate limits must be positive")]
+    Rate,
+}
+
+/// Who is calling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Principal {
+    Client {
+        name: String,
+        role: Role,
+    },
+    /// Another domain of the cluster.
+    Member,
+    /// No credentials (only where none are required).
+    Anonymous,
+}
+
+/// What a route requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Open,
+    Read,
+    Write,
+    /// What peers call: filters, deltas, membership checks, record fetches.
+    MemberOrRead,
+    Metrics,
+}
+
+/// The permission `method` on the route template `route` needs. Anything
+/// not listed (unknown routes included) needs a read token, so routes
+/// cannot be probed anonymously.
+pub fn need(method: &Method, route: &str) -> Need {
+    match (method, route) {
+        (&Method::OPTIONS, _) => Need::Open,
+        (_, "/healthz" | "/") => Need::Open,
+        (_, r) if r.starts_with("/assets/") => Need::Open,
+        (_, "/metrics") => Need::Metrics,
+        (
+            &Method::GET,
+            "/v1/archives/{id}" | "/v1/filter" | "/v1/filter/delta" | "/v1/contains/{id}",
+        ) => Need::MemberOrRead,
+        (&Method::PUT | &Method::DELETE, "/v1/archives/{id}")
+        | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
+        _ => Need::Read,
+    }
+}
+
+/// A new random client token.
+pub fn generate_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!(
+        "xa_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// Lowercase hex SHA-256 of `s`.
+pub fn sha256_hex(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub struct Authority {
+    /// Whether anything is required at all (tokens or a secret set).
+    enabled: bool,
+    tokens: HashMap<String, (String, Role)>,
+    member_digest: Option<String>,
+    member_token: Option<String>,
+    zookeeper: Option<(String, String)>,
+    open_metrics: bool,
+    limiter: DefaultKeyedRateLimiter<String>,
+}
+
+impl Authority {
+    pub fn new(config: &AuthConfig, cluster: &str) -> Result<Self, AuthError> {
+        let mut tokens = HashMap::new();
+        for t in &config.tokens {
+            let ok = t.sha256.len() == 64
+                && t.sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !ok {
+                return Err(AuthError::Digest(t.name.clone()));
+            }
+            tokens.insert(t.sha256.clone(), (t.name.clone(), t.role));
+        }
+        let secret = match &config.cluster_secret_file {
+            Some(path) => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| AuthError::SecretFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let secret = text.trim().to_owned();
+                if secret.len() < 16 {
+                    return Err(AuthError::WeakSecret(path.clone()));
+                }
+                Some(secret)
+            }
+            None => None,
+        };
+        let member_token = secret.as_ref().map(|s| {
+            format!(
+                "xam_{}",
+                sha256_hex(&format!("xarchive member\0{cluster}\0{s}"))
+            )
+        });
+        let zookeeper = secret.as_ref().map(|s| {
+            (
+                "xarchive".to_owned(),
+                sha256_hex(&format!("xarchive zookeeper\0{cluster}\0{s}")),
+            )
+        });
+        let quota =
+            Quota::per_second(NonZeroU32::new(config.rate_per_second).ok_or(AuthError::Rate)?)
+                .allow_burst(NonZeroU32::new(config.rate_burst).ok_or(AuthError::Rate)?);
+        Ok(Authority {
+            enabled: !tokens.is_empty() || secret.is_some(),
+            tokens,
+            member_digest: member_token.as_deref().map(sha256_hex),
+            member_token,
+            zookeeper,
+            open_metrics: config.open_metrics,
+            limiter: RateLimiter::keyed(quota),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// What this domain presents to its peers.
+    pub fn member_token(&self) -> Option<&str> {
+        self.member_token.as_deref()
+    }
+
+    /// (user, password) for ZooKeeper's digest scheme, from the secret.
+    pub fn zookeeper_credentials(&self) -> Option<(String, String)> {
+        self.zookeeper.clone()
+    }
+
+    /// The caller named by an `Authorization: Bearer …` header.
+    pub fn identify(&self, header: Option<&HeaderValue>) -> Result<Principal, ApiError> {
+        let Some(header) = header else {
+            return Ok(Principal::Anonymous);
+        };
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <token>`"))?;
+        let digest = sha256_hex(token);
+        if let Some((name, role)) = self.tokens.get(&digest) {
+            return Ok(Principal::Client {
+                name: name.clone(),
+                role: *role,
+            });
+        }
+        if self.member_digest.as_deref() == Some(digest.as_str()) {
+            return Ok(Principal::Member);
+        }
+        Err(unauthorized("the token is not known to this cluster"))
+    }
+
+    /// Whether `who` may do what `need` requires.
+    pub fn allow(&self, who: &Principal, need: Need) -> Result<(), ApiError> {
+        if !self.enabled || need == Need::Open || (need == Need::Metrics && self.open_metrics) {
+            return Ok(());
+        }
+        match (who, need) {
+            (Principal::Anonymous, _) => Err(unauthorized("a token is required")),
+            (Principal::Member, Need::MemberOrRead) => Ok(()),
+            (Principal::Member, _) => Err(forbidden(
+                "cluster members may only read filters and records",
+            )),
+            (
+                Principal::Client {
+                    role: Role::Write, ..
+                },
+                _,
+            ) => Ok(()),
+            (
+                Principal::Client {
+                    role: Role::Read, ..
+                },
+                Need::Write,
+            ) => Err(forbidden("this token may read but not write")),
+            (Principal::Client { .. }, _) => Ok(()),
+        }
+    }
+
+    /// Spends one request of `key`'s allowance, or says when to retry.
+    pub fn spend(&self, key: &str) -> Result<(), ApiError> {
+        if self.limiter.len() > 100_000 {
+            self.limiter.retain_recent();
+        }
+        self.limiter
+            .check_key(&key.to_owned())
+            .map_err(|not_until| {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!("too many requests; retry in {} ms", wait.as_millis().max(1)),
+                )
+                .with("retry_after_ms", wait.as_millis().max(1) as u64)
+            })
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+}
+
+fn forbidden(message: &str) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authority(secret: bool) -> (Authority, String, String, tempfile::TempDir) {
+        let (read, write) = (generate_token(), generate_token());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "a very long shared secret\n").unwrap();
+        let config = AuthConfig {
+            tokens: vec![
+                TokenEntry {
+                    name: "clerk".into(),
+                    role: Role::Read,
+                    sha256: sha256_hex(&read),
+                },
+                TokenEntry {
+                    name: "archivist".into(),
+                    role: Role::Write,
+                    sha256: sha256_hex(&write),
+                },
+            ],
+            cluster_secret_file: secret.then_some(path),
+            ..AuthConfig::default()
+        };
+        (Authority::new(&config, "c").unwrap(), read, write, dir)
+    }
+
+    fn bearer(t: &str) -> HeaderValue {
+        HeaderValue::from_str(&format!("Bearer {t}")).unwrap()
+    }
+
+    #[test]
+    fn roles_members_and_strangers() {
+        let (a, read, write, dir) = authority(true);
+        let reader = a.identify(Some(&bearer(&read))).unwrap();
+        let writer = a.identify(Some(&bearer(&write))).unwrap();
+        let member = a
+            .identify(Some(&bearer(a.member_token().unwrap())))
+            .unwrap();
+        assert_eq!(member, Principal::Member);
+        assert!(a.allow(&reader, Need::Read).is_ok());
+        assert_eq!(
+            a.allow(&reader, Need::Write).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert!(a.allow(&writer, Need::Write).is_ok());
+        assert!(a.allow(&member, Need::MemberOrRead).is_ok());
+        assert_eq!(
+            a.allow(&member, Need::Write).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            a.allow(&Principal::Anonymous, Need::Read)
+                .unwrap_err()
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert!(a.allow(&Principal::Anonymous, Need::Open).is_ok());
+        assert_eq!(
+            a.identify(Some(&bearer("xa_nope"))).unwrap_err().status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            a.identify(Some(&HeaderValue::from_static("Basic x")))
+                .unwrap_err()
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        // The same secret in another cluster gives another member token.
+        let in_d = AuthConfig {
+            cluster_secret_file: Some(dir.path().join("secret")),
+            ..AuthConfig::default()
+        };
+        assert_ne!(
+            Authority::new(&in_d, "d").unwrap().member_token(),
+            a.member_token()
+        );
+        // Nothing configured: nothing required.
+        assert!(!Authority::new(&AuthConfig::default(), "c")
+            .unwrap()
+            .enabled());
+    }
+
+    #[test]
+    fn routes_need_what_they_should() {
+        assert_eq!(need(&Method::GET, "/healthz"), Need::Open);
+        assert_eq!(need(&Method::PUT, "/v1/archives/{id}"), Need::Write);
+        assert_eq!(need(&Method::GET, "/v1/archives/{id}"), Need::MemberOrRead);
+        assert_eq!(need(&Method::GET, "/v1/lookup/{id}"), Need::Read);
+        assert_eq!(need(&Method::GET, "unmatched"), Need::Read);
+        assert_eq!(need(&Method::GET, "/metrics"), Need::Metrics);
+    }
+
+    #[test]
+    fn the_rate_limit_answers_429_with_a_retry_time() {
+        let config = AuthConfig {
+            rate_per_second: 1,
+            rate_burst: 2,
+            ..AuthConfig::default()
+        };
+        let a = Authority::new(&config, "c").unwrap();
+        assert!(a.spend("k").is_ok() && a.spend("k").is_ok());
+        let e = a.spend("k").unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+        );
+        assert!(a.spend("other").is_ok());
+    }
+}
