@@ -75,6 +75,25 @@ function h(tag, attrs = {}, ...children) {
  * answer; rejects with `{ status: 0, message }` when the domain could not
  * be reached.
  */
+/** The API token, kept for this browser tab only. */
+const TOKEN_KEY = 'xarchive-token';
+
+function authHeaders() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** `fetch` with the token added, for the filter reader. */
+function fetchWithToken(url, options = {}) {
+  return fetch(url, { ...options, headers: { ...(options.headers || {}), ...authHeaders() } });
+}
+
+/** Shows the token field, with why it is needed. */
+function askForToken(note) {
+  $('token-form').hidden = false;
+  $('token-note').textContent = note;
+}
+
 async function callApi(base, path, { method = 'GET', body } = {}) {
   const started = performance.now();
   const controller = new AbortController();
@@ -85,7 +104,7 @@ async function callApi(base, path, { method = 'GET', body } = {}) {
       method,
       cache: 'no-store',
       signal: controller.signal,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: { ...authHeaders(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (e) {
@@ -101,6 +120,11 @@ async function callApi(base, path, { method = 'GET', body } = {}) {
     parsed = null;
   } finally {
     clearTimeout(timer);
+  }
+  if (response.status === 401) {
+    askForToken('This domain needs an API token. 该档案域需要访问令牌。');
+  } else if (response.status === 403) {
+    askForToken('This token may not do that. 当前令牌无此权限。');
   }
   return { status: response.status, body: parsed, ms: performance.now() - started };
 }
@@ -181,7 +205,10 @@ function refreshFilter(d, timeout = TIMEOUT_MS) {
   const timer = setTimeout(() => controller.abort(), timeout);
   d.syncing = (async () => {
     try {
-      const { filter } = await syncFilter(d.address, d.filter, { signal: controller.signal });
+      const { filter } = await syncFilter(d.address, d.filter, {
+        signal: controller.signal,
+        fetch: fetchWithToken,
+      });
       d.filter = filter;
       d.filterError = null;
       // The copy is as of the request, not of its answer.
@@ -672,6 +699,17 @@ function busy(button, work) {
 }
 
 function start() {
+  const tokenForm = $('token-form');
+  if (sessionStorage.getItem(TOKEN_KEY)) tokenForm.hidden = false;
+  tokenForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const token = $('token').value.trim();
+    if (token) sessionStorage.setItem(TOKEN_KEY, token);
+    else sessionStorage.removeItem(TOKEN_KEY);
+    $('token').value = '';
+    $('token-note').textContent = token ? 'Token set for this tab. 令牌已设置。' : 'Token cleared. 令牌已清除。';
+    refreshAll();
+  });
   const searchForm = $('search-form');
   searchForm.addEventListener('submit', (ev) => {
     ev.preventDefault();

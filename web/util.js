@@ -213,6 +213,12 @@ export function plainApiError(domain, err) {
       return `${who} does not hold this archive number. ${zh}没有该档案。`;
     case 'unavailable':
       return `${err.message}. 部分档案域无法连接。`;
+    case 'unauthorized':
+      return `${who} needs an API token: enter one at the top of the page. ${zh}需要访问令牌。`;
+    case 'forbidden':
+      return `${who} refused: your token may read records but not change them. 当前令牌无写权限。`;
+    case 'rate_limited':
+      return `${who} is receiving too many requests from this token; wait a moment and try again. 请求过多，请稍候。`;
     default:
       if (err.status >= 500) return `${who} had an internal problem (HTTP ${err.status}): ${err.message}. ${zh}内部错误。`;
       return `${who} answered HTTP ${err.status}: ${err.message || err.code || 'no details'}.`;

@@ -88,4 +88,7 @@ test('errors are in plain words, never a stack trace', () => {
   assert.match(plainApiError('B', { status: 503, code: 'coordinator_unavailable', message: 'x' }), /cannot accept changes right now/);
   assert.match(plainApiError('B', { status: 413, code: 'content_too_large', message: 'content is 20 bytes; the limit is 10' }), /too large/);
   assert.match(plainApiError('B', { status: 500, code: 'internal', message: 'disk full' }), /internal problem \(HTTP 500\): disk full/);
+  assert.match(plainApiError('B', { status: 401, code: 'unauthorized', message: 'a token is required' }), /needs an API token/);
+  assert.match(plainApiError('B', { status: 403, code: 'forbidden', message: 'read only' }), /may read records but not change them/);
+  assert.match(plainApiError('B', { status: 429, code: 'rate_limited', message: 'slow down' }), /too many requests/);
 });

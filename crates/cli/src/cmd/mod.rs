@@ -39,13 +39,26 @@ pub struct ServerArgs {
     /// Seconds to wait for an answer.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
+    /// API token (from `xarchive token create`).
+    #[arg(long, env = "XARCHIVE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Trust only this certificate authority (PEM) for HTTPS.
+    #[arg(long, env = "XARCHIVE_TLS_CA")]
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 impl ServerArgs {
     fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(
+        let trust = xarchive_node::tls::TlsConfig {
+            ca: self.tls_ca.clone(),
+            ..Default::default()
+        }
+        .trust()?;
+        Ok(Client::with_options(
             &self.server,
             Duration::from_secs(self.timeout),
+            self.token.as_deref(),
+            trust,
         )?)
     }
 }

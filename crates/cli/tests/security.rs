@@ -1,0 +1,479 @@
+//! Security with real processes: tokens and roles, cluster membership
+//! (the secret and ZooKeeper's ACL), TLS on and off, rate limits; every
+//! refused request leaves the store and the filter byte-identical.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use xarchive_node::auth::{AuthConfig, Authority};
+use xarchive_node::client::http_client;
+use xarchive_testkit::{tempdir, DomainProcess, Spawn, TempDir, TestCa, ZooKeeperServer};
+use zookeeper_client as zk;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_xarchive"))
+}
+
+const CLUSTER: &str = "sec";
+
+/// `xarchive token create`, appending to `config`; returns the token.
+fn create_token(config: &Path, role: &str, name: &str) -> String {
+    let out = Command::new(bin())
+        .args([
+            "token", "create", "--role", role, "--name", name, "--config",
+        ])
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+struct Secured {
+    zk: ZooKeeperServer,
+    a: DomainProcess,
+    b: DomainProcess,
+    read: String,
+    write: String,
+    /// A write token of another cluster.
+    foreign: String,
+    /// What members present (derived from the secret).
+    member: String,
+    ca: Option<TestCa>,
+    secret: PathBuf,
+    dir: TempDir,
+}
+
+impl Secured {
+    async fn start(tls: bool) -> Secured {
+        let zk = ZooKeeperServer::start();
+        let dir = tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "correct horse battery staple 2024\n").unwrap();
+        let config = dir.path().join("domain.toml");
+        std::fs::write(
+            &config,
+            "[auth]\nrate_per_second = 1000\nrate_burst = 2000\n",
+        )
+        .unwrap();
+        let read = create_token(&config, "read", "clerk");
+        let write = create_token(&config, "write", "archivist");
+        let other = dir.path().join("other.toml");
+        let foreign = create_token(&other, "write", "archivist");
+        let ca = tls.then(|| TestCa::create(dir.path()));
+        let member = Authority::new(
+            &AuthConfig {
+                cluster_secret_file: Some(secret.clone()),
+                ..AuthConfig::default()
+            },
+            CLUSTER,
+        )
+        .unwrap()
+        .member_token()
+        .unwrap()
+        .to_owned();
+        let spawn = |name: &str| {
+            let mut s = Spawn::new(bin(), name, &dir.path().join(name))
+                .args([
+                    "--config",
+                    config.to_str().unwrap(),
+                    "--zk",
+                    &zk.connect_string(),
+                ])
+                .args(["--cluster", CLUSTER, "--session-timeout-ms", "3000"])
+                .args(["--cluster-secret-file", secret.to_str().unwrap()])
+                .args(["--expected-items", "10000"]);
+            if let Some(ca) = &ca {
+                s = s
+                    .args([
+                        "--tls-cert",
+                        ca.cert.to_str().unwrap(),
+                        "--tls-key",
+                        ca.key.to_str().unwrap(),
+                    ])
+                    .args(["--tls-ca", ca.ca.to_str().unwrap()]);
+            }
+            s.start()
+        };
+        let (a, b) = (spawn("A"), spawn("B"));
+        let s = Secured {
+            zk,
+            a,
+            b,
+            read,
+            write,
+            foreign,
+            member,
+            ca,
+            secret,
+            dir,
+        };
+        s.wait_converged().await;
+        s
+    }
+
+    fn url(&self, d: &DomainProcess) -> String {
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        d.url.replacen("http", scheme, 1)
+    }
+
+    /// A client sending `token`, trusting the test CA when TLS is on.
+    fn client(&self, token: Option<&str>) -> reqwest::Client {
+        let trust = self.ca.as_ref().map(|ca| {
+            reqwest::Certificate::from_pem_bundle(&std::fs::read(&ca.ca).unwrap()).unwrap()
+        });
+        http_client(Duration::from_secs(10), token, trust).unwrap()
+    }
+
+    async fn wait_converged(&self) {
+        let client = self.client(Some(&self.read));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for d in [&self.a, &self.b] {
+            loop {
+                let state: Option<Value> = async {
+                    client
+                        .get(format!("{}/v1/cluster", self.url(d)))
+                        .send()
+                        .await
+                        .ok()?
+                        .json()
+                        .await
+                        .ok()
+                }
+                .await;
+                let done = state.is_some_and(|s| {
+                    s["domains"].as_array().is_some_and(|all| {
+                        all.len() == 2
+                            && all.iter().all(|x| {
+                                x["up"] == true && (x["self"] == true || x["current"] == true)
+                            })
+                    })
+                });
+                if done {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no convergence; A's log:\n{}",
+                    self.a.log()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// The store file and the published filter of A, as digests.
+    async fn state(&self) -> (u64, u64) {
+        let store = std::fs::read(self.dir.path().join("A").join("records.redb")).unwrap();
+        let filter = self
+            .client(Some(&self.read))
+            .get(format!("{}/v1/filter", self.url(&self.a)))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        (digest(&store), digest(&filter))
+    }
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Every route, with a body where it takes one.
+fn endpoints() -> Vec<(Method, &'static str, Option<&'static str>)> {
+    vec![
+        (Method::GET, "/v1/archives/X-1", None),
+        (Method::PUT, "/v1/archives/X-1", Some(r#"{"title":"t"}"#)),
+        (Method::DELETE, "/v1/archives/KEPT", None),
+        (Method::GET, "/v1/archives", None),
+        (
+            Method::POST,
+            "/v1/archives/_bulk",
+            Some("{\"id\":\"X-2\",\"title\":\"t\"}\n"),
+        ),
+        (Method::GET, "/v1/lookup/KEPT", None),
+        (Method::GET, "/v1/route/KEPT", None),
+        (Method::GET, "/v1/cluster", None),
+        (Method::GET, "/v1/contains/KEPT", None),
+        (Method::POST, "/v1/contains", Some(r#"["KEPT"]"#)),
+        (Method::GET, "/v1/filter", None),
+        (Method::GET, "/v1/filter/delta?epoch=1&since=0", None),
+        (Method::GET, "/v1/filter/verify", None),
+        (Method::GET, "/v1/stats", None),
+        (Method::GET, "/metrics", None),
+        (Method::GET, "/v1/no-such-route", None),
+    ]
+}
+
+fn is_write(method: &Method, path: &str) -> bool {
+    *method == Method::PUT || *method == Method::DELETE || path.ends_with("_bulk")
+}
+
+/// Sends one request; returns its status and JSON code.
+async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    (method, path, body): &(Method, &str, Option<&str>),
+) -> (StatusCode, String) {
+    let mut request = client.request(method.clone(), format!("{base}{path}"));
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let reply = request.send().await.unwrap();
+    let status = reply.status();
+    let body: Value = reply.json().await.unwrap_or(Value::Null);
+    (status, body["code"].as_str().unwrap_or_default().to_owned())
+}
+
+async fn tokens_and_roles(tls: bool) {
+    let s = Secured::start(tls).await;
+    let base = s.url(&s.a);
+    let writer = s.client(Some(&s.write));
+    let put = writer
+        .put(format!("{base}/v1/archives/KEPT"))
+        .header("content-type", "application/json")
+        .body(r#"{"title":"kept"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let before = s.state().await;
+
+    let anonymous = s.client(None);
+    let foreign = s.client(Some(&s.foreign));
+    let reader = s.client(Some(&s.read));
+    let member = s.client(Some(&s.member));
+    for e in endpoints() {
+        let (status, code) = send(&anonymous, &base, &e).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "no token: {} {}",
+            e.0,
+            e.1
+        );
+        let (status, code) = send(&foreign, &base, &e).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "foreign: {} {}",
+            e.0,
+            e.1
+        );
+        if is_write(&e.0, e.1) {
+            let (status, code) = send(&reader, &base, &e).await;
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::FORBIDDEN, "forbidden"),
+                "read token: {} {}",
+                e.0,
+                e.1
+            );
+        }
+        let (status, _) = send(&member, &base, &e).await;
+        let member_may = e.0 == Method::GET
+            && (e.1.starts_with("/v1/archives/")
+                || e.1.starts_with("/v1/filter?")
+                || e.1 == "/v1/filter"
+                || e.1.starts_with("/v1/filter/delta")
+                || e.1.starts_with("/v1/contains/"));
+        assert_eq!(
+            status != StatusCode::FORBIDDEN,
+            member_may,
+            "member: {} {} → {status}",
+            e.0,
+            e.1
+        );
+        assert_eq!(
+            s.state().await,
+            before,
+            "refused {} {} changed the state",
+            e.0,
+            e.1
+        );
+    }
+    // Open without a token: health and the page.
+    for path in ["/healthz", "/"] {
+        let status = anonymous
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+    // The right tokens work, across domains too.
+    let (status, _) = send(
+        &reader,
+        &s.url(&s.b),
+        &(Method::GET, "/v1/lookup/KEPT", None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(&writer, &base, &(Method::DELETE, "/v1/archives/KEPT", None)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_roles_over_plain_http() {
+    tokens_and_roles(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_roles_over_tls() {
+    tokens_and_roles(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_domains_refuse_plain_http_and_untrusted_clients() {
+    let s = Secured::start(true).await;
+    let https = s.url(&s.a);
+    let http = https.replacen("https", "http", 1);
+    let plain = http_client(Duration::from_secs(5), Some(&s.read), None).unwrap();
+    let result = plain.get(format!("{http}/v1/stats")).send().await;
+    assert!(
+        result.is_err() || !result.unwrap().status().is_success(),
+        "plain HTTP must not be served"
+    );
+    // Without the cluster's CA the server's certificate is not trusted.
+    let untrusting = plain.get(format!("{https}/v1/stats")).send().await;
+    assert!(untrusting.is_err(), "an untrusted certificate was accepted");
+    // The command line with the CA and a token.
+    let out = Command::new(bin())
+        .args([
+            "stats",
+            "--server",
+            &https,
+            "--tls-ca",
+            s.ca.as_ref().unwrap().ca.to_str().unwrap(),
+        ])
+        .env("XARCHIVE_TOKEN", &s.read)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outsiders_cannot_join_list_or_pull() {
+    let s = Secured::start(false).await;
+    // ZooKeeper: without the digest credentials nothing can be listed or
+    // registered under the cluster's folder.
+    let outsider = zk::Client::connect(&s.zk.connect_string()).await.unwrap();
+    let folder = format!("/xarchive/{CLUSTER}/domains");
+    let listed = outsider.list_children(&folder).await;
+    assert!(matches!(listed, Err(zk::Error::NoAuth)), "{listed:?}");
+    let created = outsider
+        .create(
+            &format!("{folder}/evil"),
+            br#"{"address":"http://127.0.0.1:1","kind":"counting","epoch":1,"version":1}"#,
+            &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+        )
+        .await;
+    assert!(matches!(created, Err(zk::Error::NoAuth)), "{created:?}");
+
+    // A domain with another secret cannot register, and is not let in.
+    let wrong = s.dir.path().join("wrong");
+    std::fs::write(&wrong, "not the cluster's secret at all\n").unwrap();
+    let evil = Spawn::new(bin(), "EVIL", &s.dir.path().join("EVIL"))
+        .args(["--zk", &s.zk.connect_string(), "--cluster", CLUSTER])
+        .args(["--cluster-secret-file", wrong.to_str().unwrap()])
+        .start();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !evil.log().contains("cluster secret is not the cluster's") {
+        assert!(
+            Instant::now() < deadline,
+            "no refusal in EVIL's log:\n{}",
+            evil.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let members: Value = s
+        .client(Some(&s.read))
+        .get(format!("{}/v1/cluster", s.url(&s.a)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(members["domains"].as_array().unwrap().len(), 2, "{members}");
+    // Its member token is not the cluster's: it cannot pull filters.
+    let evil_member = Authority::new(
+        &AuthConfig {
+            cluster_secret_file: Some(wrong),
+            ..AuthConfig::default()
+        },
+        CLUSTER,
+    )
+    .unwrap()
+    .member_token()
+    .unwrap()
+    .to_owned();
+    let pulled = s
+        .client(Some(&evil_member))
+        .get(format!("{}/v1/filter", s.url(&s.a)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pulled.status(), StatusCode::UNAUTHORIZED);
+    assert!(s.secret.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_token_has_its_own_rate() {
+    let dir = tempdir().unwrap();
+    let config = dir.path().join("domain.toml");
+    std::fs::write(&config, "[auth]\nrate_per_second = 1\nrate_burst = 3\n").unwrap();
+    let first = create_token(&config, "read", "first");
+    let second = create_token(&config, "read", "second");
+    let d = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .args(["--config", config.to_str().unwrap()])
+        .start();
+    let client = http_client(Duration::from_secs(5), Some(&first), None).unwrap();
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let reply = client
+            .get(format!("{}/v1/stats", d.url))
+            .send()
+            .await
+            .unwrap();
+        if reply.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(reply.headers().contains_key("retry-after"));
+            let body: Value = reply.json().await.unwrap();
+            assert_eq!(body["code"], "rate_limited");
+            statuses.push(429);
+        } else {
+            statuses.push(reply.status().as_u16());
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    let other = http_client(Duration::from_secs(5), Some(&second), None).unwrap();
+    assert_eq!(
+        other
+            .get(format!("{}/v1/stats", d.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+}
