@@ -1,6 +1,7 @@
 //! `xarchive up`: several domains in one process with the in-process
 //! coordinator, sample records on first run, data kept for the next.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -40,24 +41,33 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     print_welcome(&cluster, &args)?;
     xarchive_node::shutdown::signal().await;
     cluster.stop().await?;
-    println!("all domains stopped; data kept in {}", args.data.display());
+    // Whoever read the welcome may be gone (a closed pipe is not an error).
+    let _ = writeln!(
+        std::io::stdout(),
+        "all domains stopped; data kept in {}",
+        args.data.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
     let nodes = &cluster.nodes;
-    println!(
+    let mut out = String::new();
+    writeln!(
+        out,
         "xarchive: {} domains up, in-process coordinator, plain HTTP on loopback (no TLS: for one machine)",
         nodes.len()
-    );
+    )?;
     for node in nodes {
-        println!(
+        writeln!(
+            out,
             "  {:<3} {}  {:>7} records  data {}",
             node.domain.name(),
             node.cluster.address,
             node.domain.stats()?.records,
             node.config.data.display()
-        );
+        )?;
     }
     let first = &nodes[0].cluster.address;
     // An ID of the last domain holding sample records, asked at the first.
@@ -67,21 +77,21 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
         .unwrap_or(0);
     let id = sample::id(holder, 42);
     let encoded = xarchive_node::client::encode_id(&id);
-    println!("\nPage: {first}/");
-    println!(
-        "A lookup at {} of an ID held by {}:",
-        domain_name(0),
-        domain_name(holder)
-    );
-    println!("  xarchive lookup '{id}' --server {first}");
-    println!("  curl '{first}/v1/lookup/{encoded}'");
-    println!("The cluster: curl {first}/v1/cluster");
+    writeln!(out, "\nPage: {first}/")?;
+    let (asker, owner) = (domain_name(0), domain_name(holder));
+    writeln!(out, "A lookup at {asker} of an ID held by {owner}:")?;
+    writeln!(out, "  xarchive lookup '{id}' --server {first}")?;
+    writeln!(out, "  curl '{first}/v1/lookup/{encoded}'")?;
+    writeln!(out, "The cluster: curl {first}/v1/cluster")?;
     if args.records == 0 {
-        println!("(no sample records were loaded: --records 0)");
+        writeln!(out, "(no sample records were loaded: --records 0)")?;
     }
-    println!(
+    writeln!(
+        out,
         "Ctrl-C stops all domains; the data stays in {} for the next run.",
         args.data.display()
-    );
+    )?;
+    // A reader that went away (a closed pipe) is not an error.
+    let _ = std::io::stdout().write_all(out.as_bytes());
     Ok(())
 }
