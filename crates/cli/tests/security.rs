@@ -10,7 +10,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use xarchive_node::auth::{AuthConfig, Authority};
 use xarchive_node::client::http_client;
-use xarchive_testkit::{tempdir, DomainProcess, Spawn, TempDir, TestCa, ZooKeeperServer};
+use xarchive_node::tls::LoopbackCa;
+use xarchive_testkit::{tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
 
 fn bin() -> &'static Path {
@@ -46,7 +47,7 @@ struct Secured {
     foreign: String,
     /// What members present (derived from the secret).
     member: String,
-    ca: Option<TestCa>,
+    ca: Option<LoopbackCa>,
     secret: PathBuf,
     dir: TempDir,
 }
@@ -67,7 +68,7 @@ impl Secured {
         let write = create_token(&config, "write", "archivist");
         let other = dir.path().join("other.toml");
         let foreign = create_token(&other, "write", "archivist");
-        let ca = tls.then(|| TestCa::create(dir.path()));
+        let ca = tls.then(|| LoopbackCa::create(dir.path()).unwrap());
         let member = Authority::new(
             &AuthConfig {
                 cluster_secret_file: Some(secret.clone()),

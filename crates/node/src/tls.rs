@@ -30,6 +30,8 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
     #[error("{path} holds no certificate")]
     Empty { path: PathBuf },
+    #[error("cannot make a certificate: {0}")]
+    Generate(String),
 }
 
 fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -88,5 +90,58 @@ impl TlsConfig {
             return Err(TlsError::Empty { path: path.clone() });
         }
         Ok(Some(certs))
+    }
+}
+
+/// A throwaway certificate authority and a certificate it signed for
+/// `127.0.0.1` and `localhost`, written as PEM files: for benchmarks and
+/// tests of TLS on one machine, never for a real deployment.
+pub struct LoopbackCa {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl LoopbackCa {
+    /// Writes `ca.pem`, `cert.pem` and `key.pem` into `dir`.
+    pub fn create(dir: &Path) -> Result<LoopbackCa, TlsError> {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+        let failed = |e: rcgen::Error| TlsError::Generate(e.to_string());
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "xarchive loopback CA");
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(failed)?)
+            .map_err(failed)?;
+        let key = KeyPair::generate().map_err(failed)?;
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .map_err(failed)?
+            .signed_by(&key, &ca)
+            .map_err(failed)?;
+        let paths = LoopbackCa {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        let write = |path: &Path, text: String| {
+            std::fs::write(path, text).map_err(|e| TlsError::Read {
+                path: path.to_owned(),
+                detail: e.to_string(),
+            })
+        };
+        write(&paths.ca, ca.pem())?;
+        write(&paths.cert, cert.pem())?;
+        write(&paths.key, key.serialize_pem())?;
+        Ok(paths)
+    }
+
+    /// The configuration serving with this certificate and trusting this CA.
+    pub fn config(&self) -> TlsConfig {
+        TlsConfig {
+            cert: Some(self.cert.clone()),
+            key: Some(self.key.clone()),
+            ca: Some(self.ca.clone()),
+        }
     }
 }

@@ -4,11 +4,9 @@
 //!
 //! Nothing here skips: a server that cannot start is a test failure.
 
-mod certs;
 mod process;
 mod servers;
 
-pub use certs::TestCa;
 pub use process::{free_port, DomainProcess, Spawn};
 pub use servers::{RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH};
 pub use tempfile::{tempdir, TempDir};

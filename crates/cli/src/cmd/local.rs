@@ -98,7 +98,12 @@ impl LocalCluster {
                 ..NodeConfig::default()
             };
             (plan.tune)(&mut config);
-            let address = format!("http://{}", listener.local_addr()?);
+            let scheme = if config.tls.serves_tls() {
+                "https"
+            } else {
+                "http"
+            };
+            let address = format!("{scheme}://{}", listener.local_addr()?);
             let coordinator = (plan.coordinator)(i);
             let node =
                 tokio::task::spawn_blocking(move || Node::open_in(config, coordinator, &address))

@@ -69,6 +69,10 @@ pub struct LookupBenchArgs {
     /// Unmeasured load before each run (caches fill, connections open).
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     warmup: Duration,
+    /// Run the domains over HTTPS (a throwaway loopback certificate),
+    /// users and peers trusting only its authority.
+    #[arg(long)]
+    tls: bool,
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "bench-lookup.json")]
     json: PathBuf,
@@ -209,11 +213,14 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
         other => anyhow::bail!("unknown workload {other:?} (uniform, zipf)"),
     });
     let delay_ms = args.wan_delay.as_millis() as u64;
-    xarchive_node::client::install_crypto();
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(1024)
-        .timeout(Duration::from_secs(60))
-        .build()?;
+    let certs = tempfile::tempdir()?;
+    let tls = if args.tls {
+        xarchive_node::tls::LoopbackCa::create(certs.path())?.config()
+    } else {
+        xarchive_node::tls::TlsConfig::default()
+    };
+    let http = xarchive_node::client::http_client(Duration::from_secs(60), None, tls.trust()?)
+        .map_err(|e| anyhow::anyhow!(e))?;
     let runs_total = args.cache.len() * args.concurrency.len() * args.strategies.len();
     let bar = ProgressBar::new(runs_total as u64).with_style(
         ProgressStyle::with_template("{msg:>32} [{bar:30}] {pos}/{len} {elapsed}")?
@@ -241,6 +248,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
                 c.cluster.wan_delay_ms = delay_ms;
                 c.filter.expected_items = per_domain.max(1_000) * 2;
                 c.cache.url = url.clone();
+                c.tls = tls.clone();
             },
             coordinator: &|_| hub.coordinator() as Arc<dyn Coordinator>,
         })
@@ -284,9 +292,10 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
 fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Result<()> {
     let delay_ms = args.wan_delay.as_millis() as f64;
     println!(
-        "\n{} domains × {per_domain} records, {} workload, {delay_ms} ms one-way between domains (round trip {} ms), {} s per run\n",
+        "\n{} domains × {per_domain} records, {} workload, {}, {delay_ms} ms one-way between domains (round trip {} ms), {} s per run\n",
         args.domains,
         args.workload,
+        if args.tls { "HTTPS" } else { "plain HTTP" },
         2.0 * delay_ms,
         args.duration.as_secs_f64()
     );
@@ -351,6 +360,7 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
         "domains": args.domains,
         "records_per_domain": per_domain,
         "workload": args.workload,
+        "tls": args.tls,
         "zipf_s": args.zipf_s,
         "wan_delay_ms": delay_ms,
         "seconds_per_run": args.duration.as_secs_f64(),
