@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use xarchive_node::client::Client;
-use xarchive_testkit::{tempdir, DomainProcess, Spawn};
+use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn};
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_xarchive"))
@@ -164,13 +164,6 @@ mod parking_lot_free {
             std::mem::take(&mut *self.0.lock().unwrap())
         }
     }
-}
-
-fn digest(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use serde_json::Value;
 use xarchive_node::auth::{AuthConfig, Authority};
 use xarchive_node::client::http_client;
 use xarchive_node::tls::LoopbackCa;
-use xarchive_testkit::{tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
+use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
 
 fn bin() -> &'static Path {
@@ -184,13 +184,6 @@ impl Secured {
             .unwrap();
         (digest(&store), digest(&filter))
     }
-}
-
-fn digest(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
 }
 
 /// Every route, with a body where it takes one.

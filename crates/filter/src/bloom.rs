@@ -4,7 +4,7 @@
 use crate::codec::{self, words_from_le, DecodeError, Writer};
 use crate::delta::{ApplyError, Delta};
 use crate::geometry::{BloomGeometry, GeometryError};
-use crate::hash::{Probes, BLOCK_BITS};
+use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
 
 /// u64 words in one 512-bit block.
 const BLOCK_WORDS: usize = (BLOCK_BITS / 64) as usize;
@@ -69,7 +69,7 @@ impl BloomFilter {
     pub fn insert(&mut self, id: impl AsRef<[u8]>) -> bool {
         let probes = self.geometry.probes(id.as_ref());
         let k = self.geometry.k();
-        let block = block_mut(&mut self.words, probes.block);
+        let block = block_mut::<BLOCK_WORDS>(&mut self.words, probes.block);
         let changed = probes.fold_offsets(k, false, |changed, off| {
             let (word, bit) = ((off / 64) as usize, 1u64 << (off % 64));
             let was_clear = block[word] & bit == 0;
@@ -92,7 +92,7 @@ impl BloomFilter {
     /// filter's geometry (one hash serves many filters of equal geometry).
     #[inline]
     pub fn contains_probes(&self, probes: &Probes) -> bool {
-        let block = block(&self.words, probes.block);
+        let block = block::<BLOCK_WORDS>(&self.words, probes.block);
         probes.fold_offsets(self.geometry.k(), true, |all, off| {
             all & (block[(off / 64) as usize] >> (off % 64) & 1 == 1)
         })
@@ -217,22 +217,6 @@ impl BloomFilter {
             items,
         ))
     }
-}
-
-#[inline(always)]
-fn block(words: &[u64], block: u64) -> &[u64; BLOCK_WORDS] {
-    let start = block as usize * BLOCK_WORDS;
-    words[start..start + BLOCK_WORDS]
-        .try_into()
-        .expect("a block is BLOCK_WORDS long")
-}
-
-#[inline(always)]
-fn block_mut(words: &mut [u64], block: u64) -> &mut [u64; BLOCK_WORDS] {
-    let start = block as usize * BLOCK_WORDS;
-    (&mut words[start..start + BLOCK_WORDS])
-        .try_into()
-        .expect("a block is BLOCK_WORDS long")
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::bloom::BloomFilter;
 use crate::codec::{self, words_from_le, DecodeError, Writer};
 use crate::delta::{ChangeLog, Delta, DeltaError, DEFAULT_LOG_CAPACITY};
 use crate::geometry::{BloomGeometry, GeometryError};
-use crate::hash::{Probes, BLOCK_BITS};
+use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
 use crate::NotPresent;
 
 /// A counter that reaches this value stays there: after an overflow the
@@ -73,7 +73,7 @@ impl CountingBloomFilter {
         self.version = self.version.saturating_add(1);
         self.items = self.items.saturating_add(1);
         let base = probes.block * BLOCK_BITS;
-        let block = block_mut(&mut self.words, probes.block);
+        let block = block_mut::<BLOCK_WORDS>(&mut self.words, probes.block);
         // Branch-free update and logging: whether a counter was 0 or 14 is
         // a coin toss the branch predictor would lose.
         let (log, version) = (&mut self.log, self.version);
@@ -107,7 +107,7 @@ impl CountingBloomFilter {
     pub fn remove(&mut self, id: impl AsRef<[u8]>) -> Result<(), NotPresent> {
         let probes = self.geometry.probes(id.as_ref());
         let k = self.geometry.k();
-        let block = block_mut(&mut self.words, probes.block);
+        let block = block_mut::<BLOCK_WORDS>(&mut self.words, probes.block);
         if !probes.fold_offsets(k, true, |all, off| all & (counter_in(block, off) != 0)) {
             return Err(NotPresent);
         }
@@ -139,7 +139,7 @@ impl CountingBloomFilter {
 
     #[inline]
     pub fn contains_probes(&self, probes: &Probes) -> bool {
-        let block = block(&self.words, probes.block);
+        let block = block::<BLOCK_WORDS>(&self.words, probes.block);
         // No early exit: the k loads then issue together, and a miss costs
         // no misprediction.
         probes.fold_offsets(self.geometry.k(), true, |all, off| {
@@ -151,7 +151,7 @@ impl CountingBloomFilter {
     /// was inserted (while no counter is stuck).
     pub fn count(&self, id: impl AsRef<[u8]>) -> u8 {
         let probes = self.geometry.probes(id.as_ref());
-        let block = block(&self.words, probes.block);
+        let block = block::<BLOCK_WORDS>(&self.words, probes.block);
         probes
             .offsets(self.geometry.k())
             .map(|off| counter_in(block, off))
@@ -332,22 +332,6 @@ fn nibble(off: u32) -> (usize, u32) {
 fn counter_in(block: &[u64; BLOCK_WORDS], off: u32) -> u8 {
     let (w, shift) = nibble(off);
     ((block[w] >> shift) & 0xf) as u8
-}
-
-#[inline(always)]
-fn block(words: &[u64], block: u64) -> &[u64; BLOCK_WORDS] {
-    let start = block as usize * BLOCK_WORDS;
-    words[start..start + BLOCK_WORDS]
-        .try_into()
-        .expect("a block is BLOCK_WORDS long")
-}
-
-#[inline(always)]
-fn block_mut(words: &mut [u64], block: u64) -> &mut [u64; BLOCK_WORDS] {
-    let start = block as usize * BLOCK_WORDS;
-    (&mut words[start..start + BLOCK_WORDS])
-        .try_into()
-        .expect("a block is BLOCK_WORDS long")
 }
 
 /// Bit i of the result says whether counter i of `w` is non-zero.

@@ -125,6 +125,24 @@ pub(crate) fn fast_range(x: u64, n: u64) -> u64 {
 /// one block, so a lookup touches one 64-byte cache line of a bit array.
 pub const BLOCK_BITS: u64 = 512;
 
+/// Block number `block` of `words`, where a block is `N` words: as an
+/// array, so that indexing inside it needs no further bounds check.
+#[inline(always)]
+pub(crate) fn block<const N: usize>(words: &[u64], block: u64) -> &[u64; N] {
+    let start = block as usize * N;
+    words[start..start + N]
+        .try_into()
+        .expect("a slice of N words is an array of N words")
+}
+
+#[inline(always)]
+pub(crate) fn block_mut<const N: usize>(words: &mut [u64], block: u64) -> &mut [u64; N] {
+    let start = block as usize * N;
+    (&mut words[start..start + N])
+        .try_into()
+        .expect("a slice of N words is an array of N words")
+}
+
 /// Offsets taken from one 64-bit word: seven 9-bit fields.
 pub const OFFSETS_PER_WORD: u32 = 7;
 

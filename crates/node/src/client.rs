@@ -38,6 +38,14 @@ pub enum ClientError {
     Address(String, String),
 }
 
+/// Turns a reqwest failure on `url` into [`ClientError::Transport`].
+fn transport(url: &str) -> impl FnOnce(reqwest::Error) -> ClientError + '_ {
+    move |source| ClientError::Transport {
+        url: url.to_owned(),
+        source,
+    }
+}
+
 impl ClientError {
     /// The peer could not be reached or did not answer in time.
     pub fn is_unreachable(&self) -> bool {
@@ -193,10 +201,7 @@ impl Client {
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
-        response.map_err(|source| ClientError::Transport {
-            url: url.to_owned(),
-            source,
-        })
+        response.map_err(transport(url))
     }
 
     /// Sends; a status other than 2xx becomes [`ClientError::Api`].
@@ -234,13 +239,7 @@ impl Client {
         response: reqwest::Response,
         url: &str,
     ) -> Result<T, ClientError> {
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.to_owned(),
-                source,
-            })?;
+        let bytes = response.bytes().await.map_err(transport(url))?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
             url: url.to_owned(),
             detail: e.to_string(),
@@ -360,13 +359,7 @@ impl Client {
                 })
             }
         };
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.clone(),
-                source,
-            })?;
+        let bytes = response.bytes().await.map_err(transport(&url))?;
         Ok(FetchedFilter {
             kind,
             position,
@@ -398,13 +391,7 @@ impl Client {
         if content_type != DELTA_WITH_IDS {
             return Err(decode(format!("content type {content_type:?}")));
         }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.clone(),
-                source,
-            })?;
+        let body = response.bytes().await.map_err(transport(&url))?;
         let (delta, changed) = split_delta_with_ids(&body).map_err(decode)?;
         Ok(DeltaAnswer::Delta { delta, changed })
     }

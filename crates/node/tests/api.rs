@@ -8,6 +8,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use xarchive_node::{Node, NodeConfig};
+use xarchive_testkit::digest;
 
 struct App {
     node: Arc<Node>,
@@ -54,13 +55,6 @@ fn app_with(f: impl FnOnce(&mut NodeConfig)) -> App {
 
 fn app() -> App {
     app_with(|_| {})
-}
-
-fn digest(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
 }
 
 /// Percent-encodes an ID for a path segment.

@@ -11,6 +11,15 @@ pub use process::{free_port, DomainProcess, Spawn};
 pub use servers::{RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH};
 pub use tempfile::{tempdir, TempDir};
 
+/// A short stand-in for `bytes` (to compare files and bodies before and
+/// after a request, with failure messages that stay readable).
+pub fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
 /// Fails the test with a message unless `f` becomes true within `secs`.
 pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
