@@ -1,7 +1,7 @@
 //! The plain (blocked) Bloom filter: the bit view that peers and browsers
 //! hold of a domain's counting filter.
 
-use crate::codec::{self, words_from_le, DecodeError, Writer};
+use crate::codec::{self, words_from_le, BloomHeader, DecodeError, Writer};
 use crate::delta::{ApplyError, Delta};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
@@ -188,33 +188,28 @@ impl BloomFilter {
 
     /// Serializes in the `XABL` format of docs/FORMAT.md.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new(codec::BLOOM, 40 + self.words.len() * 8);
-        w.u64(self.geometry.num_bits())
-            .u32(self.geometry.k())
-            .u32(self.geometry.seed())
-            .u64(self.epoch)
-            .u64(self.version)
-            .u64(self.items)
-            .words(&self.words);
+        let mut w = Writer::new(codec::BLOOM, BloomHeader::LEN + self.words.len() * 8);
+        BloomHeader {
+            geometry: self.geometry,
+            epoch: self.epoch,
+            version: self.version,
+            items: self.items,
+        }
+        .write(&mut w);
+        w.words(&self.words);
         w.finish()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = codec::open(bytes, codec::BLOOM)?;
-        let num_bits = r.u64()?;
-        let k = r.u32()?;
-        let seed = r.u32()?;
-        let geometry = BloomGeometry::new(num_bits, k, seed)?;
-        let epoch = r.u64()?;
-        let version = r.u64()?;
-        let items = r.u64()?;
-        let payload = r.payload(num_bits / 8)?;
+        let h = BloomHeader::read(&mut r)?;
+        let payload = r.payload(h.geometry.num_bits() / 8)?;
         Ok(BloomFilter::from_parts(
-            geometry,
+            h.geometry,
             words_from_le(payload),
-            epoch,
-            version,
-            items,
+            h.epoch,
+            h.version,
+            h.items,
         ))
     }
 }

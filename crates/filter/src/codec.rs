@@ -3,7 +3,7 @@
 //! reader that decoders use so that no input can make them panic or
 //! allocate more than the input's own length.
 
-use crate::geometry::GeometryError;
+use crate::geometry::{BloomGeometry, GeometryError};
 
 /// Version written into, and the only one accepted from, every envelope.
 pub const FORMAT_VERSION: u8 = 1;
@@ -268,4 +268,38 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
         })
         .collect();
     digits.chunks_exact(2).map(|p| p[0] << 4 | p[1]).collect()
+}
+
+/// The body header `XABL` and `XACB` share: geometry, epoch, version,
+/// items (40 bytes); each is followed by its own payload.
+pub(crate) struct BloomHeader {
+    pub geometry: BloomGeometry,
+    pub epoch: u64,
+    pub version: u64,
+    pub items: u64,
+}
+
+impl BloomHeader {
+    pub const LEN: usize = 40;
+
+    pub fn write(&self, w: &mut Writer) {
+        w.u64(self.geometry.num_bits())
+            .u32(self.geometry.k())
+            .u32(self.geometry.seed())
+            .u64(self.epoch)
+            .u64(self.version)
+            .u64(self.items);
+    }
+
+    pub fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let num_bits = r.u64()?;
+        let k = r.u32()?;
+        let seed = r.u32()?;
+        Ok(BloomHeader {
+            geometry: BloomGeometry::new(num_bits, k, seed)?,
+            epoch: r.u64()?,
+            version: r.u64()?,
+            items: r.u64()?,
+        })
+    }
 }

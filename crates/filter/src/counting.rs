@@ -2,7 +2,7 @@
 //! view for peers and a flip log for deltas.
 
 use crate::bloom::BloomFilter;
-use crate::codec::{self, words_from_le, DecodeError, Writer};
+use crate::codec::{self, words_from_le, BloomHeader, DecodeError, Writer};
 use crate::delta::{ChangeLog, Delta, DeltaError, DEFAULT_LOG_CAPACITY};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
@@ -246,14 +246,15 @@ impl CountingBloomFilter {
     /// Serializes in the `XACB` format of docs/FORMAT.md. The flip log is
     /// not saved: a decoded filter answers deltas from its version on.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new(codec::COUNTING, 40 + self.words.len() * 8);
-        w.u64(self.geometry.num_bits())
-            .u32(self.geometry.k())
-            .u32(self.geometry.seed())
-            .u64(self.epoch)
-            .u64(self.version)
-            .u64(self.items)
-            .words(&self.words);
+        let mut w = Writer::new(codec::COUNTING, BloomHeader::LEN + self.words.len() * 8);
+        BloomHeader {
+            geometry: self.geometry,
+            epoch: self.epoch,
+            version: self.version,
+            items: self.items,
+        }
+        .write(&mut w);
+        w.words(&self.words);
         w.finish()
     }
 
@@ -302,19 +303,13 @@ pub(crate) struct Parts<'a> {
 
 pub(crate) fn decode_parts(bytes: &[u8]) -> Result<Parts<'_>, DecodeError> {
     let mut r = codec::open(bytes, codec::COUNTING)?;
-    let num_bits = r.u64()?;
-    let k = r.u32()?;
-    let seed = r.u32()?;
-    let geometry = BloomGeometry::new(num_bits, k, seed)?;
-    let epoch = r.u64()?;
-    let version = r.u64()?;
-    let items = r.u64()?;
-    let counters = r.payload(num_bits / 2)?;
+    let h = BloomHeader::read(&mut r)?;
+    let counters = r.payload(h.geometry.num_bits() / 2)?;
     Ok(Parts {
-        geometry,
-        epoch,
-        version,
-        items,
+        geometry: h.geometry,
+        epoch: h.epoch,
+        version: h.version,
+        items: h.items,
         counters,
     })
 }

@@ -10,7 +10,7 @@ use xarchive_filter::{
 };
 
 /// An operation on a small pool of IDs: `true` inserts, `false` removes
-/// (only IDs the model holds are removed; others are skipped).
+/// (only IDs the model holds are removed; other removes are left out).
 fn ops(pool: usize, len: usize) -> impl Strategy<Value = Vec<(usize, bool)>> {
     prop::collection::vec((0..pool, prop::bool::weighted(0.6)), 0..len)
 }

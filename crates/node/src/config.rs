@@ -18,7 +18,7 @@ use crate::tls::TlsConfig;
 pub struct Limits {
     /// Largest record content, in bytes (after base64 decoding).
     pub max_content_bytes: usize,
-    /// Lines read from one `_bulk` request; the rest are skipped.
+    /// Lines read from one `_bulk` request; the rest are not read.
     pub max_bulk_lines: usize,
     /// IDs in one `POST /v1/contains`.
     pub max_contains_ids: usize,

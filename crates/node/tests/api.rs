@@ -346,7 +346,7 @@ async fn bulk_reports_each_line_and_commits_the_good_ones() {
     let report = r.json();
     assert_eq!(
         report["summary"],
-        json!({"lines": 5, "created": 2, "replaced": 1, "failed": 2, "skipped": 0})
+        json!({"lines": 5, "created": 2, "replaced": 1, "failed": 2, "beyond_limit": 0})
     );
     let statuses: Vec<(u64, u64)> = report["results"]
         .as_array()
@@ -376,7 +376,7 @@ async fn bulk_skips_lines_past_the_limit() {
         .await
         .json();
     assert_eq!(report["summary"]["created"], 3);
-    assert_eq!(report["summary"]["skipped"], 2);
+    assert_eq!(report["summary"]["beyond_limit"], 2);
 }
 
 #[tokio::test]

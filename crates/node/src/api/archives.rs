@@ -161,7 +161,7 @@ pub struct BulkSummary {
     pub replaced: usize,
     pub failed: usize,
     /// Lines beyond the per-request limit, not read.
-    pub skipped: usize,
+    pub beyond_limit: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -249,7 +249,7 @@ impl Bulk {
 /// `POST /v1/archives/_bulk`: NDJSON, one record per line, read as it
 /// streams in and committed in batches of [`BULK_BATCH`]. Each line gets a
 /// result (by line number); a bad line fails alone. Lines past the
-/// request's limit are not read and are counted as skipped.
+/// request's limit are not read and are counted as `beyond_limit`.
 pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response, ApiError> {
     let limits = &node.config.limits;
     let max_line = limits.max_content_bytes / 3 * 4 + 64 * 1024;
@@ -288,7 +288,7 @@ pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response,
             }
             line_no += 1;
             if line_no > max_lines {
-                bulk.report.summary.skipped += 1;
+                bulk.report.summary.beyond_limit += 1;
                 continue;
             }
             match line {
