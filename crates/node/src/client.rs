@@ -47,11 +47,6 @@ fn transport(url: &str) -> impl FnOnce(reqwest::Error) -> ClientError + '_ {
 }
 
 impl ClientError {
-    /// The peer could not be reached or did not answer in time.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, ClientError::Transport { .. })
-    }
-
     pub fn code(&self) -> Option<&str> {
         match self {
             ClientError::Api { code, .. } => Some(code),
@@ -178,10 +173,6 @@ impl Client {
     pub fn with_delay(mut self, one_way: Duration) -> Self {
         self.delay = one_way;
         self
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     fn url(&self, path: &str) -> String {

@@ -135,10 +135,6 @@ impl Cluster {
         })
     }
 
-    pub fn config(&self) -> &ClusterConfig {
-        &self.config
-    }
-
     /// A client for the peer at `address`, sharing the connection pool.
     pub fn peer_client(&self, address: &str) -> Result<Client, ClientError> {
         Ok(Client::with_http(self.http.clone(), address)?
