@@ -148,16 +148,11 @@ impl BloomFilter {
     /// False-positive rate implied by the bits actually set: the mean over
     /// blocks of (block fill)^k.
     pub fn estimated_fpr(&self) -> f64 {
-        let k = self.geometry.k() as i32;
-        let sum: f64 = self
-            .words
-            .chunks_exact(BLOCK_WORDS)
-            .map(|b| {
-                let ones: u32 = b.iter().map(|w| w.count_ones()).sum();
-                (f64::from(ones) / BLOCK_BITS as f64).powi(k)
-            })
-            .sum();
-        sum / self.geometry.num_blocks() as f64
+        self.geometry.rate_from_fills(
+            self.words
+                .chunks_exact(BLOCK_WORDS)
+                .map(|b| b.iter().map(|w| w.count_ones()).sum()),
+        )
     }
 
     /// The bits as little-endian u64 words (bit i is bit i % 64 of word i / 64).

@@ -209,6 +209,16 @@ impl CountingBloomFilter {
         BloomFilter::from_parts(self.geometry, bits, self.epoch, self.version, self.items)
     }
 
+    /// False-positive rate implied by the counters above zero (that of the
+    /// bit view, without building it).
+    pub fn estimated_fpr(&self) -> f64 {
+        self.geometry.rate_from_fills(
+            self.words
+                .chunks_exact(BLOCK_WORDS)
+                .map(|b| b.iter().map(|&w| nonzero_nibbles(w).count_ones()).sum()),
+        )
+    }
+
     /// Share of counters above zero.
     pub fn fill_ratio(&self) -> f64 {
         let ones: u64 = self
@@ -368,6 +378,16 @@ mod tests {
             });
             assert_eq!(nonzero_nibbles(w), expect, "{w:#x}");
         }
+    }
+
+    #[test]
+    fn estimated_rate_is_the_bit_views() {
+        let mut f = CountingBloomFilter::with_capacity(1000, 0.01).unwrap();
+        for i in 0..1500 {
+            f.insert(format!("ID-{i}"));
+        }
+        assert_eq!(f.estimated_fpr(), f.bit_view().estimated_fpr());
+        assert!(f.estimated_fpr() > 0.0);
     }
 
     #[test]

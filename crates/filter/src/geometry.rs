@@ -130,6 +130,16 @@ impl BloomGeometry {
     pub fn theoretical_fpr(&self, items: u64) -> f64 {
         blocked_fpr(items, self.num_blocks(), self.k)
     }
+
+    /// The false-positive rate implied by the bits set in each block (in
+    /// block order): the mean over blocks of (block fill)^k.
+    pub(crate) fn rate_from_fills(&self, ones_per_block: impl Iterator<Item = u32>) -> f64 {
+        let k = self.k as i32;
+        let sum: f64 = ones_per_block
+            .map(|ones| (f64::from(ones) / BLOCK_BITS as f64).powi(k))
+            .sum();
+        sum / self.num_blocks() as f64
+    }
 }
 
 fn check_rate(fpr: f64) -> Result<(), GeometryError> {

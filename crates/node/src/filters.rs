@@ -200,7 +200,7 @@ impl LocalFilter {
                 bytes: f.geometry().num_bits() / 2,
                 items: f.items(),
                 fill_ratio: f.fill_ratio(),
-                estimated_fpr: f.bit_view().estimated_fpr(),
+                estimated_fpr: f.estimated_fpr(),
                 stuck_counters: Some(f.stuck_counters()),
                 version: f.version(),
                 epoch: f.epoch(),
