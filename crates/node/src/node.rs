@@ -75,13 +75,14 @@ impl Node {
         }))
     }
 
-    /// Starts the background work: registration and replica sync.
-    pub fn start(&self, trigger: &Trigger) {
+    /// Starts the background work (registration and replica sync), which
+    /// ends when `trigger` fires.
+    pub fn start(&self, trigger: &Trigger) -> Vec<tokio::task::JoinHandle<()>> {
         self.cluster.start(
             self.domain.settings().kind,
             self.domain.subscribe(),
             trigger,
-        );
+        )
     }
 
     /// Runs `f` on the blocking pool: store reads and writes wait on the

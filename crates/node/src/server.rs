@@ -43,7 +43,7 @@ pub async fn serve(
         stopping.graceful_shutdown(Some(GRACE));
     });
     let background = Trigger::new();
-    node.start(&background);
+    let tasks = node.start(&background);
 
     let app = crate::api::router(node.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let mut server = axum_server::from_tcp(listener.into_std()?)?.handle(handle);
@@ -63,8 +63,9 @@ pub async fn serve(
         None => server.serve(app).await,
     };
     background.fire();
-    // Give the coordinator a moment to deregister before the store closes.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Deregistered before the store closes (bounded: a lost coordinator
+    // must not hold up the shutdown).
+    let _ = tokio::time::timeout(Duration::from_secs(5), futures::future::join_all(tasks)).await;
     served?;
     let closing = node.clone();
     tokio::task::spawn_blocking(move || closing.domain.close())

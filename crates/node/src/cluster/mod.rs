@@ -141,13 +141,14 @@ impl Cluster {
             .with_delay(Duration::from_millis(self.config.wan_delay_ms)))
     }
 
-    /// Starts the coordinator and the replica sync.
+    /// Starts the coordinator and the replica sync; both end when
+    /// `trigger` fires (the coordinator after deregistering).
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         positions: watch::Receiver<Position>,
         trigger: &Trigger,
-    ) {
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         let position = *positions.borrow();
         let member = Member {
             address: self.address.clone(),
@@ -155,13 +156,15 @@ impl Cluster {
             epoch: position.epoch,
             version: position.version,
         };
-        tokio::spawn(self.coordinator.clone().run(
-            self.me.clone(),
-            member,
-            positions,
-            trigger.subscribe(),
-        ));
-        tokio::spawn(sync::run(self.clone(), trigger.subscribe()));
+        vec![
+            tokio::spawn(self.coordinator.clone().run(
+                self.me.clone(),
+                member,
+                positions,
+                trigger.subscribe(),
+            )),
+            tokio::spawn(sync::run(self.clone(), trigger.subscribe())),
+        ]
     }
 
     /// Whether a write may be taken now: only while the coordinator can
