@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use xarchive_testkit::{free_port, tempdir};
+use xarchive_testkit::tempdir;
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_xarchive"))
@@ -13,20 +13,15 @@ fn bin() -> &'static Path {
 
 /// Runs `xarchive up` until it has printed its lookup command, checks
 /// that command against the running domains, then stops it with SIGINT
-/// (Ctrl-C). Returns everything it printed.
-fn run_up(data: &Path, port: u16) -> String {
+/// (Ctrl-C). Returns everything it printed. `--port 0` lets it pick free
+/// ports: three fixed consecutive ones could be taken by parallel tests.
+fn run_up(data: &Path) -> String {
+    let log = data.with_extension("stderr");
     let mut child = Command::new(bin())
-        .args([
-            "up",
-            "--records",
-            "300",
-            "--port",
-            &port.to_string(),
-            "--data",
-        ])
+        .args(["up", "--records", "300", "--port", "0", "--data"])
         .arg(data)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let mut printed = String::new();
@@ -46,7 +41,10 @@ fn run_up(data: &Path, port: u16) -> String {
     // Keep reading what it prints while it stops.
     let rest =
         std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
-    let lookup = lookup.unwrap_or_else(|| panic!("no lookup command printed:\n{printed}"));
+    let lookup = lookup.unwrap_or_else(|| {
+        let err = std::fs::read_to_string(&log).unwrap_or_default();
+        panic!("no lookup command printed:\n{printed}\nstderr:\n{err}")
+    });
     // "'ID' --server URL": run it as printed.
     let (id, server) = lookup.split_once(" --server ").unwrap();
     let out = Command::new(bin())
@@ -83,8 +81,7 @@ fn run_up(data: &Path, port: u16) -> String {
 fn up_serves_three_domains_and_keeps_their_data() {
     let dir = tempdir().unwrap();
     let data = dir.path().join("xarchive-data");
-    let port = free_port();
-    let first = run_up(&data, port);
+    let first = run_up(&data);
     assert!(first.contains("3 domains up"), "{first}");
     assert!(first.contains("plain HTTP on loopback"), "{first}");
     assert_eq!(first.matches("    300 records").count(), 3, "{first}");
@@ -95,6 +92,6 @@ fn up_serves_three_domains_and_keeps_their_data() {
         );
     }
     // The second run finds the records and loads nothing more.
-    let second = run_up(&data, port);
+    let second = run_up(&data);
     assert_eq!(second.matches("    300 records").count(), 3, "{second}");
 }
