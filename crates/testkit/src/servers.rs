@@ -142,6 +142,20 @@ impl StartError {
     }
 }
 
+/// Calls `spawn` with free ports until one is not taken before the server
+/// binds it; panics (the test fails) on any other error.
+fn on_a_free_port(what: &str, mut spawn: impl FnMut(u16) -> Result<(), StartError>) {
+    let mut last = String::new();
+    for _ in 0..START_ATTEMPTS {
+        match spawn(free_port()) {
+            Ok(()) => return,
+            Err(StartError::PortTaken(msg)) => last = msg,
+            Err(StartError::Failed(msg)) => panic!("cannot start {what}: {msg}"),
+        }
+    }
+    panic!("cannot start {what}: every port tried was taken; last attempt: {last}")
+}
+
 /// Bytes of `path` from `offset` on (a log appended to by each start).
 fn read_from(path: &Path, offset: u64) -> String {
     let bytes = fs::read(path).unwrap_or_default();
@@ -399,16 +413,11 @@ impl ZooKeeperServer {
             log_start: 0,
             dir,
         };
-        let mut last = String::new();
-        for _ in 0..START_ATTEMPTS {
-            server.port = free_port();
-            match server.spawn() {
-                Ok(()) => return server,
-                Err(StartError::PortTaken(msg)) => last = msg,
-                Err(StartError::Failed(msg)) => panic!("cannot start ZooKeeper: {msg}"),
-            }
-        }
-        panic!("cannot start ZooKeeper: every port tried was taken; last attempt: {last}")
+        on_a_free_port("ZooKeeper", |port| {
+            server.port = port;
+            server.spawn()
+        });
+        server
     }
 
     /// The connect string for a client: `127.0.0.1:PORT`.
@@ -654,16 +663,11 @@ impl RedisServer {
             stdio_start: 0,
             dir,
         };
-        let mut last = String::new();
-        for _ in 0..START_ATTEMPTS {
-            server.port = free_port();
-            match server.spawn() {
-                Ok(()) => return server,
-                Err(StartError::PortTaken(msg)) => last = msg,
-                Err(StartError::Failed(msg)) => panic!("cannot start Redis: {msg}"),
-            }
-        }
-        panic!("cannot start Redis: every port tried was taken; last attempt: {last}")
+        on_a_free_port("Redis", |port| {
+            server.port = port;
+            server.spawn()
+        });
+        server
     }
 
     /// The URL for a client: `redis://127.0.0.1:PORT/0`.
