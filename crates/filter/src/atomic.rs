@@ -2,8 +2,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::codec::DecodeError;
-use crate::counting::{decode_parts, stuck_nibbles, CountingBloomFilter, BLOCK_WORDS, COUNTER_MAX};
+use crate::codec::{le_words, DecodeError};
+use crate::counting::{
+    decode_parts, nibble, stuck_nibbles, CountingBloomFilter, BLOCK_WORDS, COUNTER_MAX,
+};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::NotPresent;
 
@@ -66,7 +68,7 @@ impl AtomicCountingBloomFilter {
         let probes = self.geometry.probes(id.as_ref());
         let block = self.block(probes.block);
         for off in probes.offsets(self.geometry.k()) {
-            let (word, shift) = ((off / 16) as usize, (off % 16) * 4);
+            let (word, shift) = nibble(off);
             let updated = block[word].fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 let c = (w >> shift) & 0xf;
                 (c < u64::from(COUNTER_MAX)).then(|| w + (1 << shift))
@@ -90,7 +92,7 @@ impl AtomicCountingBloomFilter {
             return Err(NotPresent);
         }
         for off in probes.offsets(k) {
-            let (word, shift) = ((off / 16) as usize, (off % 16) * 4);
+            let (word, shift) = nibble(off);
             // A zero here means a remove without its insert raced us; the
             // counter stays at zero rather than wrapping into its neighbour.
             let _ = block[word].fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
@@ -153,15 +155,7 @@ impl AtomicCountingBloomFilter {
     /// dropped. The counter words are made once, straight from the input.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let parts = decode_parts(bytes)?;
-        let words: Vec<AtomicU64> = parts
-            .counters
-            .chunks_exact(8)
-            .map(|c| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(c);
-                AtomicU64::new(u64::from_le_bytes(w))
-            })
-            .collect();
+        let words = le_words(parts.counters).map(AtomicU64::new).collect();
         Ok(AtomicCountingBloomFilter::from_parts(
             parts.geometry,
             words,
@@ -187,7 +181,8 @@ impl AtomicCountingBloomFilter {
 
 #[inline(always)]
 fn counter(block: &[AtomicU64], off: u32) -> u64 {
-    (block[(off / 16) as usize].load(Ordering::Acquire) >> ((off % 16) * 4)) & 0xf
+    let (word, shift) = nibble(off);
+    (block[word].load(Ordering::Acquire) >> shift) & 0xf
 }
 
 impl From<CountingBloomFilter> for AtomicCountingBloomFilter {
@@ -204,7 +199,7 @@ impl From<CountingBloomFilter> for AtomicCountingBloomFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::unhex;
+    use crate::codec::{unhex, FUZZ_FIND_512_COUNTERS};
 
     /// Fuzz find (decode_atomic): decoding went through a
     /// `CountingBloomFilter` (with its 2 MiB flip log) and then copied its
@@ -213,18 +208,7 @@ mod tests {
     /// this checks the result.
     #[test]
     fn decode_regression_single_copy() {
-        let bytes = unhex(
-            "5841434201000000000200000000000001000000000000000000000000000000
-           1300000000000000110000000000000000000000000000000000000000000000
-           000000000000000000000000000000000000000000000000000000000000f000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           00000000000000000000000000000000f82e4b10",
-        );
+        let bytes = unhex(FUZZ_FIND_512_COUNTERS);
         let f = AtomicCountingBloomFilter::decode(&bytes).unwrap();
         let plain = CountingBloomFilter::decode(&bytes).unwrap();
         assert_eq!(f.snapshot().counter_words(), plain.counter_words());

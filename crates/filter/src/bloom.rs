@@ -1,7 +1,7 @@
 //! The plain (blocked) Bloom filter: the bit view that peers and browsers
 //! hold of a domain's counting filter.
 
-use crate::codec::{self, words_from_le, BloomHeader, DecodeError, Writer};
+use crate::codec::{self, le_words, BloomHeader, DecodeError, Writer};
 use crate::delta::{ApplyError, Delta};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
@@ -201,7 +201,7 @@ impl BloomFilter {
         let payload = r.payload(h.geometry.num_bits() / 8)?;
         Ok(BloomFilter::from_parts(
             h.geometry,
-            words_from_le(payload),
+            le_words(payload).collect(),
             h.epoch,
             h.version,
             h.items,

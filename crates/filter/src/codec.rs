@@ -244,15 +244,12 @@ impl<'a> Reader<'a> {
 }
 
 /// Little-endian u64 words from a payload whose length is a multiple of 8.
-pub(crate) fn words_from_le(bytes: &[u8]) -> Vec<u64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
-        .collect()
+pub(crate) fn le_words(bytes: &[u8]) -> impl ExactSizeIterator<Item = u64> + '_ {
+    bytes.chunks_exact(8).map(|c| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        u64::from_le_bytes(w)
+    })
 }
 
 /// Bytes from hex digits, whitespace ignored (test inputs from fuzz finds).
@@ -269,6 +266,21 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
         .collect();
     digits.chunks_exact(2).map(|p| p[0] << 4 | p[1]).collect()
 }
+
+/// A 512-counter `XACB` filter (308 bytes) that both counting decoders once
+/// allocated far more than its size for: a regression input for each.
+#[cfg(test)]
+pub(crate) const FUZZ_FIND_512_COUNTERS: &str =
+    "5841434201000000000200000000000001000000000000000000000000000000
+     1300000000000000110000000000000000000000000000000000000000000000
+     000000000000000000000000000000000000000000000000000000000000f000
+     0000000000000000000000000000000000000000000000000000000000000000
+     0000000000000000000000000000000000000000000000000000000000000000
+     0000000000000000000000000000000000000000000000000000000000000000
+     0000000000000000000000000000000000000000000000000000000000000000
+     0000000000000000000000000000000000000000000000000000000000000000
+     0000000000000000000000000000000000000000000000000000000000000000
+     00000000000000000000000000000000f82e4b10";
 
 /// The body header `XABL` and `XACB` share: geometry, epoch, version,
 /// items (40 bytes); each is followed by its own payload.

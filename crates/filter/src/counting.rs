@@ -2,7 +2,7 @@
 //! view for peers and a flip log for deltas.
 
 use crate::bloom::BloomFilter;
-use crate::codec::{self, words_from_le, BloomHeader, DecodeError, Writer};
+use crate::codec::{self, le_words, BloomHeader, DecodeError, Writer};
 use crate::delta::{ChangeLog, Delta, DeltaError, DEFAULT_LOG_CAPACITY};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
@@ -272,7 +272,7 @@ impl CountingBloomFilter {
         let parts = decode_parts(bytes)?;
         Ok(CountingBloomFilter::from_words(
             parts.geometry,
-            words_from_le(parts.counters),
+            le_words(parts.counters).collect(),
             parts.epoch,
             parts.version,
             parts.items,
@@ -326,7 +326,7 @@ pub(crate) fn decode_parts(bytes: &[u8]) -> Result<Parts<'_>, DecodeError> {
 
 /// Word index within a block and bit shift of counter `off` of the block.
 #[inline(always)]
-fn nibble(off: u32) -> (usize, u32) {
+pub(crate) fn nibble(off: u32) -> (usize, u32) {
     (
         (off / PER_WORD as u32) as usize,
         (off % PER_WORD as u32) * 4,
@@ -361,7 +361,7 @@ pub(crate) fn stuck_nibbles(w: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::unhex;
+    use crate::codec::{unhex, FUZZ_FIND_512_COUNTERS};
 
     #[test]
     fn nibble_gather_matches_a_plain_loop() {
@@ -411,18 +411,7 @@ mod tests {
     /// allocated by the first change.
     #[test]
     fn decode_regression_log_allocation() {
-        let bytes = unhex(
-            "5841434201000000000200000000000001000000000000000000000000000000
-           1300000000000000110000000000000000000000000000000000000000000000
-           000000000000000000000000000000000000000000000000000000000000f000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           0000000000000000000000000000000000000000000000000000000000000000
-           00000000000000000000000000000000f82e4b10",
-        );
+        let bytes = unhex(FUZZ_FIND_512_COUNTERS);
         let mut f = CountingBloomFilter::decode(&bytes).unwrap();
         assert!(!f.log.is_allocated());
         assert_eq!(f.encode(), bytes);
