@@ -1,6 +1,6 @@
 //! Helpers shared by the fuzz targets and the seed-corpus builder.
 //!
-//! - [`with_valid_crc`]: random mutations almost never keep the CRC32C
+//! - [`as_is_and_resealed`]: random mutations almost never keep the CRC32C
 //!   trailer right, so every target also decodes its input with the trailer
 //!   recomputed; that is what lets the fuzzer reach the body checks.
 //! - [`measure`]: a global allocator that counts live heap bytes, so a
@@ -8,6 +8,8 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+
+use xarchive_filter::{BloomGeometry, COUNTER_MAX};
 
 /// The ID every target inserts and removes.
 pub const ID: &str = "J001-WS·2023-Y-0001";
@@ -22,10 +24,19 @@ pub fn seed_ids(n: usize) -> impl Iterator<Item = String> {
 pub const HEADER_LEN: usize = 8;
 pub const TRAILER_LEN: usize = 4;
 
+/// Runs `check` on `data`, then on `data` with a valid CRC trailer if that
+/// is different.
+pub fn as_is_and_resealed(data: &[u8], check: impl Fn(&[u8])) {
+    check(data);
+    if let Some(fixed) = with_valid_crc(data) {
+        check(&fixed);
+    }
+}
+
 /// `bytes` with its last four bytes replaced by the CRC32C of the rest, or
 /// `None` when it is too short to be an envelope or already carries the
 /// right CRC (the target has then decoded it as it is).
-pub fn with_valid_crc(bytes: &[u8]) -> Option<Vec<u8>> {
+fn with_valid_crc(bytes: &[u8]) -> Option<Vec<u8>> {
     if bytes.len() < HEADER_LEN + TRAILER_LEN {
         return None;
     }
@@ -45,6 +56,23 @@ pub fn reseal(bytes: &mut [u8]) {
 pub fn patch_u64(bytes: &mut [u8], offset: usize, value: u64) {
     bytes[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
     reseal(bytes);
+}
+
+/// Asserts what removing a held `id` did to a counting filter's counters
+/// (`before` and `after`, one per cell): it changed its own counters only,
+/// each by at most the number of its probes there, and never a stuck one.
+pub fn assert_removal_confined(g: BloomGeometry, id: &str, before: &[u8], after: &[u8]) {
+    let p = g.probes(id.as_bytes());
+    let hits: Vec<u64> = (0..g.k()).map(|i| p.position(i)).collect();
+    for (c, (&b, &a)) in before.iter().zip(after).enumerate() {
+        let n = hits.iter().filter(|&&h| h == c as u64).count() as u8;
+        let ok = if b == COUNTER_MAX {
+            a == b
+        } else {
+            a <= b && b - a <= n
+        };
+        assert!(ok, "{id}: counter {c} went from {b} to {a} ({n} probes)");
+    }
 }
 
 struct Tracking;
