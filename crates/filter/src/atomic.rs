@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::codec::{le_words, DecodeError};
 use crate::counting::{
-    decode_parts, nibble, stuck_nibbles, CountingBloomFilter, BLOCK_WORDS, COUNTER_MAX,
+    decode_header, nibble, stuck_nibbles, CountingBloomFilter, BLOCK_WORDS, COUNTER_MAX,
 };
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::NotPresent;
@@ -154,12 +154,10 @@ impl AtomicCountingBloomFilter {
     /// Reads the `XACB` format; the epoch and version are checked and
     /// dropped. The counter words are made once, straight from the input.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let parts = decode_parts(bytes)?;
-        let words = le_words(parts.counters).map(AtomicU64::new).collect();
+        let (h, counters) = decode_header(bytes)?;
+        let words = le_words(counters).map(AtomicU64::new).collect();
         Ok(AtomicCountingBloomFilter::from_parts(
-            parts.geometry,
-            words,
-            parts.items,
+            h.geometry, words, h.items,
         ))
     }
 

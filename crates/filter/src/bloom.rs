@@ -1,7 +1,7 @@
 //! The plain (blocked) Bloom filter: the bit view that peers and browsers
 //! hold of a domain's counting filter.
 
-use crate::codec::{self, le_words, BloomHeader, DecodeError, Writer};
+use crate::codec::{self, le_words, BloomHeader, DecodeError};
 use crate::delta::{ApplyError, Delta};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
@@ -183,22 +183,17 @@ impl BloomFilter {
 
     /// Serializes in the `XABL` format of docs/FORMAT.md.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new(codec::BLOOM, BloomHeader::LEN + self.words.len() * 8);
         BloomHeader {
             geometry: self.geometry,
             epoch: self.epoch,
             version: self.version,
             items: self.items,
         }
-        .write(&mut w);
-        w.words(&self.words);
-        w.finish()
+        .encode(codec::BLOOM, &self.words)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = codec::open(bytes, codec::BLOOM)?;
-        let h = BloomHeader::read(&mut r)?;
-        let payload = r.payload(h.geometry.num_bits() / 8)?;
+        let (h, payload) = BloomHeader::decode(bytes, codec::BLOOM, 8)?;
         Ok(BloomFilter::from_parts(
             h.geometry,
             le_words(payload).collect(),

@@ -283,7 +283,7 @@ pub(crate) const FUZZ_FIND_512_COUNTERS: &str =
      00000000000000000000000000000000f82e4b10";
 
 /// The body header `XABL` and `XACB` share: geometry, epoch, version,
-/// items (40 bytes); each is followed by its own payload.
+/// items (40 bytes); each is followed by its cells, packed in u64 words.
 pub(crate) struct BloomHeader {
     pub geometry: BloomGeometry,
     pub epoch: u64,
@@ -292,9 +292,31 @@ pub(crate) struct BloomHeader {
 }
 
 impl BloomHeader {
-    pub const LEN: usize = 40;
+    const LEN: usize = 40;
 
-    pub fn write(&self, w: &mut Writer) {
+    /// An envelope of `kind`: this header, then `words`.
+    pub fn encode(&self, kind: Kind, words: &[u64]) -> Vec<u8> {
+        let mut w = Writer::new(kind, Self::LEN + words.len() * 8);
+        self.write(&mut w);
+        w.words(words);
+        w.finish()
+    }
+
+    /// Opens an envelope of `kind`: its header, and its payload checked to
+    /// hold the geometry's cells at `cells_per_byte`. The payload stays as
+    /// bytes, so each decoder makes its words once, straight from the input.
+    pub fn decode(
+        bytes: &[u8],
+        kind: Kind,
+        cells_per_byte: u64,
+    ) -> Result<(Self, &[u8]), DecodeError> {
+        let mut r = open(bytes, kind)?;
+        let header = Self::read(&mut r)?;
+        let payload = r.payload(header.geometry.num_bits() / cells_per_byte)?;
+        Ok((header, payload))
+    }
+
+    fn write(&self, w: &mut Writer) {
         w.u64(self.geometry.num_bits())
             .u32(self.geometry.k())
             .u32(self.geometry.seed())
@@ -303,7 +325,7 @@ impl BloomHeader {
             .u64(self.items);
     }
 
-    pub fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let num_bits = r.u64()?;
         let k = r.u32()?;
         let seed = r.u32()?;

@@ -2,7 +2,7 @@
 //! view for peers and a flip log for deltas.
 
 use crate::bloom::BloomFilter;
-use crate::codec::{self, le_words, BloomHeader, DecodeError, Writer};
+use crate::codec::{self, le_words, BloomHeader, DecodeError};
 use crate::delta::{ChangeLog, Delta, DeltaError, DEFAULT_LOG_CAPACITY};
 use crate::geometry::{BloomGeometry, GeometryError};
 use crate::hash::{block, block_mut, Probes, BLOCK_BITS};
@@ -256,26 +256,23 @@ impl CountingBloomFilter {
     /// Serializes in the `XACB` format of docs/FORMAT.md. The flip log is
     /// not saved: a decoded filter answers deltas from its version on.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new(codec::COUNTING, BloomHeader::LEN + self.words.len() * 8);
         BloomHeader {
             geometry: self.geometry,
             epoch: self.epoch,
             version: self.version,
             items: self.items,
         }
-        .write(&mut w);
-        w.words(&self.words);
-        w.finish()
+        .encode(codec::COUNTING, &self.words)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let parts = decode_parts(bytes)?;
+        let (h, counters) = decode_header(bytes)?;
         Ok(CountingBloomFilter::from_words(
-            parts.geometry,
-            le_words(parts.counters).collect(),
-            parts.epoch,
-            parts.version,
-            parts.items,
+            h.geometry,
+            le_words(counters).collect(),
+            h.epoch,
+            h.version,
+            h.items,
         ))
     }
 
@@ -299,29 +296,10 @@ impl CountingBloomFilter {
     }
 }
 
-/// The fields of an `XACB` envelope, checked, with the counters still as
-/// bytes: each decoder makes its own words from them, so none holds two
-/// copies of the counters at once.
-pub(crate) struct Parts<'a> {
-    pub geometry: BloomGeometry,
-    pub epoch: u64,
-    pub version: u64,
-    pub items: u64,
-    /// `num_bits / 2` bytes: sixteen 4-bit counters per little-endian u64.
-    pub counters: &'a [u8],
-}
-
-pub(crate) fn decode_parts(bytes: &[u8]) -> Result<Parts<'_>, DecodeError> {
-    let mut r = codec::open(bytes, codec::COUNTING)?;
-    let h = BloomHeader::read(&mut r)?;
-    let counters = r.payload(h.geometry.num_bits() / 2)?;
-    Ok(Parts {
-        geometry: h.geometry,
-        epoch: h.epoch,
-        version: h.version,
-        items: h.items,
-        counters,
-    })
+/// The header of an `XACB` envelope and its counters, still as bytes
+/// (sixteen 4-bit counters per little-endian u64).
+pub(crate) fn decode_header(bytes: &[u8]) -> Result<(BloomHeader, &[u8]), DecodeError> {
+    BloomHeader::decode(bytes, codec::COUNTING, 2)
 }
 
 /// Word index within a block and bit shift of counter `off` of the block.
