@@ -13,15 +13,14 @@ mod redis;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
-use xarchive_filter::{AtomicCountingBloomFilter, BloomGeometry};
+use xarchive_filter::AtomicCountingBloomFilter;
 
 pub use self::memory::MemoryCache;
 pub use self::redis::RedisCache;
@@ -139,28 +138,23 @@ struct Admission {
 
 impl Admission {
     fn sketch() -> Arc<AtomicCountingBloomFilter> {
-        let geometry = BloomGeometry::for_capacity(100_000, 0.01).unwrap_or_else(|_| {
-            // 100 000 at 1 % is always a valid geometry; keep a tiny one
-            // rather than fail if that ever changes.
-            BloomGeometry::new(512, 4, 0).expect("a one-block geometry is valid")
-        });
-        Arc::new(AtomicCountingBloomFilter::new(geometry))
+        Arc::new(
+            AtomicCountingBloomFilter::with_capacity(100_000, 0.01)
+                .expect("100 000 IDs at 1 % is a valid sizing"),
+        )
     }
 
     fn sketch_now(&self) -> Arc<AtomicCountingBloomFilter> {
-        {
-            let current = self.current.read();
-            if current.0.elapsed() < self.window {
-                current.1.clone()
-            } else {
-                drop(current);
-                let mut current = self.current.write();
-                if current.0.elapsed() >= self.window {
-                    *current = (Instant::now(), Self::sketch());
-                }
-                current.1.clone()
-            }
+        let current = self.current.read();
+        if current.0.elapsed() < self.window {
+            return current.1.clone();
         }
+        drop(current);
+        let mut current = self.current.write();
+        if current.0.elapsed() >= self.window {
+            *current = (Instant::now(), Self::sketch());
+        }
+        current.1.clone()
     }
 
     /// Counts one lookup of `id`.
