@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use xarchive_node::client::Client;
-use xarchive_testkit::{free_port, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
+use xarchive_testkit::{
+    free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
+};
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_xarchive"))
@@ -250,7 +252,7 @@ async fn a_lost_session_means_registering_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
     let cluster = Arc::new(Cluster::start(|zk| zk.connect_string()));
-    let acknowledged: Arc<parking_lot_free::Log> = Default::default();
+    let acknowledged: Arc<Acknowledged> = Default::default();
     let deadline = Instant::now() + Duration::from_secs(6);
     let mut tasks = Vec::new();
     for w in 0..3 {
@@ -261,7 +263,7 @@ async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
             while Instant::now() < deadline {
                 let id = format!("W{w}-{i}");
                 client.put(&id, &json!({"title": "t"})).await.unwrap();
-                acknowledged.push(id);
+                acknowledged.extend([id]);
                 i += 1;
             }
         }));
@@ -300,25 +302,4 @@ async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
     assert!(written.len() > 50, "{} writes", written.len());
     assert!(lookups.load(Ordering::Relaxed) > 100);
     assert_eq!(misses.load(Ordering::Relaxed), 0);
-}
-
-/// IDs in acknowledgement order.
-mod parking_lot_free {
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    pub struct Log(Mutex<Vec<String>>);
-
-    impl Log {
-        pub fn push(&self, id: String) {
-            self.0.lock().unwrap().push(id);
-        }
-        pub fn pick(&self, n: usize) -> Option<String> {
-            let v = self.0.lock().unwrap();
-            (!v.is_empty()).then(|| v[n % v.len()].clone())
-        }
-        pub fn all(&self) -> Vec<String> {
-            self.0.lock().unwrap().clone()
-        }
-    }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use xarchive_node::client::Client;
-use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn};
+use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_xarchive"))
@@ -90,7 +90,7 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
     let mut domain = Spawn::new(bin(), "A", &dir.path().join("A")).start();
     let c = client(&domain);
     let pid = domain.pid();
-    let acknowledged = Arc::new(parking_lot_free::Acked::default());
+    let acknowledged = Arc::new(Acknowledged::default());
     // The importer: 200k records in requests of 2 000 lines.
     let importer = {
         let acknowledged = acknowledged.clone();
@@ -106,7 +106,7 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
                 match c.bulk(body).await {
                     Ok(report) => {
                         assert_eq!(report["summary"]["failed"], 0);
-                        acknowledged.add(ids);
+                        acknowledged.extend(ids);
                     }
                     Err(_) => return,
                 }
@@ -122,7 +122,7 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
         .status()
         .unwrap();
     importer.await.unwrap();
-    let acked = acknowledged.take();
+    let acked = acknowledged.all();
     assert!(
         acked.len() >= 60_000 && acked.len() < 200_000,
         "{} acknowledged",
@@ -144,26 +144,6 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
         answers.iter().all(|(_, maybe)| *maybe),
         "an acknowledged ID is reported absent"
     );
-}
-
-/// A tiny shared set, so the importer can report progress to the killer.
-mod parking_lot_free {
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    pub struct Acked(Mutex<Vec<String>>);
-
-    impl Acked {
-        pub fn add(&self, ids: Vec<String>) {
-            self.0.lock().unwrap().extend(ids);
-        }
-        pub fn len(&self) -> usize {
-            self.0.lock().unwrap().len()
-        }
-        pub fn take(&self) -> Vec<String> {
-            std::mem::take(&mut *self.0.lock().unwrap())
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,40 @@ pub fn digest(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// IDs whose writes were acknowledged, in that order, shared between a
+/// test's tasks: what a crash or a race must never lose.
+#[derive(Debug, Default)]
+pub struct Acknowledged(std::sync::Mutex<Vec<String>>);
+
+impl Acknowledged {
+    pub fn extend(&self, ids: impl IntoIterator<Item = String>) {
+        self.ids().extend(ids);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids().is_empty()
+    }
+
+    /// The `n`-th ID, counting round (none while nothing is acknowledged).
+    pub fn pick(&self, n: usize) -> Option<String> {
+        let ids = self.ids();
+        (!ids.is_empty()).then(|| ids[n % ids.len()].clone())
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        self.ids().clone()
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // A task that panicked holding the lock has failed the test already.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// Fails the test with a message unless `f` becomes true within `secs`.
 pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
