@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use xarchive_node::client::Client;
 use xarchive_testkit::{
-    free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
+    converged, free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
 };
 
 fn bin() -> &'static Path {
@@ -29,7 +29,7 @@ const SESSION_MS: u64 = 3_000;
 
 impl Cluster {
     /// `connect` turns the server's address into the connect string used.
-    fn start(connect: impl Fn(&ZooKeeperServer) -> String) -> Cluster {
+    async fn start(connect: impl Fn(&ZooKeeperServer) -> String) -> Cluster {
         let zk = ZooKeeperServer::start();
         let dir = tempdir().unwrap();
         let domains = ["A", "B", "C"]
@@ -47,7 +47,7 @@ impl Cluster {
             domains,
             _dir: dir,
         };
-        cluster.wait_converged();
+        cluster.wait_converged().await;
         cluster
     }
 
@@ -57,41 +57,24 @@ impl Cluster {
 
     /// Waits until every running domain sees the others up, connected,
     /// with current copies.
-    fn wait_converged(&self) {
+    async fn wait_converged(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let done = self.domains.iter().all(|d| {
-                let Ok(state) = get(&format!("{}/v1/cluster", d.url)) else {
-                    return false;
-                };
-                state["connected"] == true
-                    && state["domains"].as_array().is_some_and(|all| {
-                        all.len() == self.domains.len()
-                            && all.iter().all(|x| {
-                                x["up"] == true && (x["self"] == true || x["current"] == true)
-                            })
-                    })
-            });
-            if done {
-                return;
+        'polling: loop {
+            for i in 0..self.domains.len() {
+                let state = self.client(i).cluster().await;
+                if !state.is_ok_and(|s| converged(&s, self.domains.len())) {
+                    assert!(
+                        Instant::now() < deadline,
+                        "cluster did not converge; A's log:\n{}",
+                        self.domains[0].log()
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue 'polling;
+                }
             }
-            assert!(
-                Instant::now() < deadline,
-                "cluster did not converge; A's log:\n{}",
-                self.domains[0].log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+            return;
         }
     }
-}
-
-/// A blocking GET returning JSON, for the polling helpers.
-fn get(url: &str) -> Result<Value, String> {
-    let out = std::process::Command::new("curl")
-        .args(["-s", "--max-time", "5", url])
-        .output()
-        .map_err(|e| e.to_string())?;
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
 }
 
 async fn lookup(c: &Client, id: &str) -> (u16, Value) {
@@ -103,7 +86,7 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
     // Two hosts (one dead) and a chroot in the connect string.
     let dead = free_port();
     let cluster =
-        Cluster::start(|zk| format!("127.0.0.1:{dead},{}/xa/chroot", zk.connect_string()));
+        Cluster::start(|zk| format!("127.0.0.1:{dead},{}/xa/chroot", zk.connect_string())).await;
     let (a, b, c) = (cluster.client(0), cluster.client(1), cluster.client(2));
     a.put("档案/2024/001", &json!({"title": "会议纪要"}))
         .await
@@ -113,7 +96,7 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["owner"], "A");
     }
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     let (_, answer) = lookup(&b, "档案/2024/001").await;
     assert_eq!(answer["route"]["remote_calls"], 1, "{answer}");
 
@@ -134,7 +117,7 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     for at in [&b, &c] {
         assert_eq!(lookup(at, "档案/2024/001").await.0, 404);
     }
@@ -142,7 +125,7 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_domain_is_named_until_it_returns() {
-    let mut cluster = Cluster::start(|zk| zk.connect_string());
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
     let ids = ["A-1", "B-1", "C-1"];
     for (i, id) in ids.iter().enumerate() {
         cluster
@@ -151,7 +134,7 @@ async fn a_killed_domain_is_named_until_it_returns() {
             .await
             .unwrap();
     }
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     cluster.domains[2].kill9();
     let a = cluster.client(0);
     // Before and after C's session expires, C's IDs are "unavailable".
@@ -166,7 +149,7 @@ async fn a_killed_domain_is_named_until_it_returns() {
         }
     }
     cluster.domains[2].restart();
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     let (status, answer) = lookup(&a, "C-1").await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["owner"], "C");
@@ -174,7 +157,7 @@ async fn a_killed_domain_is_named_until_it_returns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_stay_correct_through_a_zookeeper_outage() {
-    let mut cluster = Cluster::start(|zk| zk.connect_string());
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
     for (i, d) in ["A", "B", "C"].iter().enumerate() {
         for n in 0..50 {
             cluster
@@ -184,7 +167,7 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
                 .unwrap();
         }
     }
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     cluster.zk.stop();
     let outage = Instant::now();
     let mut checked = 0;
@@ -208,14 +191,14 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
         "{refused:?}"
     );
     cluster.zk.start_again();
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     assert_eq!(lookup(&cluster.client(1), "OUTAGE-1").await.0, 404);
     cluster
         .client(0)
         .put("AFTER-1", &json!({"title": "t"}))
         .await
         .unwrap();
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     let (status, answer) = lookup(&cluster.client(2), "AFTER-1").await;
     assert_eq!(
         (status, answer["route"]["remote_calls"].as_u64()),
@@ -227,7 +210,7 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_session_means_registering_again() {
-    let mut cluster = Cluster::start(|zk| zk.connect_string());
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
     cluster
         .client(0)
         .put("BEFORE", &json!({"title": "t"}))
@@ -235,7 +218,7 @@ async fn a_lost_session_means_registering_again() {
         .unwrap();
     // A fresh ZooKeeper knows no session and no znode.
     cluster.zk.restart_fresh();
-    cluster.wait_converged();
+    cluster.wait_converged().await;
     for d in &cluster.domains {
         assert!(d.log().contains("registered in ZooKeeper"), "{}", d.log());
     }
@@ -251,7 +234,7 @@ async fn a_lost_session_means_registering_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
-    let cluster = Arc::new(Cluster::start(|zk| zk.connect_string()));
+    let cluster = Arc::new(Cluster::start(|zk| zk.connect_string()).await);
     let acknowledged: Arc<Acknowledged> = Default::default();
     let deadline = Instant::now() + Duration::from_secs(6);
     let mut tasks = Vec::new();

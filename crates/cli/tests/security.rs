@@ -11,7 +11,9 @@ use serde_json::Value;
 use xarchive_node::auth::{AuthConfig, Authority};
 use xarchive_node::client::http_client;
 use xarchive_node::tls::LoopbackCa;
-use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
+use xarchive_testkit::{
+    converged, digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer,
+};
 use zookeeper_client as zk;
 
 fn bin() -> &'static Path {
@@ -149,15 +151,7 @@ impl Secured {
                         .ok()
                 }
                 .await;
-                let done = state.is_some_and(|s| {
-                    s["domains"].as_array().is_some_and(|all| {
-                        all.len() == 2
-                            && all.iter().all(|x| {
-                                x["up"] == true && (x["self"] == true || x["current"] == true)
-                            })
-                    })
-                });
-                if done {
+                if state.is_some_and(|s| converged(&s, 2)) {
                     break;
                 }
                 assert!(

@@ -274,6 +274,14 @@ impl Client {
         Self::json(response, &url).await
     }
 
+    /// `GET /v1/cluster`: the domains this one knows, and its copies of
+    /// their filters.
+    pub async fn cluster(&self) -> Result<serde_json::Value, ClientError> {
+        let url = self.url("/v1/cluster");
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
     /// The domain's own filter answer for `id`.
     pub async fn contains(&self, id: &str) -> Result<bool, ClientError> {
         let url = self.url(&format!("/v1/contains/{}", encode_id(id)));
