@@ -10,6 +10,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+
+# What the tests run against, so that a failure report carries it.
+version() { printf '%-10s %s\n' "$1" "$(sh -c "$2" 2>&1 | head -n 1)"; }
+echo "versions used by the tests:"
+version rustc 'rustc --version'
+version chromium '/usr/bin/chromium --version 2>/dev/null'
+version node 'node --version'
+version java 'java -version'
+version zookeeper "dpkg-query -W -f '\${Version}' zookeeper"
+version redis 'redis-server --version'
+echo
 node --test web/test/
 cargo test --workspace --locked "$@"
 

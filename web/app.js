@@ -20,7 +20,6 @@ import {
   formatRate,
   metadataValue,
   plainApiError,
-  unaddressable,
 } from './util.js';
 
 /** How often the cluster, the stats and the filters are refreshed. */
@@ -33,13 +32,19 @@ const LOCAL_FRESH_MS = 5000;
 const SEARCH_SYNC_MS = 1500;
 /** Requests to a domain give up after this long. */
 const TIMEOUT_MS = 8000;
-/** Largest attachment read from disk (the domains' default limit is 16 MiB). */
-const MAX_ATTACHMENT = 16 * 1024 * 1024;
+/**
+ * Largest attachment read from disk: the domains' default content limit
+ * (`limits.max_content_bytes`, 8 MiB); a domain configured higher still
+ * refuses what is over its own limit with a clear error.
+ */
+const MAX_ATTACHMENT = 8 * 1024 * 1024;
 
 const state = {
   served: null,
   clusterAt: 0,
   clusterError: null,
+  /** Whether the serving domain's coordinator confirms its list of domains. */
+  membershipConfirmed: false,
   /** name -> { name, address, self, info, stats, statsError, filter, filterError, syncedAt, syncing } */
   domains: new Map(),
   refreshing: false,
@@ -155,6 +160,7 @@ async function refreshCluster() {
   state.clusterError = null;
   state.clusterAt = Date.now();
   state.served = answer.body.domain;
+  state.membershipConfirmed = answer.body.connected === true;
   const seen = new Set();
   for (const info of answer.body.domains) {
     seen.add(info.name);
@@ -358,6 +364,9 @@ function localAnswer(id) {
   if (state.clusterError || Date.now() - state.clusterAt > FRESH_MS) {
     reasons.push('the list of domains is not up to date');
   }
+  if (!state.membershipConfirmed) {
+    reasons.push(`domain ${state.served ?? ''} cannot confirm the list of domains with its coordinator`);
+  }
   if (domains.length === 0) reasons.push('no domain is known yet');
   for (const d of domains) {
     if (!d.filter) {
@@ -392,6 +401,9 @@ async function search(raw, { pushHash = true } = {}) {
   const id = checked.id;
   const seq = ++searchSeq;
   if (pushHash) history.replaceState(null, '', `#search=${encodeURIComponent(id)}`);
+  // The previous answer goes at once: it is about another ID, and bringing
+  // the filters up to date first may take a moment.
+  show(out, h('div', { class: 'card pending' }, `Searching for ${id}… 检索中…`));
   const started = performance.now();
   const sync = await freshen();
   if (seq !== searchSeq) return;
@@ -406,19 +418,13 @@ async function search(raw, { pushHash = true } = {}) {
       h('p', {}, `Answered by this browser in ${formatMs(local.ms)}: the filters of all ${local.count} domains say that none of them holds this archive number. No server was asked to look it up.`),
       h('p', { class: 'muted' }, `由浏览器直接答复：${local.count} 个档案域的过滤器均表明不持有该档案号，未向服务器查询。`),
       h('p', { class: 'muted tiny' }, `A filter never misses a record it holds, so "no" from every domain's filter is certain.${synced}`),
-      unaddressable(id) ? null : h('p', {}, h('button', {
+      h('p', {}, h('button', {
         type: 'button',
         class: 'link',
         onclick: () => askServer(id, ++searchSeq, performance.now(), { forced: true }),
       }, 'Ask the servers anyway 仍然询问服务器'))));
     return;
   }
-  const blocked = unaddressable(id);
-  if (blocked) {
-    show(out, h('div', { class: 'card error', role: 'alert' }, blocked));
-    return;
-  }
-  show(out, h('div', { class: 'card pending' }, `Searching for ${id}… 检索中…`));
   await askServer(id, seq, started, { local });
 }
 
@@ -476,6 +482,16 @@ async function askServer(id, seq, started, { local = null, forced = false } = {}
       h('p', { class: 'id-line' }, h('code', {}, id)),
       h('p', {}, `Not found in the domains that answered, but domain${body.unavailable?.length > 1 ? 's' : ''} ${missing} could not be reached and may hold it. Try again when ${body.unavailable?.length > 1 ? 'they are' : 'it is'} back.`),
       h('p', { class: 'muted' }, `已答复的档案域中没有该档案，但无法连接档案域 ${missing}，档案可能在那里。`),
+      routeList(body.route, { found: false }),
+      timing(body.route)), why);
+    return;
+  }
+  if (answer.status === 503 && body.code === 'not_ready') {
+    show(out, h('div', { class: 'card warning', role: 'alert', 'data-answer': 'not-ready' },
+      h('h3', {}, '暂时无法确定 ', h('span', {}, 'Not certain')),
+      h('p', { class: 'id-line' }, h('code', {}, id)),
+      h('p', {}, `Not found in any domain that domain ${served} knows of, but it cannot confirm the list of domains right now (it has just started, or its coordinator cannot be reached), so a domain it does not know of may hold it. Try again in a moment.`),
+      h('p', { class: 'muted' }, `已知档案域中没有该档案，但档案域 ${served} 暂时无法确认档案域名单，档案可能在其他档案域。请稍后再试。`),
       routeList(body.route, { found: false }),
       timing(body.route)), why);
     return;
@@ -550,7 +566,6 @@ async function addRecord(form) {
   const checked = checkId(form.id.value);
   if (checked.error) return say('error', checked.error);
   const id = checked.id;
-  if (unaddressable(id)) return say('error', unaddressable(id));
   const title = form.title.value.trim();
   if (!title) return say('error', 'Please give the record a title. 请填写题名。');
   const domain = form.domain.value;
@@ -637,7 +652,6 @@ async function findForDelete(raw) {
   const checked = checkId(raw);
   if (checked.error) return say('error', checked.error);
   const id = checked.id;
-  if (unaddressable(id)) return say('error', unaddressable(id));
   say('pending', `Finding ${id}… 查找中…`);
   let answer;
   try {

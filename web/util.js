@@ -15,7 +15,9 @@ function wellFormed(s) {
 
 /**
  * Checks an archive ID as the domains do: 1..=256 bytes of UTF-8, no
- * control characters. Leading and trailing spaces are removed first (a
+ * control characters, not `.` or `..` (web addresses read those two as
+ * "this folder" and "the folder above", even written `%2E`, so no URL path
+ * can carry them and the domains refuse them everywhere). Leading and trailing spaces are removed first (a
  * pasted number often carries them). Returns `{ id }` or `{ error }`, the
  * error in plain words, English then Chinese.
  */
@@ -26,6 +28,11 @@ export function checkId(raw) {
   }
   if (!wellFormed(id)) {
     return { error: 'The archive number contains a broken character. 档案号中有无法识别的字符。' };
+  }
+  if (id === '.' || id === '..') {
+    return {
+      error: `"${id}" is not an archive number: web addresses read it as a folder name, so no domain accepts it. 该档案号无效。`,
+    };
   }
   const control = id.match(/[\u0000-\u001f\u007f-\u009f]/);
   if (control) {
@@ -44,22 +51,8 @@ export function checkId(raw) {
 }
 
 /**
- * Why an ID cannot be sent in a URL path from a browser, or null. Web
- * addresses treat a segment of `.` or `..` (even written `%2E`) as "this
- * folder" and "the folder above" and rewrite it before the request is
- * sent, so the API's `/v1/…/{id}` routes cannot name these two IDs.
- */
-export function unaddressable(id) {
-  if (id === '.' || id === '..') {
-    return `The archive number "${id}" cannot be used from a web page: web addresses read it as a folder name. Use the command line client. 该档案号无法在网页中使用。`;
-  }
-  return null;
-}
-
-/**
  * An ID as one URL path segment: encodeURIComponent, with `.` and the
  * marks `! ' ( ) *` escaped too, as the Rust client does (`encode_id`).
- * See `unaddressable` for the two IDs no encoding can carry.
  */
 export function encodeIdSegment(id) {
   return encodeURIComponent(id).replace(/[.!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);

@@ -156,6 +156,72 @@ async fn a_killed_domain_is_named_until_it_returns() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_started_without_zookeeper_never_answers_not_found() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
+    for n in 0..20 {
+        let id = format!("A-{n}");
+        cluster
+            .client(0)
+            .put(&id, &json!({"title": "t"}))
+            .await
+            .unwrap();
+    }
+    cluster.wait_converged().await;
+    cluster.zk.stop();
+    // B starts again knowing no other domain and unable to learn of any.
+    cluster.domains[1].restart();
+    let b = cluster.client(1);
+    let refused = b.ready().await;
+    assert!(
+        matches!(&refused, Err(e) if e.code() == Some("not_ready")),
+        "{refused:?}"
+    );
+    for id in ["A-0", "A-19", "never-written"] {
+        let (status, answer) = lookup(&b, id).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (503, Some("not_ready")),
+            "{answer}"
+        );
+        assert!(answer["route"]["unconfirmed"].is_string(), "{answer}");
+    }
+    cluster.zk.start_again();
+    cluster.wait_converged().await;
+    b.ready().await.unwrap();
+    assert_eq!(lookup(&b, "A-19").await.0, 200);
+    assert_eq!(lookup(&b, "never-written").await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_domain_never_answers_not_found_for_records_held_elsewhere() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let ids: Vec<String> = (0..50).map(|n| format!("A-{n}")).collect();
+    for id in &ids {
+        cluster
+            .client(0)
+            .put(id, &json!({"title": "t"}))
+            .await
+            .unwrap();
+    }
+    cluster.wait_converged().await;
+    for round in 0..3 {
+        cluster.domains[1].kill9();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cluster.domains[1].restart();
+        // From the moment B listens: found, or "not certain", never absent.
+        let b = cluster.client(1);
+        for id in ids.iter().cycle().take(200) {
+            let (status, answer) = lookup(&b, id).await;
+            assert_ne!(status, 404, "round {round}: {answer}");
+        }
+        cluster.wait_converged().await;
+        for id in &ids {
+            assert_eq!(lookup(&b, id).await.0, 200, "round {round}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_stay_correct_through_a_zookeeper_outage() {
     let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
     for (i, d) in ["A", "B", "C"].iter().enumerate() {
@@ -176,8 +242,14 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
             let at = cluster.client((i + 1) % 3);
             let (status, answer) = lookup(&at, &format!("{d}-{}", checked % 50)).await;
             assert_eq!(status, 200, "during the outage: {answer}");
+            // Nothing can confirm that no domain joined meanwhile: never
+            // "not found" until the membership is read again.
             let (status, answer) = lookup(&at, &format!("absent-{checked}")).await;
-            assert_eq!(status, 404, "during the outage: {answer}");
+            assert_eq!(
+                (status, answer["code"].as_str()),
+                (503, Some("not_ready")),
+                "during the outage: {answer}"
+            );
         }
         checked += 1;
     }
@@ -193,6 +265,7 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
     cluster.zk.start_again();
     cluster.wait_converged().await;
     assert_eq!(lookup(&cluster.client(1), "OUTAGE-1").await.0, 404);
+    assert_eq!(lookup(&cluster.client(1), "absent-again").await.0, 404);
     cluster
         .client(0)
         .put("AFTER-1", &json!({"title": "t"}))

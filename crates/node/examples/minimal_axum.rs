@@ -1,4 +1,4 @@
-//! The baseline for `scripts/bench-contains.sh`: the least an axum server
+//! The baseline for `scripts/bench-domain.sh`: the least an axum server
 //! can do per request (a fixed small JSON body), on the same runtime
 //! settings as `xarchive serve`.
 

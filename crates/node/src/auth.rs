@@ -110,7 +110,7 @@ pub enum Need {
 pub fn need(method: &Method, route: &str) -> Need {
     match (method, route) {
         (&Method::OPTIONS, _) => Need::Open,
-        (_, "/healthz" | "/") => Need::Open,
+        (_, "/healthz" | "/readyz" | "/") => Need::Open,
         (_, r) if r.starts_with("/assets/") => Need::Open,
         (_, "/metrics") => Need::Metrics,
         (
@@ -384,6 +384,7 @@ mod tests {
     #[test]
     fn routes_need_what_they_should() {
         assert_eq!(need(&Method::GET, "/healthz"), Need::Open);
+        assert_eq!(need(&Method::GET, "/readyz"), Need::Open);
         assert_eq!(need(&Method::PUT, "/v1/archives/{id}"), Need::Write);
         assert_eq!(need(&Method::GET, "/v1/archives/{id}"), Need::MemberOrRead);
         assert_eq!(need(&Method::GET, "/v1/lookup/{id}"), Need::Read);

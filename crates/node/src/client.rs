@@ -282,6 +282,14 @@ impl Client {
         Self::json(response, &url).await
     }
 
+    /// `GET /readyz`: `Ok` once the domain can answer every lookup
+    /// ("not found" included); [`ClientError::Api`] with code `not_ready`
+    /// before.
+    pub async fn ready(&self) -> Result<(), ClientError> {
+        let url = self.url("/readyz");
+        self.send(self.http.get(&url), &url).await.map(drop)
+    }
+
     /// The domain's own filter answer for `id`.
     pub async fn contains(&self, id: &str) -> Result<bool, ClientError> {
         let url = self.url(&format!("/v1/contains/{}", encode_id(id)));

@@ -184,6 +184,7 @@ impl Metrics {
             Outcome::Found { .. } => "found",
             Outcome::NotFound => "not_found",
             Outcome::Unavailable { .. } => "unavailable",
+            Outcome::NotReady { .. } => "not_ready",
         };
         self.lookups
             .get_or_create(&LookupLabels { strategy, outcome })

@@ -59,6 +59,18 @@ pub async fn lookup(
         .with("unavailable", domains)
         .with("route", route)
         .into_response(),
+        Outcome::NotReady { reason } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!(
+                "{:?} was not found in any domain known here, but this domain cannot confirm \
+                 the cluster's membership ({reason}), so a domain it does not know of may hold it",
+                id.as_str()
+            ),
+        )
+        .with("id", id.as_str())
+        .with("route", route)
+        .into_response(),
     })
 }
 

@@ -1,4 +1,4 @@
-//! The HTTP API under `/v1`, plus `/metrics` and `/healthz`.
+//! The HTTP API under `/v1`, plus `/metrics`, `/healthz` and `/readyz`.
 
 pub mod archives;
 pub mod cluster;
@@ -51,6 +51,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/v1/stats", get(ops::stats))
         .route("/metrics", get(ops::metrics))
         .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
         .route("/", get(web::index))
         .route("/assets/{file}", get(web::asset))
         .layer(

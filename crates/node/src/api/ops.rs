@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde_json::json;
 
 use super::error::ApiError;
 use crate::node::Node;
@@ -32,6 +33,28 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Result<Response, ApiError
         .into_response())
 }
 
+/// `GET /healthz`: the process is alive and serving.
 pub async fn healthz() -> &'static str {
     "ok\n"
+}
+
+/// `GET /readyz`: ready to answer every lookup, "not found" included,
+/// which needs the cluster's membership confirmed by the coordinator in
+/// its current session. Before that (just started, a new ZooKeeper
+/// session) and while the coordinator is unreachable: 503 `not_ready`
+/// (records are still found then; only "not found" is withheld).
+pub async fn readyz(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
+    let view = node.cluster.coordinator.view().borrow().clone();
+    let coordinator = node.cluster.coordinator.describe();
+    if !view.connected {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("the cluster's membership is not confirmed by the coordinator ({coordinator})"),
+        ));
+    }
+    Ok(
+        Json(json!({"ready": true, "coordinator": coordinator, "domains": view.members.len()}))
+            .into_response(),
+    )
 }

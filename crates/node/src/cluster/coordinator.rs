@@ -41,6 +41,19 @@ pub struct View {
     pub connected: bool,
 }
 
+/// The membership read from the coordinator itself, at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Roster {
+    /// The registered domains and the positions they published.
+    pub members: BTreeMap<String, Member>,
+    /// Domains that left cleanly (and have not come back), as they last
+    /// published before leaving: a copy at that position holds every
+    /// write they acknowledged. A domain that vanished otherwise (killed,
+    /// session expired, the coordinator's data lost) is in neither map,
+    /// and its last publication is unknown.
+    pub departed: BTreeMap<String, Member>,
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CoordError {
     #[error("the coordinator cannot be reached: {0}")]
@@ -76,9 +89,10 @@ pub trait Coordinator: Send + Sync + 'static {
     /// The own position last confirmed published.
     fn published(&self) -> watch::Receiver<Option<Position>>;
 
-    /// Every member's position read from the coordinator, reflecting every
-    /// publication completed before this call.
-    fn read_current(&self) -> BoxFuture<'_, Result<BTreeMap<String, Member>, CoordError>>;
+    /// Every member's position (and every clean departure) read from the
+    /// coordinator, reflecting every publication completed before this
+    /// call. An error means the membership cannot be confirmed now.
+    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>>;
 
     /// A line for logs and `/v1/cluster`.
     fn describe(&self) -> String;

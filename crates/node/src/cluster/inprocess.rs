@@ -9,20 +9,20 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::coordinator::{CoordError, Coordinator, Member, View};
+use super::coordinator::{CoordError, Coordinator, Member, Roster, View};
 use crate::domain::Position;
 use crate::shutdown::Shutdown;
 
 /// The shared membership of one process.
 pub struct Hub {
-    members: Mutex<BTreeMap<String, Member>>,
+    roster: Mutex<Roster>,
     view: watch::Sender<View>,
 }
 
 impl Hub {
     pub fn new() -> Arc<Hub> {
         Arc::new(Hub {
-            members: Mutex::new(BTreeMap::new()),
+            roster: Mutex::new(Roster::default()),
             view: watch::channel(View {
                 members: BTreeMap::new(),
                 connected: true,
@@ -39,11 +39,11 @@ impl Hub {
         })
     }
 
-    fn update(&self, f: impl FnOnce(&mut BTreeMap<String, Member>)) {
-        let mut members = self.members.lock();
-        f(&mut members);
+    fn update(&self, f: impl FnOnce(&mut Roster)) {
+        let mut roster = self.roster.lock();
+        f(&mut roster);
         self.view.send_replace(View {
-            members: members.clone(),
+            members: roster.members.clone(),
             connected: true,
         });
     }
@@ -67,8 +67,9 @@ impl Coordinator for InProcessCoordinator {
                 let position = *positions.borrow_and_update();
                 member.epoch = position.epoch;
                 member.version = position.version;
-                self.hub.update(|m| {
-                    m.insert(name.clone(), member.clone());
+                self.hub.update(|r| {
+                    r.departed.remove(&name);
+                    r.members.insert(name.clone(), member.clone());
                 });
                 self.published.send_replace(Some(position));
                 tokio::select! {
@@ -76,8 +77,11 @@ impl Coordinator for InProcessCoordinator {
                     _ = shutdown.recv() => break,
                 }
             }
-            self.hub.update(|m| {
-                m.remove(&name);
+            // Everything it acknowledged was published before it left.
+            self.hub.update(|r| {
+                if let Some(last) = r.members.remove(&name) {
+                    r.departed.insert(name.clone(), last);
+                }
             });
         }
         .boxed()
@@ -91,9 +95,9 @@ impl Coordinator for InProcessCoordinator {
         self.published.subscribe()
     }
 
-    fn read_current(&self) -> BoxFuture<'_, Result<BTreeMap<String, Member>, CoordError>> {
-        let members = self.hub.members.lock().clone();
-        async move { Ok(members) }.boxed()
+    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
+        let roster = self.hub.roster.lock().clone();
+        async move { Ok(roster) }.boxed()
     }
 
     fn describe(&self) -> String {

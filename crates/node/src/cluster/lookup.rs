@@ -10,6 +10,7 @@ use std::time::Instant;
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::coordinator::{Member, Roster};
 use super::replicas::{covers, PeerInfo};
 use crate::domain::DomainError;
 use crate::id::ArchiveId;
@@ -54,6 +55,11 @@ pub struct Route {
     /// Answered by another lookup of the same ID in flight at the time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub coalesced: bool,
+    /// Why the cluster's membership could not be confirmed with the
+    /// coordinator (then every domain known was asked, and "not found"
+    /// cannot be answered: a domain this one does not know of may hold it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
     pub elapsed_ms: f64,
 }
 
@@ -67,6 +73,11 @@ pub enum Outcome {
     /// Not found where asked, and these domains could not answer.
     Unavailable {
         domains: Vec<String>,
+    },
+    /// Not found in any domain known, but the membership could not be
+    /// confirmed (just started, or the coordinator is unreachable).
+    NotReady {
+        reason: String,
     },
 }
 
@@ -198,16 +209,15 @@ pub async fn lookup(
 
     let cluster = &node.cluster;
     if strategy == Strategy::Broadcast {
-        let everyone: Vec<(String, String)> = cluster
-            .coordinator
-            .view()
-            .borrow()
-            .members
-            .iter()
-            .filter(|(n, _)| **n != cluster.me)
-            .map(|(n, m)| (n.clone(), m.address.clone()))
-            .collect();
-        let found = broadcast(node, id.as_str(), everyone, &mut route).await;
+        let peers = cluster.replicas.read().infos();
+        let targets = match cluster.coordinator.read_current().await {
+            Ok(roster) => everyone(&roster, &peers, &cluster.me),
+            Err(e) => {
+                route.unconfirmed = Some(e.to_string());
+                everyone_known(node, &peers)
+            }
+        };
+        let found = broadcast(node, id.as_str(), targets, &mut route).await;
         return Ok(finish(conclude(found, &route), route));
     }
 
@@ -303,42 +313,19 @@ pub async fn routed(
     let mut found = fetch_any(&node, id.as_str(), &targets, &mut route).await;
 
     if found.is_none() {
-        // Nobody asked had it. Every other domain whose replica is not
-        // known to include all it published is probed; while the
-        // coordinator cannot be read, that is every other domain.
+        // Nobody asked had it. Every other domain that the copies cannot
+        // rule out is probed; while the coordinator cannot be read, that
+        // is every domain known, and the answer cannot be "not found".
         let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
-        let mut stale: Vec<(String, String)> = Vec::new();
-        match cluster.coordinator.read_current().await {
-            Ok(members) => {
-                let names: BTreeSet<&String> = members
-                    .keys()
-                    .chain(peers.iter().map(|p| &p.name))
-                    .collect();
-                for name in names
-                    .into_iter()
-                    .filter(|n| **n != cluster.me && !asked.contains(*n))
-                {
-                    let peer = peers.iter().find(|p| &p.name == name);
-                    match (members.get(name), peer) {
-                        (Some(m), Some(p)) if covers(p.position, Some(m.position())) => {}
-                        (Some(m), _) => stale.push((name.clone(), m.address.clone())),
-                        // Left the cluster: its last publication covers every
-                        // write it acknowledged, so a current copy is final.
-                        (None, Some(p)) if p.current => {}
-                        (None, Some(p)) => stale.push((name.clone(), p.address.clone())),
-                        (None, None) => {}
-                    }
-                }
-            }
+        let mut stale = match cluster.coordinator.read_current().await {
+            Ok(roster) => not_ruled_out(&roster, &peers, &cluster.me),
             Err(e) => {
-                tracing::debug!(error = %e, "coordinator unreadable: broadcasting");
-                stale = peers
-                    .iter()
-                    .filter(|p| !asked.contains(&p.name))
-                    .map(|p| (p.name.clone(), p.address.clone()))
-                    .collect();
+                tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
+                route.unconfirmed = Some(e.to_string());
+                everyone_known(&node, &peers)
             }
-        }
+        };
+        stale.retain(|(name, _)| !asked.contains(name));
         if !stale.is_empty() {
             found = broadcast(&node, id.as_str(), stale, &mut route).await;
         }
@@ -350,15 +337,194 @@ pub async fn routed(
     Remote { found, route }
 }
 
+/// The other domains whose copies held here cannot rule an ID out, with
+/// their addresses, given the membership just read from the coordinator:
+/// - a member, unless the copy covers the position it published;
+/// - a domain that left cleanly, unless the copy covers its last position;
+/// - a domain that vanished otherwise (killed, session expired, the
+///   coordinator's data lost): its last publication is unknown, so always.
+///
+/// A copy is consulted before this (its "maybe" makes a candidate); this
+/// is the rule for trusting its "no". `peers` were read together with the
+/// candidates, so a copy updated since cannot pass as covering.
+pub(crate) fn not_ruled_out(
+    roster: &Roster,
+    peers: &[PeerInfo],
+    me: &str,
+) -> Vec<(String, String)> {
+    let peer = |name: &str| peers.iter().find(|p| p.name == name);
+    let ruled_out = |name: &str, published: &Member| {
+        peer(name).is_some_and(|p| covers(p.position, Some(published.position())))
+    };
+    let mut out = Vec::new();
+    for (name, member) in roster.members.iter().chain(&roster.departed) {
+        if name != me && !ruled_out(name, member) {
+            out.push((name.clone(), member.address.clone()));
+        }
+    }
+    for p in peers {
+        let known = roster.members.contains_key(&p.name) || roster.departed.contains_key(&p.name);
+        if !known && p.name != me {
+            out.push((p.name.clone(), p.address.clone()));
+        }
+    }
+    out
+}
+
+/// Every other domain in the roster or held as a copy: the seed paper's
+/// broadcast asks them all.
+fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
+    let mut all: std::collections::BTreeMap<String, String> = peers
+        .iter()
+        .map(|p| (p.name.clone(), p.address.clone()))
+        .collect();
+    for (name, member) in roster.members.iter().chain(&roster.departed) {
+        all.insert(name.clone(), member.address.clone());
+    }
+    all.remove(me);
+    all.into_iter().collect()
+}
+
+/// Every other domain this one knows of without the coordinator: the
+/// last view of the membership and the copies held.
+fn everyone_known(node: &Node, peers: &[PeerInfo]) -> Vec<(String, String)> {
+    let members = node.cluster.coordinator.view().borrow().members.clone();
+    everyone(
+        &Roster {
+            members,
+            departed: Default::default(),
+        },
+        peers,
+        &node.cluster.me,
+    )
+}
+
 fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
-    match found {
-        Some((record, owner)) => Outcome::Found { record, owner },
-        None if route.unreachable.is_empty() => Outcome::NotFound,
-        None => {
+    match (found, &route.unconfirmed) {
+        (Some((record, owner)), _) => Outcome::Found { record, owner },
+        (None, _) if !route.unreachable.is_empty() => {
             let mut domains = route.unreachable.clone();
             domains.sort();
             domains.dedup();
             Outcome::Unavailable { domains }
         }
+        (None, Some(reason)) => Outcome::NotReady {
+            reason: reason.clone(),
+        },
+        (None, None) => Outcome::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Position;
+    use crate::filters::FilterKind;
+
+    fn member(name: &str, version: u64) -> (String, Member) {
+        let member = Member {
+            address: format!("http://{name}"),
+            kind: FilterKind::Counting,
+            epoch: 7,
+            version,
+        };
+        (name.to_owned(), member)
+    }
+
+    fn copy(name: &str, version: Option<u64>) -> PeerInfo {
+        PeerInfo {
+            name: name.into(),
+            address: format!("http://{name}"),
+            up: true,
+            current: false,
+            position: version.map(|version| Position { epoch: 7, version }),
+        }
+    }
+
+    fn names(out: Vec<(String, String)>) -> Vec<String> {
+        out.into_iter().map(|(n, _)| n).collect()
+    }
+
+    #[test]
+    fn a_member_is_ruled_out_only_by_a_copy_covering_what_it_published() {
+        let roster = Roster {
+            members: [
+                member("B", 10),
+                member("C", 10),
+                member("D", 10),
+                member("E", 10),
+            ]
+            .into(),
+            departed: Default::default(),
+        };
+        let peers = [
+            copy("B", Some(10)),
+            copy("C", Some(12)),
+            copy("D", Some(9)),
+            copy("E", None),
+        ];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["D", "E"]);
+    }
+
+    #[test]
+    fn a_member_without_any_copy_here_is_asked() {
+        // Just started: no copies yet, every member must be asked.
+        let roster = Roster {
+            members: [member("A", 1), member("B", 10), member("C", 3)].into(),
+            departed: Default::default(),
+        };
+        assert_eq!(names(not_ruled_out(&roster, &[], "A")), ["B", "C"]);
+    }
+
+    #[test]
+    fn a_clean_departure_is_ruled_out_by_a_copy_covering_its_last_position() {
+        let roster = Roster {
+            members: Default::default(),
+            departed: [member("B", 10), member("C", 10), member("D", 10)].into(),
+        };
+        // D left while this domain held no copy of it: it may hold anything.
+        let peers = [copy("B", Some(10)), copy("C", Some(9))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["C", "D"]);
+    }
+
+    #[test]
+    fn a_domain_that_vanished_without_leaving_is_always_asked() {
+        // Killed, or its session expired, or ZooKeeper lost its data: its
+        // last publication is unknown, however current the copy looked.
+        let roster = Roster::default();
+        let peers = [copy("B", Some(10))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["B"]);
+    }
+
+    #[test]
+    fn this_domain_is_never_asked() {
+        let roster = Roster {
+            members: [member("A", 10)].into(),
+            departed: [member("A", 9)].into(),
+        };
+        assert!(not_ruled_out(&roster, &[copy("A", None)], "A").is_empty());
+    }
+
+    #[test]
+    fn not_found_needs_a_confirmed_membership_and_every_domain_answering() {
+        let unconfirmed = Route {
+            unconfirmed: Some("no ZooKeeper session".into()),
+            ..Route::default()
+        };
+        assert!(matches!(
+            conclude(None, &unconfirmed),
+            Outcome::NotReady { .. }
+        ));
+        let unreachable = Route {
+            unreachable: vec!["C".into()],
+            ..unconfirmed.clone()
+        };
+        assert!(
+            matches!(conclude(None, &unreachable), Outcome::Unavailable { domains } if domains == ["C"])
+        );
+        assert!(matches!(
+            conclude(None, &Route::default()),
+            Outcome::NotFound
+        ));
     }
 }

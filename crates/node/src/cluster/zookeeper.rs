@@ -1,6 +1,9 @@
 //! The ZooKeeper coordinator: an ephemeral znode per domain under
 //! `/xarchive/<cluster>/domains`, a persistent recursive watch on that
 //! folder, and a new session (registered again) whenever one is lost.
+//! A domain that leaves cleanly first writes its last position to a
+//! persistent znode under `/xarchive/<cluster>/departed`, so that peers
+//! can still tell whether their copy of it is complete.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use zookeeper_client as zk;
 
-use super::coordinator::{CoordError, Coordinator, Member, View};
+use super::coordinator::{CoordError, Coordinator, Member, Roster, View};
 use crate::domain::Position;
 use crate::shutdown::Shutdown;
 
@@ -127,6 +130,31 @@ impl ZooKeeperCoordinator {
         format!("/xarchive/{}/domains", self.settings.cluster)
     }
 
+    /// Where domains that left cleanly leave their last position.
+    fn departed_folder(&self) -> String {
+        format!("/xarchive/{}/departed", self.settings.cluster)
+    }
+
+    /// Leaves cleanly: the last position goes to `departed` first, then
+    /// the registration goes. A reader that finds the registration gone
+    /// finds the position (or, if writing it failed, nothing, and treats
+    /// the domain as vanished: asked, not ruled out).
+    async fn depart(&self, client: &zk::Client, name: &str, own: &str, member: &Member) {
+        let marker = format!("{}/{name}", self.departed_folder());
+        let data = serde_json::to_vec(member).unwrap_or_default();
+        let written = match client
+            .create(&marker, &data, &self.options(zk::CreateMode::Persistent))
+            .await
+        {
+            Err(zk::Error::NodeExists) => client.set_data(&marker, &data, None).await.map(drop),
+            other => other.map(drop),
+        };
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot record the last position before leaving");
+        }
+        let _ = client.delete(own, None).await;
+    }
+
     /// Options for the cluster's own znodes (its ACL).
     fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
         mode.with_acls(zk::Acls::new(&self.acl))
@@ -184,7 +212,10 @@ impl ZooKeeperCoordinator {
     }
 
     /// Creates this domain's ephemeral znode, replacing one left by an
-    /// earlier session of the same domain.
+    /// earlier session of the same domain, and removes the position left
+    /// by an earlier clean departure. That must be gone before any new
+    /// write is acknowledged: a stale one would let peers rule this domain
+    /// out, after a later crash, for writes made since.
     async fn register(
         &self,
         client: &zk::Client,
@@ -196,7 +227,14 @@ impl ZooKeeperCoordinator {
                 .create(path, data, &self.options(zk::CreateMode::Ephemeral))
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    let name = path.rsplit('/').next().unwrap_or_default();
+                    let marker = format!("{}/{name}", self.departed_folder());
+                    return match client.delete(&marker, None).await {
+                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                        Err(e) => Err(failed(e)),
+                    };
+                }
                 Err(zk::Error::NodeExists) => {
                     tracing::warn!(path, "replacing a registration left by an earlier session");
                     match client.delete(path, None).await {
@@ -234,12 +272,14 @@ impl ZooKeeperCoordinator {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }
-        match client
-            .mkdir(&folder, &self.options(zk::CreateMode::Persistent))
-            .await
-        {
-            Ok(()) | Err(zk::Error::NodeExists) => {}
-            Err(e) => return Err(failed(e)),
+        for path in [folder.clone(), self.departed_folder()] {
+            match client
+                .mkdir(&path, &self.options(zk::CreateMode::Persistent))
+                .await
+            {
+                Ok(()) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(failed(e)),
+            }
         }
         let own = format!("{folder}/{name}");
         let position = *positions.borrow_and_update();
@@ -265,7 +305,7 @@ impl ZooKeeperCoordinator {
             let publish_at = last_publish + s.publish_interval;
             tokio::select! {
                 _ = shutdown.recv() => {
-                    let _ = timeout(Duration::from_secs(2), client.delete(&own, None)).await;
+                    let _ = timeout(Duration::from_secs(2), self.depart(&client, name, &own, member)).await;
                     return Ok(End::Shutdown);
                 }
                 changed = positions.changed() => {
@@ -331,11 +371,17 @@ impl ZooKeeperCoordinator {
     }
 }
 
+/// Every member znode under `folder`, by name.
 async fn read_members(
     client: &zk::Client,
     folder: &str,
 ) -> Result<BTreeMap<String, Member>, CoordError> {
-    let names = client.list_children(folder).await.map_err(failed)?;
+    let names = match client.list_children(folder).await {
+        Ok(names) => names,
+        // Not created yet (a new or wiped ZooKeeper): nobody is there.
+        Err(zk::Error::NoNode) => Vec::new(),
+        Err(e) => return Err(failed(e)),
+    };
     let reads = names.iter().map(|n| {
         let path = format!("{folder}/{n}");
         async move { (n.clone(), client.get_data(&path).await) }
@@ -413,9 +459,9 @@ impl Coordinator for ZooKeeperCoordinator {
         self.published.subscribe()
     }
 
-    fn read_current(&self) -> BoxFuture<'_, Result<BTreeMap<String, Member>, CoordError>> {
+    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
         let client = self.client.lock().clone();
-        let folder = self.folder();
+        let (folder, departed) = (self.folder(), self.departed_folder());
         let limit = self.settings.session_timeout.min(Duration::from_secs(2));
         async move {
             let client =
@@ -425,7 +471,15 @@ impl Coordinator for ZooKeeperCoordinator {
             }
             timeout(limit, async {
                 client.sync(&folder).await.map_err(failed)?;
-                read_members(&client, &folder).await
+                // Members first: a domain seen gone there has written its
+                // departure (if clean) before, so it is read after.
+                let members = read_members(&client, &folder).await?;
+                let departed = read_members(&client, &departed)
+                    .await?
+                    .into_iter()
+                    .filter(|(name, _)| !members.contains_key(name))
+                    .collect();
+                Ok(Roster { members, departed })
             })
             .await
             .map_err(|_| CoordError::Unreachable("ZooKeeper did not answer in time".into()))?
