@@ -5,6 +5,8 @@
 // served by domain A in Debian's Chromium (/usr/bin/chromium, driven by
 // playwright-core), and checks what a person would see:
 //
+//   - every epoch in a JSON body survives JSON.parse (doubles only) and
+//     is accepted back by /v1/filter/delta;
 //   - a record held by domain C is found, with its owner and route;
 //   - an absent archive number is answered "not in any domain" by the
 //     browser itself, without any lookup request;
@@ -233,6 +235,40 @@ test('the page shows the cluster: three domains up, their filters held in the br
     await seeText(row, ['在线 up', '2,000', /v\d+ · 1\.\d+ MB/, /synced/]);
   }
   await seeText(page.locator('#cluster-summary'), ['3 domains', '6,000 records', 'filters of 3 of 3 domains']);
+});
+
+test('every epoch in a JSON body survives a JavaScript parser and a round trip to /v1/filter/delta', async () => {
+  const bases = [0, 1, 2].map((i) => `http://127.0.0.1:${server.port + i}`);
+  const headerEpoch = {};
+  for (const [i, base] of bases.entries()) {
+    const response = await fetch(`${base}/v1/filter`, { signal: AbortSignal.timeout(5000) });
+    await response.arrayBuffer();
+    headerEpoch['ABC'[i]] = response.headers.get('x-xarchive-epoch');
+  }
+  /** Asks `base` for the changes since `version` of `epoch`, as taken from JSON. */
+  const delta = async (base, epoch, version) => {
+    const response = await fetch(`${base}/v1/filter/delta?epoch=${epoch}&since=${version}`, { signal: AbortSignal.timeout(5000) });
+    await response.arrayBuffer();
+    return response.status;
+  };
+  for (const [i, base] of bases.entries()) {
+    // JSON.parse keeps only doubles: a number above 2^53 would be rounded.
+    const { body: stats } = await getJson(`${base}/v1/stats`);
+    assert.equal(stats.filter.epoch, headerEpoch['ABC'[i]]);
+    const { body: cluster } = await getJson(`${base}/v1/cluster`);
+    for (const d of cluster.domains) {
+      assert.equal(typeof d.epoch, 'string', JSON.stringify(d));
+      assert.equal(d.epoch, headerEpoch[d.name], JSON.stringify(d));
+      if (!d.self) assert.equal(d.replica_epoch, headerEpoch[d.name], JSON.stringify(d));
+      assert.equal(await delta(d.address, d.epoch, d.version), 200, `${d.name} as seen by ${'ABC'[i]}`);
+    }
+    // The 409 of a wrong epoch names the current one, usable as it is.
+    const refused = await getJson(`${base}/v1/filter/delta?epoch=1&since=0`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.code, 'snapshot_required');
+    assert.equal(refused.body.epoch, headerEpoch['ABC'[i]]);
+    assert.equal(await delta(base, refused.body.epoch, refused.body.version), 200);
+  }
 });
 
 test('a record held by another domain is found, with its owner and the route', async () => {

@@ -243,6 +243,7 @@ pub struct FilterStats {
     pub estimated_fpr: f64,
     pub stuck_counters: Option<u64>,
     pub version: u64,
+    #[serde(with = "crate::wire::u64_string")]
     pub epoch: u64,
     pub oldest_delta_version: u64,
 }

@@ -24,6 +24,7 @@ pub mod server;
 pub mod shutdown;
 pub mod store;
 pub mod tls;
+pub mod wire;
 
 pub use config::{Limits, NodeConfig};
 pub use domain::{Domain, DomainError, Position};

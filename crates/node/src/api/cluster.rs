@@ -104,7 +104,7 @@ pub async fn cluster(State(node): State<Arc<Node>>) -> Response {
         "up": true,
         "reachable": true,
         "kind": node.domain.settings().kind,
-        "epoch": me.epoch,
+        "epoch": crate::wire::epoch(me.epoch),
         "version": me.version,
     })];
     for (name, peer) in replicas.peers() {
@@ -121,9 +121,9 @@ pub async fn cluster(State(node): State<Arc<Node>>) -> Response {
             "up": peer.up(),
             "reachable": peer.reachable,
             "kind": peer.kind,
-            "epoch": peer.last_published.map(|p| p.epoch),
+            "epoch": peer.last_published.map(|p| crate::wire::epoch(p.epoch)),
             "version": peer.last_published.map(|p| p.version),
-            "replica_epoch": peer.position.map(|p| p.epoch),
+            "replica_epoch": peer.position.map(|p| crate::wire::epoch(p.epoch)),
             "replica_version": peer.position.map(|p| p.version),
             "lag": lag,
             "current": peer.current(),

@@ -114,7 +114,7 @@ pub async fn delta(
             DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
             _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
         };
-        err.with("epoch", current.epoch)
+        err.with("epoch", crate::wire::epoch(current.epoch))
             .with("version", current.version)
     })?;
     let encoded = delta.encode();
