@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Map, Value};
 use xarchive_filter::{
     AtomicCountingBloomFilter, BloomFilter, BloomGeometry, CountingBloomFilter, CuckooFilter,
+    ErasableFilter, Filter, NotPresent,
 };
 
 #[derive(Parser)]
@@ -47,71 +48,51 @@ trait Subject {
     fn bits(&self) -> f64;
 }
 
-struct Counting(CountingBloomFilter);
-impl Subject for Counting {
-    fn insert(&mut self, key: &str) -> bool {
-        self.0.insert(key);
-        true
-    }
-    fn contains(&self, key: &str) -> bool {
-        self.0.contains(key)
-    }
-    fn remove(&mut self, key: &str) -> Option<bool> {
-        Some(self.0.remove(key).is_ok())
-    }
-    fn bits(&self) -> f64 {
-        self.0.geometry().num_bits() as f64 * 4.0
+/// [`ErasableFilter::remove`] of a filter kind.
+type Remove<F> = fn(&mut F, &[u8]) -> Result<(), NotPresent>;
+
+/// Any of our filters, through the crate's [`Filter`] trait. `remove` is
+/// set for the erasable ones; `bits` is the size of the cells (counters,
+/// bits or fingerprint slots).
+struct Ours<F> {
+    filter: F,
+    remove: Option<Remove<F>>,
+    bits: f64,
+}
+
+impl<F: Filter> Ours<F> {
+    fn plain(filter: F, bits: u64) -> Self {
+        Ours {
+            filter,
+            remove: None,
+            bits: bits as f64,
+        }
     }
 }
 
-struct Bloom(BloomFilter);
-impl Subject for Bloom {
-    fn insert(&mut self, key: &str) -> bool {
-        self.0.insert(key);
-        true
-    }
-    fn contains(&self, key: &str) -> bool {
-        self.0.contains(key)
-    }
-    fn remove(&mut self, _: &str) -> Option<bool> {
-        None
-    }
-    fn bits(&self) -> f64 {
-        self.0.geometry().num_bits() as f64
+impl<F: ErasableFilter> Ours<F> {
+    fn erasable(filter: F, bits: u64) -> Self {
+        Ours {
+            filter,
+            remove: Some(<F as ErasableFilter>::remove),
+            bits: bits as f64,
+        }
     }
 }
 
-struct Cuckoo(CuckooFilter);
-impl Subject for Cuckoo {
+impl<F: Filter> Subject for Ours<F> {
     fn insert(&mut self, key: &str) -> bool {
-        self.0.insert(key).is_ok()
+        self.filter.insert(key.as_bytes()).is_ok()
     }
     fn contains(&self, key: &str) -> bool {
-        self.0.contains(key)
+        self.filter.contains(key.as_bytes())
     }
     fn remove(&mut self, key: &str) -> Option<bool> {
-        Some(self.0.remove(key).is_ok())
+        self.remove
+            .map(|remove| remove(&mut self.filter, key.as_bytes()).is_ok())
     }
     fn bits(&self) -> f64 {
-        let g = self.0.geometry();
-        (g.num_slots() * u64::from(g.fingerprint_bits())) as f64
-    }
-}
-
-struct Atomic(AtomicCountingBloomFilter);
-impl Subject for Atomic {
-    fn insert(&mut self, key: &str) -> bool {
-        self.0.insert(key);
-        true
-    }
-    fn contains(&self, key: &str) -> bool {
-        self.0.contains(key)
-    }
-    fn remove(&mut self, key: &str) -> Option<bool> {
-        Some(self.0.remove(key).is_ok())
-    }
-    fn bits(&self) -> f64 {
-        self.0.geometry().num_bits() as f64 * 4.0
+        self.bits
     }
 }
 
@@ -196,18 +177,29 @@ const NAMES: [&str; 8] = [
 
 fn build(name: &str, n: usize, p: f64) -> Box<dyn Subject> {
     match name {
-        "xarchive-counting" => Box::new(Counting(
-            CountingBloomFilter::with_capacity(n as u64, p).expect("valid sizing"),
-        )),
-        "xarchive-bloom" => Box::new(Bloom(
-            BloomFilter::with_capacity(n as u64, p).expect("valid sizing"),
-        )),
-        "xarchive-cuckoo" => Box::new(Cuckoo(
-            CuckooFilter::with_capacity(n as u64, p).expect("valid sizing"),
-        )),
-        "xarchive-counting-atomic" => Box::new(Atomic(
-            AtomicCountingBloomFilter::with_capacity(n as u64, p).expect("valid sizing"),
-        )),
+        "xarchive-counting" => {
+            let f = CountingBloomFilter::with_capacity(n as u64, p).expect("valid sizing");
+            let bits = f.geometry().num_bits() * 4;
+            Box::new(Ours::erasable(f, bits))
+        }
+        "xarchive-bloom" => {
+            let f = BloomFilter::with_capacity(n as u64, p).expect("valid sizing");
+            let bits = f.geometry().num_bits();
+            Box::new(Ours::plain(f, bits))
+        }
+        "xarchive-cuckoo" => {
+            let f = CuckooFilter::with_capacity(n as u64, p).expect("valid sizing");
+            let g = f.geometry();
+            Box::new(Ours::erasable(
+                f,
+                g.num_slots() * u64::from(g.fingerprint_bits()),
+            ))
+        }
+        "xarchive-counting-atomic" => {
+            let f = AtomicCountingBloomFilter::with_capacity(n as u64, p).expect("valid sizing");
+            let bits = f.geometry().num_bits() * 4;
+            Box::new(Ours::erasable(f, bits))
+        }
         "fastbloom" => Box::new(FastBloom(
             fastbloom::BloomFilter::with_false_pos(p).expected_items(n),
         )),

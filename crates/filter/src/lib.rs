@@ -9,6 +9,11 @@
 //!   full filter refuses an insert instead of dropping an ID it holds.
 //! - [`BloomFilter`]: the plain (blocked) Bloom filter.
 //!
+//! All four implement [`Filter`] (insert, contains, items, encode, decode,
+//! with no false negatives); the three that can forget an ID implement
+//! [`ErasableFilter`], and the three that carry an epoch and version for
+//! copies implement [`Versioned`].
+//!
 //! Every filter hashes IDs with MurmurHash3 x64_128 and has a versioned,
 //! CRC32C-checked binary form documented byte by byte in docs/FORMAT.md;
 //! decoding hostile bytes returns an error, never panics.
@@ -37,6 +42,7 @@ mod delta;
 mod geometry;
 mod hash;
 mod index;
+mod traits;
 
 pub use atomic::AtomicCountingBloomFilter;
 pub use bloom::{BloomFilter, GeometryMismatch};
@@ -50,6 +56,12 @@ pub use geometry::{
 };
 pub use hash::{murmur3_x64_128, Digest, Offsets, Probes, BLOCK_BITS};
 pub use index::{SlicedIndex, SlotSet};
+/// The filters' shared interface. [`Filter`] promises no false negatives:
+/// after a successful insert an ID is reported present until it is
+/// removed; `contains` returning false means certainly absent.
+/// [`ErasableFilter`] adds `remove`, which keeps every other inserted ID
+/// present. [`Versioned`] is the epoch and version that copies follow.
+pub use traits::{ErasableFilter, Filter, Versioned};
 
 /// A remove was refused because the filter certainly does not hold the ID.
 /// Nothing was changed.

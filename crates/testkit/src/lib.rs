@@ -6,6 +6,7 @@
 
 mod process;
 mod servers;
+mod signal;
 
 pub use process::{free_port, DomainProcess, Spawn};
 pub use servers::{RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH};

@@ -8,6 +8,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::signal::{self, Signal};
+
 /// A loopback port that was free a moment ago (for servers that cannot
 /// be told to pick their own).
 pub fn free_port() -> u16 {
@@ -148,9 +150,9 @@ impl DomainProcess {
     /// SIGTERM, then waits for the process to exit.
     pub fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("the domain is running");
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
+        // Not yet reaped, so the pid is still this child's. If it cannot
+        // be signalled it has exited, which the loop below sees.
+        let _ = signal::send(&child, Signal::SIGTERM);
         for _ in 0..1500 {
             if let Ok(Some(status)) = child.try_wait() {
                 return status;
