@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-use xarchive_node::client::Client;
+use serde_json::json;
+use xarchive_node::wire::LookupBody;
+use xarchive_node::Client;
 use xarchive_testkit::{
-    converged, free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
+    free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
 };
 
 fn bin() -> &'static Path {
@@ -62,7 +63,7 @@ impl Cluster {
         'polling: loop {
             for i in 0..self.domains.len() {
                 let state = self.client(i).cluster().await;
-                if !state.is_ok_and(|s| converged(&s, self.domains.len())) {
+                if !state.is_ok_and(|s| s.converged(self.domains.len())) {
                     assert!(
                         Instant::now() < deadline,
                         "cluster did not converge; A's log:\n{}",
@@ -77,7 +78,7 @@ impl Cluster {
     }
 }
 
-async fn lookup(c: &Client, id: &str) -> (u16, Value) {
+async fn lookup(c: &Client, id: &str) -> (u16, LookupBody) {
     c.lookup(id, false).await.unwrap()
 }
 
@@ -93,12 +94,12 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
         .unwrap();
     for at in [&b, &c] {
         let (status, answer) = lookup(at, "档案/2024/001").await;
-        assert_eq!(status, 200, "{answer}");
-        assert_eq!(answer["owner"], "A");
+        assert_eq!(status, 200, "{answer:?}");
+        assert_eq!(answer.owner.as_deref(), Some("A"));
     }
     cluster.wait_converged().await;
     let (_, answer) = lookup(&b, "档案/2024/001").await;
-    assert_eq!(answer["route"]["remote_calls"], 1, "{answer}");
+    assert_eq!(answer.route.remote_calls, 1, "{answer:?}");
 
     // Until the delete is acknowledged, it is never "not found".
     for _ in 0..20 {
@@ -113,7 +114,7 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
         }
         assert!(
             Instant::now() < deadline,
-            "still found after the sync delay: {answer}"
+            "still found after the sync delay: {answer:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -141,8 +142,8 @@ async fn a_killed_domain_is_named_until_it_returns() {
     for wait in [0, SESSION_MS + 1_500] {
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let (status, answer) = lookup(&a, "C-1").await;
-        assert_eq!(status, 503, "{answer}");
-        assert_eq!(answer["unavailable"], json!(["C"]));
+        assert_eq!(status, 503, "{answer:?}");
+        assert_eq!(answer.unavailable, ["C"]);
         for id in ["A-1", "B-1"] {
             assert_eq!(lookup(&a, id).await.0, 200);
             assert_eq!(lookup(&cluster.client(1), id).await.0, 200);
@@ -151,8 +152,8 @@ async fn a_killed_domain_is_named_until_it_returns() {
     cluster.domains[2].restart();
     cluster.wait_converged().await;
     let (status, answer) = lookup(&a, "C-1").await;
-    assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["owner"], "C");
+    assert_eq!(status, 200, "{answer:?}");
+    assert_eq!(answer.owner.as_deref(), Some("C"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,11 +180,11 @@ async fn a_domain_started_without_zookeeper_never_answers_not_found() {
     for id in ["A-0", "A-19", "never-written"] {
         let (status, answer) = lookup(&b, id).await;
         assert_eq!(
-            (status, answer["code"].as_str()),
+            (status, answer.code.as_deref()),
             (503, Some("not_ready")),
-            "{answer}"
+            "{answer:?}"
         );
-        assert!(answer["route"]["unconfirmed"].is_string(), "{answer}");
+        assert!(answer.route.unconfirmed.is_some(), "{answer:?}");
     }
     cluster.zk.start_again();
     cluster.wait_converged().await;
@@ -212,7 +213,7 @@ async fn a_restarted_domain_never_answers_not_found_for_records_held_elsewhere()
         let b = cluster.client(1);
         for id in ids.iter().cycle().take(200) {
             let (status, answer) = lookup(&b, id).await;
-            assert_ne!(status, 404, "round {round}: {answer}");
+            assert_ne!(status, 404, "round {round}: {answer:?}");
         }
         cluster.wait_converged().await;
         for id in &ids {
@@ -241,14 +242,14 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
         for (i, d) in ["A", "B", "C"].iter().enumerate() {
             let at = cluster.client((i + 1) % 3);
             let (status, answer) = lookup(&at, &format!("{d}-{}", checked % 50)).await;
-            assert_eq!(status, 200, "during the outage: {answer}");
+            assert_eq!(status, 200, "during the outage: {answer:?}");
             // Nothing can confirm that no domain joined meanwhile: never
             // "not found" until the membership is read again.
             let (status, answer) = lookup(&at, &format!("absent-{checked}")).await;
             assert_eq!(
-                (status, answer["code"].as_str()),
+                (status, answer.code.as_deref()),
                 (503, Some("not_ready")),
-                "during the outage: {answer}"
+                "during the outage: {answer:?}"
             );
         }
         checked += 1;
@@ -274,9 +275,9 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
     cluster.wait_converged().await;
     let (status, answer) = lookup(&cluster.client(2), "AFTER-1").await;
     assert_eq!(
-        (status, answer["route"]["remote_calls"].as_u64()),
+        (status, Some(answer.route.remote_calls)),
         (200, Some(1)),
-        "{answer}"
+        "{answer:?}"
     );
     assert!(checked > 5);
 }
@@ -296,7 +297,7 @@ async fn a_lost_session_means_registering_again() {
         assert!(d.log().contains("registered in ZooKeeper"), "{}", d.log());
     }
     let (status, answer) = lookup(&cluster.client(2), "BEFORE").await;
-    assert_eq!(status, 200, "{answer}");
+    assert_eq!(status, 200, "{answer:?}");
     cluster
         .client(1)
         .put("AFTER", &json!({"title": "t"}))
@@ -345,7 +346,7 @@ async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
                 let (status, answer) = lookup(&client, &id).await;
                 lookups.fetch_add(1, Ordering::Relaxed);
                 if status != 200 {
-                    eprintln!("{id}: {status} {answer}");
+                    eprintln!("{id}: {status} {answer:?}");
                     misses.fetch_add(1, Ordering::Relaxed);
                 }
             }

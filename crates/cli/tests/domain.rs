@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use xarchive_node::client::Client;
+use xarchive_node::cluster::client::Client;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
 
 fn bin() -> &'static Path {
@@ -17,7 +17,7 @@ fn bin() -> &'static Path {
 
 /// A plain HTTP client (the TLS provider must be installed first).
 fn http() -> reqwest::Client {
-    xarchive_node::client::install_crypto();
+    xarchive_node::security::tls::install_crypto();
     reqwest::Client::new()
 }
 
@@ -105,7 +105,7 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
                     .collect();
                 match c.bulk(body).await {
                     Ok(report) => {
-                        assert_eq!(report["summary"]["failed"], 0);
+                        assert_eq!(report.summary.failed, 0);
                         acknowledged.extend(ids);
                     }
                     Err(_) => return,
@@ -306,7 +306,7 @@ async fn sigterm_lets_requests_finish_and_saves_the_filter() {
         .await
         .unwrap()
         .expect("the in-flight import finished");
-    assert_eq!(report["summary"]["created"], 30_000);
+    assert_eq!(report.summary.created, 30_000);
     assert!(data.join("filter.snapshot").exists());
     domain.restart();
     assert!(domain.log().contains("loaded the saved filter snapshot"));

@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use xarchive_node::auth::{AuthConfig, Authority};
-use xarchive_node::client::http_client;
-use xarchive_node::tls::LoopbackCa;
-use xarchive_testkit::{
-    converged, digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer,
-};
+use xarchive_node::cluster::client::http_client;
+use xarchive_node::security::auth::{AuthConfig, Authority};
+use xarchive_node::security::tls::LoopbackCa;
+use xarchive_node::wire::ClusterView;
+use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
 
 fn bin() -> &'static Path {
@@ -140,7 +139,7 @@ impl Secured {
         let deadline = Instant::now() + Duration::from_secs(30);
         for d in [&self.a, &self.b] {
             loop {
-                let state: Option<Value> = async {
+                let state: Option<ClusterView> = async {
                     client
                         .get(format!("{}/v1/cluster", self.url(d)))
                         .send()
@@ -151,7 +150,7 @@ impl Secured {
                         .ok()
                 }
                 .await;
-                if state.is_some_and(|s| converged(&s, 2)) {
+                if state.is_some_and(|s| s.converged(2)) {
                     break;
                 }
                 assert!(

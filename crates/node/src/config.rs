@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::AuthConfig;
-use crate::cache::CacheConfig;
+use crate::cluster::cache::CacheConfig;
 use crate::cluster::ClusterConfig;
-use crate::filters::FilterSettings;
-use crate::tls::TlsConfig;
+use crate::local::filter::FilterSettings;
+use crate::security::auth::AuthConfig;
+use crate::security::tls::TlsConfig;
 
 /// Limits on what one request may ask.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -144,7 +144,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.name, "A");
-        assert_eq!(c.filter.kind, crate::filters::FilterKind::Cuckoo);
+        assert_eq!(c.filter.kind, crate::local::filter::FilterKind::Cuckoo);
         assert_eq!(c.limits, Limits::default());
         assert!(NodeConfig::from_toml("nmae = \"A\"").is_err());
         assert!(NodeConfig::from_toml("name = \"a b\"").is_err());

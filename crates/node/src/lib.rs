@@ -1,34 +1,36 @@
-//! One xarchive domain: a durable record store (redb), the erasable filter
-//! kept in step with it, and the HTTP API that serves both.
+//! One xarchive domain, in layers whose imports point only downward
+//! (ARCHITECTURE.md draws them; `tests/architecture.rs` keeps them so):
 //!
-//! - [`store`]: records on disk, committed durably before acknowledging.
-//! - [`domain`]: the store and filter together (the filter changes only
-//!   when the store does).
-//! - [`api`]: axum handlers; errors are JSON with a stable `code`.
-//! - [`server`], [`shutdown`]: serving until Ctrl-C or SIGTERM.
+//! - [`server`]: serving a [`Node`] over HTTP(S) until shutdown;
+//! - `http`: the router, handlers, authentication middleware and the
+//!   page; the only place where errors become HTTP responses;
+//! - [`node`], [`config`], [`metrics`]: a domain put together: its local
+//!   part, its place in the cluster, its tokens and its counters;
+//! - [`cluster`]: membership (coordinators), replicas of peers' filters,
+//!   sync, routed lookups, the peer client and the cache of remote records;
+//! - [`security`]: tokens, roles, rate limits, TLS;
+//! - [`wire`]: the HTTP API's header names and bodies, shared by the
+//!   server, the peer client, the CLI and the tests;
+//! - [`local`]: the domain on its own: IDs, records, the store, the filter;
+//! - [`shutdown`]: the stop signal every background task follows.
 
-pub mod api;
-pub mod auth;
-pub mod cache;
-pub mod client;
 pub mod cluster;
 pub mod config;
-pub mod domain;
-pub mod filters;
-pub mod id;
+mod http;
+pub mod local;
 pub mod metrics;
 pub mod node;
-pub mod record;
-pub mod sample;
+pub mod security;
 pub mod server;
 pub mod shutdown;
-pub mod store;
-pub mod tls;
 pub mod wire;
 
+pub use cluster::client::{Client, ClientError};
 pub use config::{Limits, NodeConfig};
-pub use domain::{Domain, DomainError, Position};
-pub use filters::{FilterKind, FilterSettings};
-pub use id::ArchiveId;
+pub use http::router;
+pub use local::domain::{Domain, DomainError, Position};
+pub use local::filter::{FilterKind, FilterSettings};
+pub use local::id::ArchiveId;
+pub use local::record::Record;
+pub use local::sample;
 pub use node::Node;
-pub use record::Record;

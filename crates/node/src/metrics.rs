@@ -13,8 +13,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::cluster::lookup::Lookup;
-use crate::domain::DomainStats;
-use crate::store::Outcome;
+use crate::local::domain::DomainStats;
+use crate::local::store::Outcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {

@@ -1,41 +1,91 @@
-//! A running domain: its store and filter, metrics, and its place in a
-//! cluster. Handlers share one `Arc<Node>`.
+//! A domain put together: its store and filter, its place in a cluster,
+//! its tokens and its metrics. Handlers share one `Arc<Node>`.
 
 use std::sync::Arc;
 
-use xarchive_filter::BloomGeometry;
+use xarchive_filter::{BloomGeometry, GeometryError};
 
-use crate::api::error::ApiError;
-use crate::auth::Authority;
-use crate::cache::Cache;
+use crate::cluster::cache::{Cache, CacheError};
+use crate::cluster::client::ClientError;
+use crate::cluster::lookup::{Lookup, Outcome, Started, Strategy};
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
-use crate::domain::{Domain, DomainError};
+use crate::local::domain::{Domain, DomainError};
+use crate::local::id::ArchiveId;
 use crate::metrics::Metrics;
-use crate::shutdown::Trigger;
+use crate::security::auth::{AuthError, Authority};
+use crate::security::tls::TlsError;
+use crate::wire::{ClusterView, DomainView};
+use tokio_util::sync::CancellationToken;
+
+/// Why a domain could not be opened, by the part that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("the filter's size: {0}")]
+    Geometry(#[from] GeometryError),
+    #[error("tokens or cluster secret: {0}")]
+    Auth(#[from] AuthError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("the record cache: {0}")]
+    Cache(#[from] CacheError),
+    #[error("the client for peers: {0}")]
+    Peers(#[from] ClientError),
+}
 
 pub struct Node {
-    pub config: NodeConfig,
-    pub domain: Domain,
-    pub cluster: Arc<Cluster>,
-    pub auth: Authority,
-    pub metrics: Metrics,
+    pub(crate) config: NodeConfig,
+    pub(crate) domain: Domain,
+    pub(crate) cluster: Arc<Cluster>,
+    pub(crate) auth: Authority,
+    pub(crate) metrics: Metrics,
 }
 
 impl Node {
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The local part: store and filter.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// Its place among the other domains.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    pub fn auth(&self) -> &Authority {
+        &self.auth
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The URL peers and clients reach it at.
+    pub fn address(&self) -> &str {
+        &self.cluster.address
+    }
+
     /// A domain on its own (an in-process coordinator of one), reachable
     /// at `address`.
-    pub fn open(config: NodeConfig, address: &str) -> Result<Arc<Node>, DomainError> {
+    pub fn open(config: NodeConfig, address: &str) -> Result<Arc<Node>, NodeError> {
         let coordinator = Hub::new().coordinator();
         Self::open_in(config, coordinator, address)
     }
 
     /// The coordinator the configuration asks for (ZooKeeper or a new
     /// in-process hub), with the cluster secret's credentials.
-    pub fn coordinator_for(config: &NodeConfig) -> Result<Arc<dyn Coordinator>, DomainError> {
-        let auth = Authority::new(&config.auth, &config.cluster.name)
-            .map_err(|e| DomainError::Task(e.to_string()))?;
-        Ok(crate::cluster::coordinator_for(&config.cluster, &auth))
+    pub fn coordinator_for(config: &NodeConfig) -> Result<Arc<dyn Coordinator>, NodeError> {
+        let auth = Authority::new(&config.auth, &config.cluster.name)?;
+        Ok(crate::cluster::coordinator_for(
+            &config.cluster,
+            auth.zookeeper_credentials(),
+        ))
     }
 
     /// A domain joining the cluster that `coordinator` coordinates.
@@ -43,15 +93,12 @@ impl Node {
         config: NodeConfig,
         coordinator: Arc<dyn Coordinator>,
         address: &str,
-    ) -> Result<Arc<Node>, DomainError> {
+    ) -> Result<Arc<Node>, NodeError> {
         let geometry =
             BloomGeometry::for_capacity(config.filter.expected_items, config.filter.fpr)?;
-        let setup = |e: String| DomainError::Task(e);
-        let auth =
-            Authority::new(&config.auth, &config.cluster.name).map_err(|e| setup(e.to_string()))?;
-        let trust = config.tls.trust().map_err(|e| setup(e.to_string()))?;
-        let cache = Cache::new(&config.cache, &config.cluster.name, &config.name)
-            .map_err(|e| setup(e.to_string()))?;
+        let auth = Authority::new(&config.auth, &config.cluster.name)?;
+        let trust = config.tls.trust()?;
+        let cache = Cache::new(&config.cache, &config.cluster.name, &config.name)?;
         let cluster = Cluster::new(
             &config.name,
             address,
@@ -61,8 +108,7 @@ impl Node {
             Arc::new(cache),
             auth.member_token(),
             trust,
-        )
-        .map_err(|e| setup(e.to_string()))?;
+        )?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
         let mut metrics = Metrics::new();
         cluster.cache.counters.register(metrics.registry_mut());
@@ -76,24 +122,52 @@ impl Node {
     }
 
     /// Starts the background work (registration and replica sync), which
-    /// ends when `trigger` fires.
-    pub fn start(&self, trigger: &Trigger) -> Vec<tokio::task::JoinHandle<()>> {
-        self.cluster.start(
-            self.domain.settings().kind,
-            self.domain.subscribe(),
-            trigger,
-        )
+    /// ends when `stop` is cancelled.
+    pub fn start(&self, stop: &CancellationToken) {
+        self.cluster
+            .start(self.domain.settings().kind, self.domain.subscribe(), stop)
     }
 
-    /// Runs `f` on the blocking pool: store reads and writes wait on the
-    /// disk (fsync) and must not hold up the async workers.
-    pub async fn blocking<T: Send + 'static>(
+    /// Finds `id` here or in any other domain (see [`Cluster::find`]).
+    pub async fn lookup(
         self: &Arc<Self>,
-        f: impl FnOnce(&Node) -> Result<T, ApiError> + Send + 'static,
-    ) -> Result<T, ApiError> {
-        let node = self.clone();
-        tokio::task::spawn_blocking(move || f(&node))
-            .await
-            .map_err(ApiError::internal)?
+        id: &ArchiveId,
+        strategy: Strategy,
+    ) -> Result<Lookup, DomainError> {
+        let mut started = Started::new(strategy);
+        if self.domain.contains(id.as_str()) {
+            let (node, key) = (self.clone(), id.clone());
+            let record = tokio::task::spawn_blocking(move || node.domain.get(&key))
+                .await
+                .map_err(DomainError::from)??;
+            if let Some(record) = record {
+                started.route.local = true;
+                let owner = self.domain.name().to_owned();
+                let route = started.route.clone();
+                return Ok(started.finish(Outcome::Found { record, owner }, route));
+            }
+        }
+        Ok(self.cluster.find(id, started).await)
+    }
+
+    /// Every domain this one knows, itself first (`/v1/cluster`).
+    pub fn cluster_view(&self) -> ClusterView {
+        let me = self.domain.position();
+        self.cluster.view(DomainView {
+            name: self.cluster.me.clone(),
+            address: self.cluster.address.clone(),
+            is_self: true,
+            up: true,
+            reachable: true,
+            kind: self.domain.settings().kind,
+            epoch: Some(me.epoch),
+            version: Some(me.version),
+            replica_epoch: None,
+            replica_version: None,
+            lag: None,
+            current: None,
+            last_sync_ms_ago: None,
+            last_error: None,
+        })
     }
 }

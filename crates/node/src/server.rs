@@ -9,10 +9,10 @@ use std::time::Duration;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio::net::TcpListener;
 
-use crate::domain::DomainError;
+use crate::local::domain::DomainError;
 use crate::node::Node;
-use crate::shutdown::Trigger;
-use crate::tls::TlsError;
+use crate::security::tls::TlsError;
+use tokio_util::sync::CancellationToken;
 
 /// How long requests in flight may take to finish after shutdown begins.
 const GRACE: Duration = Duration::from_secs(30);
@@ -42,10 +42,10 @@ pub async fn serve(
         shutdown.await;
         stopping.graceful_shutdown(Some(GRACE));
     });
-    let background = Trigger::new();
-    let tasks = node.start(&background);
+    let background = CancellationToken::new();
+    node.start(&background);
 
-    let app = crate::api::router(node.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = crate::http::router(node.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let mut server = axum_server::from_tcp(listener.into_std()?)?.handle(handle);
     let head = node.config.limits.max_header_bytes;
     server.http_builder().http1().max_buf_size(head);
@@ -62,10 +62,10 @@ pub async fn serve(
         }
         None => server.serve(app).await,
     };
-    background.fire();
+    background.cancel();
     // Deregistered before the store closes (bounded: a lost coordinator
     // must not hold up the shutdown).
-    let _ = tokio::time::timeout(Duration::from_secs(5), futures::future::join_all(tasks)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), node.cluster.stopped()).await;
     served?;
     let closing = node.clone();
     tokio::task::spawn_blocking(move || closing.domain.close())

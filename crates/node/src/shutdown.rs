@@ -1,7 +1,5 @@
-//! Shutdown: one signal (Ctrl-C or SIGTERM) broadcast to every task that
-//! must stop, as in mini-redis.
-
-use tokio::sync::broadcast;
+//! Shutdown: one signal (Ctrl-C or SIGTERM) that every task which must
+//! stop follows, as in mini-redis.
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn signal() {
@@ -25,50 +23,7 @@ pub async fn signal() {
     }
 }
 
-/// Tells background tasks to stop; each holds a [`Shutdown`].
-#[derive(Clone)]
-pub struct Trigger(broadcast::Sender<()>);
-
-/// A background task's view of the shutdown signal.
-pub struct Shutdown {
-    stopped: bool,
-    rx: broadcast::Receiver<()>,
-}
-
-impl Trigger {
-    pub fn new() -> Self {
-        Trigger(broadcast::channel(1).0)
-    }
-
-    pub fn subscribe(&self) -> Shutdown {
-        Shutdown {
-            stopped: false,
-            rx: self.0.subscribe(),
-        }
-    }
-
-    pub fn fire(&self) {
-        let _ = self.0.send(());
-    }
-}
-
-impl Default for Trigger {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Shutdown {
-    pub fn is_stopped(&self) -> bool {
-        self.stopped
-    }
-
-    /// Waits for the signal (at once if it already came, or if the trigger
-    /// was dropped).
-    pub async fn recv(&mut self) {
-        if !self.stopped {
-            let _ = self.rx.recv().await;
-            self.stopped = true;
-        }
-    }
-}
+/// The stop signal of background tasks: one token cancelled at shutdown,
+/// a child token for each task (tokio-util's, rather than a broadcast
+/// channel of our own).
+pub use tokio_util::sync::CancellationToken;

@@ -1,62 +1,314 @@
-//! Forms of the HTTP API's JSON bodies that the server and its clients
-//! must agree on.
+//! The HTTP API's wire forms, in one place: header names, the framing of
+//! a delta with the IDs it changed, and the JSON bodies. The server writes
+//! these types, and the peer client, the CLI and the tests read them, so
+//! no side parses the other's JSON by hand.
 //!
-//! Epochs are random 64-bit values, almost all above 2^53, where a JSON
-//! parser that keeps only IEEE doubles (JavaScript's, jq's) rounds them:
-//! a client that sent such an epoch back to `/v1/filter/delta` would be
-//! refused every time. So they are written as decimal strings, like the
-//! `x-xarchive-epoch` header. Counts and versions (which cannot reach
-//! 2^53) stay numbers.
+//! Epochs are written as decimal strings (`local::epoch` says why).
 
-use serde::{Deserialize, Deserializer, Serializer};
+use serde::{Deserialize, Serialize};
+use xarchive_filter::{DecodeError, Delta};
 
-/// An epoch as it goes into a `json!` body.
-pub fn epoch(epoch: u64) -> serde_json::Value {
-    serde_json::Value::String(epoch.to_string())
+use crate::local::filter::FilterKind;
+use crate::local::id::{ArchiveId, InvalidId};
+use crate::local::record::Record;
+
+/// Header names carrying the filter's position beside binary bodies.
+pub const EPOCH_HEADER: &str = "x-xarchive-epoch";
+pub const VERSION_HEADER: &str = "x-xarchive-version";
+pub const FROM_VERSION_HEADER: &str = "x-xarchive-from-version";
+pub const KIND_HEADER: &str = "x-xarchive-filter-kind";
+/// A delta followed by the IDs replaced or deleted in its span: a u32
+/// (little-endian) length of the `XADL` bytes, the bytes, then the IDs,
+/// each ending in `\n` (IDs cannot contain control characters).
+pub const DELTA_WITH_IDS: &str = "application/x-xarchive-delta-ids";
+
+/// Why a `DELTA_WITH_IDS` body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FramingError {
+    #[error("body shorter than its length prefix")]
+    NoPrefix,
+    #[error("delta of {0} bytes is longer than the body")]
+    Truncated(usize),
+    #[error("the delta: {0}")]
+    Delta(#[from] DecodeError),
+    #[error("the changed IDs are not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error("a changed ID: {0}")]
+    Id(#[from] InvalidId),
 }
 
-/// `#[serde(with = "crate::wire::u64_string")]`: written as a decimal
-/// string; read from a string or (as written before) a number.
-pub mod u64_string {
-    use super::*;
+/// Frames an encoded delta and the IDs it changed (`DELTA_WITH_IDS`).
+pub fn frame_delta_with_ids(encoded: &[u8], changed: &[ArchiveId]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(4 + encoded.len() + changed.len() * 24);
+    body.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+    body.extend_from_slice(encoded);
+    for id in changed {
+        body.extend_from_slice(id.as_str().as_bytes());
+        body.push(b'\n');
+    }
+    body
+}
 
-    pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(value)
+/// Reads a `DELTA_WITH_IDS` body.
+pub fn split_delta_with_ids(body: &[u8]) -> Result<(Delta, Vec<ArchiveId>), FramingError> {
+    let len_bytes: [u8; 4] = body
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(FramingError::NoPrefix)?;
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    let end = 4usize
+        .checked_add(len)
+        .filter(|end| *end <= body.len())
+        .ok_or(FramingError::Truncated(len))?;
+    let delta = Delta::decode(&body[4..end])?;
+    let changed = std::str::from_utf8(&body[end..])?
+        .split_terminator('\n')
+        .map(ArchiveId::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((delta, changed))
+}
+
+/// Every error body: a stable `code` for programs, a `message` for people.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: String,
+    pub message: String,
+}
+
+/// How a lookup is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Ask only the domains whose replicas may hold the ID.
+    #[default]
+    Routed,
+    /// The seed paper's way: ask every domain to check its live filter.
+    Broadcast,
+}
+
+/// How a lookup went, returned with its answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Route {
+    pub strategy: Strategy,
+    /// Answered from this domain's own store.
+    pub local: bool,
+    /// Domains whose replicas said "maybe".
+    pub candidates: Vec<String>,
+    /// Domains asked for the record.
+    pub asked: Vec<String>,
+    /// Domains asked that did not hold it (replica false positives).
+    pub false_positive_hops: usize,
+    /// Whether the broadcast probe ran.
+    pub broadcast: bool,
+    /// Domains whose live filters were probed.
+    pub probed: Vec<String>,
+    pub unreachable: Vec<String>,
+    /// Why each unreachable domain could not answer.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub errors: std::collections::BTreeMap<String, String>,
+    pub remote_calls: usize,
+    /// `hit` when a cached copy answered, `miss` when the cache was asked
+    /// and the lookup went remote; absent without a cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
+    /// Answered by another lookup of the same ID in flight at the time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesced: bool,
+    /// Why the cluster's membership could not be confirmed with the
+    /// coordinator (then every domain known was asked, and "not found"
+    /// cannot be answered: a domain this one does not know of may hold it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
+    pub elapsed_ms: f64,
+}
+
+/// `GET /v1/lookup/{id}`, every status: the record and its owner when
+/// found (200); otherwise the error's `code` and `message`, with the
+/// domains that could not be reached (503 `unavailable`). The route
+/// comes with every answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LookupBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Record>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
+    #[serde(default)]
+    pub route: Route,
+}
+
+/// `GET /v1/route/{id}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RouteBody {
+    pub id: String,
+    pub local: bool,
+    pub candidates: Vec<String>,
+}
+
+/// `GET /v1/cluster`: every domain this one knows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterView {
+    /// The domain answering.
+    pub domain: String,
+    pub coordinator: String,
+    /// Whether the coordinator confirms this list now (see `/readyz`).
+    pub connected: bool,
+    pub domains: Vec<DomainView>,
+}
+
+impl ClusterView {
+    /// Connected to its coordinator, `domains` domains (itself included)
+    /// up, with a current copy of every other one's filter.
+    pub fn converged(&self, domains: usize) -> bool {
+        self.connected
+            && self.domains.len() == domains
+            && self
+                .domains
+                .iter()
+                .all(|d| d.up && (d.is_self || d.current == Some(true)))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Number(u64),
-            Text(String),
-        }
-        match Either::deserialize(d)? {
-            Either::Number(n) => Ok(n),
-            Either::Text(s) => s.parse().map_err(serde::de::Error::custom),
-        }
+    pub fn get(&self, name: &str) -> Option<&DomainView> {
+        self.domains.iter().find(|d| d.name == name)
     }
+}
+
+/// One domain in a [`ClusterView`]. The replica fields are absent for the
+/// domain answering.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainView {
+    pub name: String,
+    pub address: String,
+    #[serde(rename = "self")]
+    pub is_self: bool,
+    pub up: bool,
+    pub reachable: bool,
+    pub kind: FilterKind,
+    /// The position it last published.
+    #[serde(with = "crate::local::epoch::opt_u64_string")]
+    pub epoch: Option<u64>,
+    pub version: Option<u64>,
+    /// The position of the copy held here.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::local::epoch::opt_u64_string"
+    )]
+    pub replica_epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_version: Option<u64>,
+    /// Versions the copy is behind (same epoch only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<u64>,
+    /// The copy includes everything it last published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_ms_ago: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// `GET /readyz` when ready.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ready {
+    pub ready: bool,
+    pub coordinator: String,
+    /// Domains in the membership read.
+    pub domains: usize,
+}
+
+/// `GET /v1/contains/{id}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Contains {
+    pub id: String,
+    pub domain: String,
+    pub maybe: bool,
+}
+
+/// `POST /v1/contains`: the answers in request order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContainsMany {
+    pub domain: String,
+    pub results: Vec<ContainsResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContainsResult {
+    pub id: String,
+    pub maybe: bool,
+}
+
+/// One line's outcome in a bulk import.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LineResult {
+    /// 1-based line number in the request body (blank lines not counted).
+    pub line: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// What a single PUT of the line would have answered.
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BulkSummary {
+    pub lines: usize,
+    pub created: usize,
+    pub replaced: usize,
+    pub failed: usize,
+    /// Lines beyond the per-request limit, not read.
+    pub beyond_limit: usize,
+}
+
+/// `POST /v1/archives/_bulk`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BulkReport {
+    pub summary: BulkSummary,
+    pub results: Vec<LineResult>,
 }
 
 #[cfg(test)]
 mod tests {
-    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
-    struct Body {
-        #[serde(with = "super::u64_string")]
-        epoch: u64,
-    }
+    use super::*;
 
     #[test]
-    fn an_epoch_is_written_as_a_string_and_read_from_either_form() {
-        let body = Body {
-            epoch: 15506711840260162855,
-        };
-        let text = serde_json::to_string(&body).unwrap();
-        assert_eq!(text, r#"{"epoch":"15506711840260162855"}"#);
-        assert_eq!(serde_json::from_str::<Body>(&text).unwrap(), body);
-        let old = r#"{"epoch":15506711840260162855}"#;
-        assert_eq!(serde_json::from_str::<Body>(old).unwrap(), body);
-        assert!(serde_json::from_str::<Body>(r#"{"epoch":"-1"}"#).is_err());
-        assert!(serde_json::from_str::<Body>(r#"{"epoch":"1e3"}"#).is_err());
+    fn a_framed_delta_reads_back_and_a_damaged_one_is_refused() {
+        let mut filter = xarchive_filter::CountingBloomFilter::with_capacity(100, 0.01).unwrap();
+        filter.insert(b"a");
+        let delta = filter.flips_since(0).unwrap();
+        let ids = vec![
+            ArchiveId::parse("a").unwrap(),
+            ArchiveId::parse("档案/1").unwrap(),
+        ];
+        let body = frame_delta_with_ids(&delta.encode(), &ids);
+        let (read, changed) = split_delta_with_ids(&body).unwrap();
+        assert_eq!((read, changed), (delta, ids));
+        assert!(matches!(
+            split_delta_with_ids(&body[..3]),
+            Err(FramingError::NoPrefix)
+        ));
+        let mut long = body.clone();
+        long[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            split_delta_with_ids(&long),
+            Err(FramingError::Truncated(_))
+        ));
+        let mut bad_id = body;
+        bad_id.extend_from_slice(b"\x01\n");
+        assert!(matches!(
+            split_delta_with_ids(&bad_id),
+            Err(FramingError::Id(_))
+        ));
     }
 }

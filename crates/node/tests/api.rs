@@ -13,7 +13,7 @@ use xarchive_testkit::digest;
 struct App {
     node: Arc<Node>,
     /// Keeps the node's background work (its coordinator) running.
-    _background: xarchive_node::shutdown::Trigger,
+    _background: xarchive_node::shutdown::CancellationToken,
     _dir: tempfile::TempDir,
 }
 
@@ -44,7 +44,7 @@ fn app_with(f: impl FnOnce(&mut NodeConfig)) -> App {
     config.filter.expected_items = 10_000;
     f(&mut config);
     let node = Node::open(config, "http://127.0.0.1:1").unwrap();
-    let background = xarchive_node::shutdown::Trigger::new();
+    let background = xarchive_node::shutdown::CancellationToken::new();
     node.start(&background);
     App {
         node,
@@ -70,7 +70,7 @@ impl App {
             .header("content-type", "application/json")
             .body(body.into())
             .unwrap();
-        let response = xarchive_node::api::router(self.node.clone())
+        let response = xarchive_node::router(self.node.clone())
             .oneshot(request)
             .await
             .unwrap();
@@ -97,9 +97,9 @@ impl App {
     /// the published filter, and the filter's position (as digests, to
     /// keep failure messages short).
     async fn state(&self) -> (u64, u64, String) {
-        let store = std::fs::read(self.node.config.data.join("records.redb")).unwrap();
+        let store = std::fs::read(self.node.config().data.join("records.redb")).unwrap();
         let filter = self.call(Method::GET, "/v1/filter", Body::empty()).await;
-        let position = format!("{:?}", self.node.domain.position());
+        let position = format!("{:?}", self.node.domain().position());
         (digest(&store), digest(&filter.body), position)
     }
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use xarchive_node::client::Client;
 use xarchive_node::cluster::Hub;
-use xarchive_node::shutdown::Trigger;
+use xarchive_node::shutdown::CancellationToken;
+use xarchive_node::wire::LookupBody;
+use xarchive_node::Client;
 use xarchive_node::{Node, NodeConfig};
 use xarchive_testkit::RedisServer;
 
@@ -18,7 +19,7 @@ struct Pair {
     b: Arc<Node>,
     at_a: Client,
     at_b: Client,
-    _stop: Trigger,
+    _stop: CancellationToken,
     _dir: tempfile::TempDir,
 }
 
@@ -26,7 +27,7 @@ impl Pair {
     async fn start(cache_url: &str) -> Pair {
         let dir = tempfile::tempdir().unwrap();
         let hub = Hub::new();
-        let stop = Trigger::new();
+        let stop = CancellationToken::new();
         let mut nodes = Vec::new();
         let mut clients = Vec::new();
         for name in ["A", "B"] {
@@ -41,11 +42,11 @@ impl Pair {
             config.cache.url = cache_url.into();
             config.cluster.peer_timeout_ms = 2_000;
             let node = Node::open_in(config, hub.coordinator(), &address).unwrap();
-            let mut shutdown = stop.subscribe();
+            let shutdown = stop.child_token();
             tokio::spawn(xarchive_node::server::serve(
                 node.clone(),
                 listener,
-                async move { shutdown.recv().await },
+                async move { shutdown.cancelled().await },
             ));
             clients.push(Client::new(&address, Duration::from_secs(10)).unwrap());
             nodes.push(node);
@@ -65,14 +66,7 @@ impl Pair {
     /// Waits until A's copy of B is current.
     async fn settle(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !self
-            .a
-            .cluster
-            .replicas
-            .read()
-            .peer("B")
-            .is_some_and(|p| p.current())
-        {
+        while self.a.cluster_view().get("B").and_then(|p| p.current) != Some(true) {
             assert!(
                 Instant::now() < deadline,
                 "A's replica of B did not converge"
@@ -81,14 +75,14 @@ impl Pair {
         }
     }
 
-    async fn lookup(&self, id: &str) -> (u16, Value) {
+    async fn lookup(&self, id: &str) -> (u16, LookupBody) {
         self.at_a.lookup(id, false).await.unwrap()
     }
 
     /// Times B served the record itself (GET /v1/archives/{id}).
     fn fetches_at_b(&self) -> u64 {
-        let stats = self.b.domain.stats().unwrap();
-        let text = self.b.metrics.render(&stats);
+        let stats = self.b.domain().stats().unwrap();
+        let text = self.b.metrics().render(&stats);
         text.lines()
             .filter(|l| {
                 l.contains("route=\"/v1/archives/{id}\"")
@@ -109,19 +103,19 @@ async fn hits_after_admission(cache: &str) {
     p.settle().await;
     // First lookup: remote, and not yet admitted (seen once).
     let (status, answer) = p.lookup("档案/2024/001").await;
-    assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["route"]["cache"], "miss");
-    assert_eq!(answer["route"]["remote_calls"], 1);
+    assert_eq!(status, 200, "{answer:?}");
+    assert_eq!(answer.route.cache.as_deref(), Some("miss"));
+    assert_eq!(answer.route.remote_calls, 1);
     // Second: seen twice, fetched and admitted.
     let (_, answer) = p.lookup("档案/2024/001").await;
-    assert_eq!(answer["route"]["cache"], "miss");
+    assert_eq!(answer.route.cache.as_deref(), Some("miss"));
     // Third: from the cache, no remote call.
     let (status, answer) = p.lookup("档案/2024/001").await;
     assert_eq!(status, 200);
-    assert_eq!(answer["route"]["cache"], "hit", "{answer}");
-    assert_eq!(answer["route"]["remote_calls"], 0);
-    assert_eq!(answer["record"]["title"], "v1");
-    assert_eq!(answer["owner"], "B");
+    assert_eq!(answer.route.cache.as_deref(), Some("hit"), "{answer:?}");
+    assert_eq!(answer.route.remote_calls, 0);
+    assert_eq!(answer.record.as_ref().map(|r| r.title.as_str()), Some("v1"));
+    assert_eq!(answer.owner.as_deref(), Some("B"));
 
     // An update at B evicts A's copy within the sync delay.
     p.at_b
@@ -130,7 +124,11 @@ async fn hits_after_admission(cache: &str) {
         .unwrap();
     p.settle().await;
     let (_, answer) = p.lookup("档案/2024/001").await;
-    assert_eq!(answer["record"]["title"], "v2", "{answer}");
+    assert_eq!(
+        answer.record.as_ref().map(|r| r.title.as_str()),
+        Some("v2"),
+        "{answer:?}"
+    );
     // So does a delete.
     for _ in 0..2 {
         p.lookup("档案/2024/001").await;
@@ -138,9 +136,9 @@ async fn hits_after_admission(cache: &str) {
     assert!(p.at_b.delete("档案/2024/001").await.unwrap());
     p.settle().await;
     let (status, answer) = p.lookup("档案/2024/001").await;
-    assert_eq!(status, 404, "{answer}");
+    assert_eq!(status, 404, "{answer:?}");
 
-    let stats: Value = serde_json::to_value(p.a.cluster.cache.stats()).unwrap();
+    let stats: Value = serde_json::to_value(p.a.cluster().cache().stats()).unwrap();
     assert!(stats["hits"].as_u64().unwrap() >= 1, "{stats}");
     assert!(stats["admissions"].as_u64().unwrap() >= 1, "{stats}");
     assert!(stats["evictions"].as_u64().unwrap() >= 1, "{stats}");
@@ -174,19 +172,19 @@ async fn a_stopped_redis_costs_no_lookup_and_is_used_again_when_back() {
             assert_eq!(p.lookup(&format!("R-{i}")).await.0, 200);
         }
     }
-    let hits_before = p.a.cluster.cache.stats().hits;
+    let hits_before = p.a.cluster().cache().stats().hits;
     assert!(hits_before >= 20);
 
     redis.stop();
     for _ in 0..3 {
         for i in 0..20 {
             let (status, answer) = p.lookup(&format!("R-{i}")).await;
-            assert_eq!(status, 200, "with Redis down: {answer}");
+            assert_eq!(status, 200, "with Redis down: {answer:?}");
         }
     }
-    let errors = p.a.cluster.cache.stats().errors;
+    let errors = p.a.cluster().cache().stats().errors;
     assert!(errors > 0, "cache errors are counted");
-    let text = p.a.metrics.render(&p.a.domain.stats().unwrap());
+    let text = p.a.metrics().render(&p.a.domain().stats().unwrap());
     assert!(text.contains("xarchive_cache_errors_total"), "{text}");
 
     // Back (empty): filled and used again, without a restart.
@@ -196,13 +194,13 @@ async fn a_stopped_redis_costs_no_lookup_and_is_used_again_when_back() {
         for i in 0..20 {
             assert_eq!(p.lookup(&format!("R-{i}")).await.0, 200);
         }
-        if p.a.cluster.cache.stats().hits > hits_before + 5 {
+        if p.a.cluster().cache().stats().hits > hits_before + 5 {
             break;
         }
         assert!(
             Instant::now() < deadline,
             "the cache was not used again: {:?}",
-            p.a.cluster.cache.stats()
+            p.a.cluster().cache().stats()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -222,7 +220,7 @@ async fn a_hundred_lookups_of_one_cold_id_make_one_fetch() {
         .collect();
     for l in lookups {
         let (status, answer) = l.await.unwrap();
-        assert_eq!(status, 200, "{answer}");
+        assert_eq!(status, 200, "{answer:?}");
     }
     assert_eq!(
         p.fetches_at_b() - before,

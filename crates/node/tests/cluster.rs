@@ -5,16 +5,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-use xarchive_node::client::Client;
+use serde_json::json;
 use xarchive_node::cluster::Hub;
-use xarchive_node::shutdown::Trigger;
+use xarchive_node::shutdown::CancellationToken;
+use xarchive_node::wire::LookupBody;
+use xarchive_node::Client;
 use xarchive_node::{Node, NodeConfig};
 
 struct Domain {
     node: Arc<Node>,
     client: Client,
-    stop: Trigger,
+    stop: CancellationToken,
     server: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -40,19 +41,18 @@ impl Cluster {
             config.filter.expected_items = 10_000;
             config.cluster.peer_timeout_ms = 1_000;
             let node = Node::open_in(config, hub.coordinator(), &address).unwrap();
-            let stop = Trigger::new();
-            let mut shutdown = stop.subscribe();
-            let server =
-                tokio::spawn({
-                    let node = node.clone();
-                    async move {
-                        xarchive_node::server::serve(node, listener, async move {
-                            shutdown.recv().await
-                        })
-                        .await
-                        .unwrap();
-                    }
-                });
+            let stop = CancellationToken::new();
+            let shutdown = stop.child_token();
+            let server = tokio::spawn({
+                let node = node.clone();
+                async move {
+                    xarchive_node::server::serve(node, listener, async move {
+                        shutdown.cancelled().await
+                    })
+                    .await
+                    .unwrap();
+                }
+            });
             domains.push(Domain {
                 client: Client::new(&address, Duration::from_secs(10)).unwrap(),
                 node,
@@ -69,12 +69,13 @@ impl Cluster {
         loop {
             let mut all = true;
             for d in self.domains.iter().filter(|d| d.server.is_some()) {
-                let replicas = d.node.cluster.replicas.read();
-                all &= replicas
-                    .peers()
-                    .filter(|(_, p)| p.up())
-                    .all(|(_, p)| p.current());
-                all &= replicas.peers().count() + 1
+                let view = d.node.cluster_view();
+                all &= view
+                    .domains
+                    .iter()
+                    .filter(|p| !p.is_self && p.up)
+                    .all(|p| p.current == Some(true));
+                all &= view.domains.len()
                     >= self.domains.iter().filter(|d| d.server.is_some()).count();
             }
             if all {
@@ -86,14 +87,14 @@ impl Cluster {
     }
 
     async fn stop(&mut self, i: usize) {
-        self.domains[i].stop.fire();
+        self.domains[i].stop.cancel();
         if let Some(server) = self.domains[i].server.take() {
             server.await.unwrap();
         }
     }
 }
 
-async fn lookup(d: &Domain, id: &str) -> (u16, Value) {
+async fn lookup(d: &Domain, id: &str) -> (u16, LookupBody) {
     d.client.lookup(id, false).await.unwrap()
 }
 
@@ -112,9 +113,9 @@ async fn a_record_put_anywhere_is_found_everywhere_with_one_call() {
     // Found at once, even before the replicas catch up.
     let (status, answer) = lookup(b, "档案/2024/001").await;
     assert_eq!(
-        (status, answer["owner"].as_str()),
+        (status, answer.owner.as_deref()),
         (200, Some("A")),
-        "{answer}"
+        "{answer:?}"
     );
 
     c.settle().await;
@@ -124,22 +125,22 @@ async fn a_record_put_anywhere_is_found_everywhere_with_one_call() {
         (a, "J201-WS·2023-Y-0001", "C"),
     ] {
         let (status, answer) = lookup(at, id).await;
-        assert_eq!(status, 200, "{answer}");
-        assert_eq!(answer["owner"], owner);
-        assert_eq!(answer["route"]["remote_calls"], 1, "{answer}");
-        assert_eq!(answer["route"]["broadcast"], false);
-        assert!(answer["record"]["title"].is_string());
+        assert_eq!(status, 200, "{answer:?}");
+        assert_eq!(answer.owner.as_deref(), Some(owner));
+        assert_eq!(answer.route.remote_calls, 1, "{answer:?}");
+        assert!(!answer.route.broadcast);
+        assert!(answer.record.is_some());
     }
     // Absent everywhere: answered from the replicas, no remote call.
     let (status, answer) = lookup(b, "J999-none").await;
-    assert_eq!(status, 404, "{answer}");
-    assert_eq!(answer["code"], "not_found");
-    assert_eq!(answer["route"]["remote_calls"], 0);
+    assert_eq!(status, 404, "{answer:?}");
+    assert_eq!(answer.code.as_deref(), Some("not_found"));
+    assert_eq!(answer.route.remote_calls, 0);
 
     // The seed paper's way asks everyone.
     let (status, answer) = b.client.lookup("档案/2024/001", true).await.unwrap();
     assert_eq!(status, 200);
-    assert_eq!(answer["route"]["probed"].as_array().unwrap().len(), 2);
+    assert_eq!(answer.route.probed.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +150,7 @@ async fn a_deleted_record_is_gone_everywhere_and_never_missing_before() {
     a.client.put("DEL-1", &json!({"title": "t"})).await.unwrap();
     for _ in 0..20 {
         let (status, answer) = lookup(b, "DEL-1").await;
-        assert_eq!(status, 200, "{answer}");
+        assert_eq!(status, 200, "{answer:?}");
     }
     assert!(a.client.delete("DEL-1").await.unwrap());
     // Acknowledged: A answers 404 at once; the others once their
@@ -158,16 +159,10 @@ async fn a_deleted_record_is_gone_everywhere_and_never_missing_before() {
     c.settle().await;
     for d in &c.domains {
         let (status, answer) = lookup(d, "DEL-1").await;
-        assert_eq!(status, 404, "{answer}");
+        assert_eq!(status, 404, "{answer:?}");
     }
     // No domain even routes to A for it any more.
-    assert!(b
-        .node
-        .cluster
-        .replicas
-        .read()
-        .candidates("DEL-1")
-        .is_empty());
+    assert!(b.node.cluster().candidates("DEL-1").is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,15 +181,15 @@ async fn a_departed_domain_is_named_not_reported_empty() {
     c.settle().await;
     c.stop(2).await;
     let (status, answer) = lookup(&c.domains[0], "C-ONLY").await;
-    assert_eq!(status, 503, "{answer}");
-    assert_eq!(answer["code"], "unavailable");
-    assert_eq!(answer["unavailable"], json!(["C"]));
+    assert_eq!(status, 503, "{answer:?}");
+    assert_eq!(answer.code.as_deref(), Some("unavailable"));
+    assert_eq!(answer.unavailable, ["C"]);
     let (status, _) = lookup(&c.domains[1], "A-ONLY").await;
     assert_eq!(status, 200);
     // C left cleanly after publishing everything: its copy says "not here"
     // for IDs it never had, so they are still a plain 404.
     let (status, answer) = lookup(&c.domains[1], "NOWHERE-1").await;
-    assert_eq!(status, 404, "{answer}");
+    assert_eq!(status, 404, "{answer:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,7 +232,7 @@ async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
                 };
                 let (status, answer) = lookup(&c.domains[r], &id).await;
                 if acked_at < started && status != 200 {
-                    eprintln!("{id} acknowledged before the lookup, answered {status}: {answer}");
+                    eprintln!("{id} acknowledged before the lookup, answered {status}: {answer:?}");
                     misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }

@@ -248,19 +248,20 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         };
-        let summary = &report["summary"];
-        created += summary["created"].as_u64().unwrap_or(0);
-        replaced += summary["replaced"].as_u64().unwrap_or(0);
-        failed += summary["failed"].as_u64().unwrap_or(0);
-        for result in report["results"].as_array().into_iter().flatten() {
-            let status = result["status"].as_u64().unwrap_or(0);
-            if status >= 400 && failures.len() < 10 {
-                let index = result["line"].as_u64().unwrap_or(1).saturating_sub(1) as usize;
-                let line = chunk.lines.get(index).copied().unwrap_or(0);
+        created += report.summary.created as u64;
+        replaced += report.summary.replaced as u64;
+        failed += report.summary.failed as u64;
+        for result in report.results.iter().filter(|r| r.status >= 400) {
+            if failures.len() < 10 {
+                let line = chunk
+                    .lines
+                    .get(result.line.saturating_sub(1))
+                    .copied()
+                    .unwrap_or(0);
                 failures.push(format!(
                     "line {line}: {}: {}",
-                    result["code"].as_str().unwrap_or("?"),
-                    result["message"].as_str().unwrap_or("")
+                    result.code.as_deref().unwrap_or("?"),
+                    result.message.as_deref().unwrap_or("")
                 ));
             }
         }

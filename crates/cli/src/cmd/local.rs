@@ -9,10 +9,10 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::task::JoinHandle;
 use xarchive_node::cluster::Coordinator;
-use xarchive_node::record::RecordInput;
+use xarchive_node::local::record::RecordInput;
+use xarchive_node::local::store::Write;
 use xarchive_node::server::ServeError;
-use xarchive_node::shutdown::Trigger;
-use xarchive_node::store::Write;
+use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::{sample, ArchiveId, Node, NodeConfig};
 
 /// Domain names: A, B, … Z, then D27, D28, …
@@ -40,13 +40,13 @@ pub struct Plan<'a> {
 
 pub struct LocalCluster {
     pub nodes: Vec<Arc<Node>>,
-    stop: Trigger,
+    stop: CancellationToken,
     servers: Vec<JoinHandle<Result<(), ServeError>>>,
 }
 
 /// Loads `count` sample records of domain `index` into `node`, in batches.
 fn load_samples(node: &Node, index: usize, count: u64, bar: &ProgressBar) -> anyhow::Result<()> {
-    let max = node.config.limits.max_content_bytes;
+    let max = node.config().limits.max_content_bytes;
     let mut i = 0;
     while i < count {
         let end = (i + 2_000).min(count);
@@ -59,7 +59,7 @@ fn load_samples(node: &Node, index: usize, count: u64, bar: &ProgressBar) -> any
                 ))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        node.domain.apply(&writes)?;
+        node.domain().apply(&writes)?;
         bar.inc(end - i);
         i = end;
     }
@@ -109,7 +109,7 @@ impl LocalCluster {
                 tokio::task::spawn_blocking(move || Node::open_in(config, coordinator, &address))
                     .await?
                     .with_context(|| format!("cannot open domain {name}"))?;
-            if node.domain.stats()?.records == 0 && plan.records > 0 {
+            if node.domain().stats()?.records == 0 && plan.records > 0 {
                 bar.inc_length(plan.records);
                 let (n, b, count) = (node.clone(), bar.clone(), plan.records);
                 tokio::task::spawn_blocking(move || load_samples(&n, i, count, &b)).await??;
@@ -117,16 +117,16 @@ impl LocalCluster {
             nodes.push(node);
         }
         bar.finish_and_clear();
-        let stop = Trigger::new();
+        let stop = CancellationToken::new();
         let servers = nodes
             .iter()
             .zip(listeners)
             .map(|(node, listener)| {
-                let mut shutdown = stop.subscribe();
+                let shutdown = stop.child_token();
                 tokio::spawn(xarchive_node::server::serve(
                     node.clone(),
                     listener,
-                    async move { shutdown.recv().await },
+                    async move { shutdown.cancelled().await },
                 ))
             })
             .collect();
@@ -141,11 +141,10 @@ impl LocalCluster {
     pub async fn converged(&self, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
         loop {
-            let done = self.nodes.iter().all(|n| {
-                let replicas = n.cluster.replicas.read();
-                replicas.peers().count() + 1 == self.nodes.len()
-                    && replicas.peers().all(|(_, p)| p.current())
-            });
+            let done = self
+                .nodes
+                .iter()
+                .all(|n| n.cluster_view().converged(self.nodes.len()));
             if done {
                 return Ok(());
             }
@@ -158,15 +157,12 @@ impl LocalCluster {
     }
 
     pub fn addresses(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .map(|n| n.cluster.address.clone())
-            .collect()
+        self.nodes.iter().map(|n| n.address().to_owned()).collect()
     }
 
     /// Stops every domain cleanly (requests finish, snapshots saved).
     pub async fn stop(self) -> anyhow::Result<()> {
-        self.stop.fire();
+        self.stop.cancel();
         for server in self.servers {
             server.await??;
         }

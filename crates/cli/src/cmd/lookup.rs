@@ -28,38 +28,22 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&answer)?);
     }
-    let route = &answer["route"];
-    let names = |v: &serde_json::Value| {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default()
-    };
+    let route = &answer.route;
     let summary = format!(
-        "{} ms, {} remote calls, candidates [{}], asked [{}]{}",
-        route["elapsed_ms"]
-            .as_f64()
-            .map_or("?".into(), |ms| format!("{ms:.1}")),
-        route["remote_calls"],
-        names(&route["candidates"]),
-        names(&route["asked"]),
-        if route["broadcast"] == true {
-            ", broadcast"
-        } else {
-            ""
-        },
+        "{:.1} ms, {} remote calls, candidates [{}], asked [{}]{}",
+        route.elapsed_ms,
+        route.remote_calls,
+        route.candidates.join(","),
+        route.asked.join(","),
+        if route.broadcast { ", broadcast" } else { "" },
     );
     match status {
         200 => {
             if !args.json {
-                println!("{}", serde_json::to_string_pretty(&answer["record"])?);
+                println!("{}", serde_json::to_string_pretty(&answer.record)?);
                 eprintln!(
                     "found in domain {} ({summary})",
-                    answer["owner"].as_str().unwrap_or("?")
+                    answer.owner.as_deref().unwrap_or("?")
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -71,8 +55,9 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
         _ => {
             eprintln!(
                 "unavailable: {} ({summary})",
-                answer["message"]
-                    .as_str()
+                answer
+                    .message
+                    .as_deref()
                     .unwrap_or("some domains could not be reached")
             );
             Ok(ExitCode::from(EXIT_UNAVAILABLE))

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use xarchive_node::client::Client;
+use xarchive_node::cluster::client::Client;
 
 #[derive(Parser)]
 #[command(
@@ -49,7 +49,7 @@ pub struct ServerArgs {
 
 impl ServerArgs {
     fn client(&self) -> anyhow::Result<Client> {
-        let trust = xarchive_node::tls::TlsConfig {
+        let trust = xarchive_node::security::tls::TlsConfig {
             ca: self.tls_ca.clone(),
             ..Default::default()
         }

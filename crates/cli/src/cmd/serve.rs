@@ -22,7 +22,7 @@ pub struct ServeArgs {
     #[arg(long, env = "XARCHIVE_DATA")]
     data: Option<PathBuf>,
     /// Filter kind.
-    #[arg(long, env = "XARCHIVE_FILTER_KIND", value_parser = parse_kind)]
+    #[arg(long, env = "XARCHIVE_FILTER_KIND")]
     filter_kind: Option<FilterKind>,
     /// Records the filter is sized for.
     #[arg(long, env = "XARCHIVE_EXPECTED_ITEMS")]
@@ -60,14 +60,6 @@ pub struct ServeArgs {
     /// Trust only this certificate authority (PEM) for calls to peers.
     #[arg(long, env = "XARCHIVE_TLS_CA")]
     tls_ca: Option<PathBuf>,
-}
-
-fn parse_kind(s: &str) -> Result<FilterKind, String> {
-    match s {
-        "counting" => Ok(FilterKind::Counting),
-        "cuckoo" => Ok(FilterKind::Cuckoo),
-        _ => Err(format!("{s:?} is not a filter kind (counting or cuckoo)")),
-    }
 }
 
 impl ServeArgs {
@@ -159,18 +151,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let node = tokio::task::spawn_blocking(move || Node::open_in(config, coordinator, &address))
         .await?
         .with_context(|| format!("cannot open domain {name} in {}", data.display()))?;
-    let stats = node.domain.stats()?;
+    let stats = node.domain().stats()?;
     tracing::info!(
-        domain = %node.config.name,
+        domain = %node.config().name,
         records = stats.records,
-        filter = node.config.filter.kind.as_str(),
-        coordinator = %node.cluster.coordinator.describe(),
-        advertise = %node.cluster.address,
-        tls = node.config.tls.serves_tls(),
-        auth = node.auth.enabled(),
+        filter = node.config().filter.kind.as_str(),
+        coordinator = %node.cluster().coordinator().describe(),
+        advertise = %node.address(),
+        tls = node.config().tls.serves_tls(),
+        auth = node.auth().enabled(),
         "listening on http://{local}"
     );
-    if !node.auth.enabled() && !local.ip().is_loopback() {
+    if !node.auth().enabled() && !local.ip().is_loopback() {
         tracing::warn!(
             "no API tokens or cluster secret configured: anyone who can reach {local} can read, write and delete"
         );

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use xarchive_node::auth::{generate_token, sha256_hex, Role};
+use xarchive_node::security::auth::{generate_token, sha256_hex, Role};
 
 #[derive(Subcommand)]
 pub enum TokenCommand {
@@ -18,7 +18,7 @@ pub enum TokenCommand {
 #[derive(clap::Args)]
 pub struct CreateArgs {
     /// `read` (lookups, reads, filters) or `write` (also puts, deletes, imports).
-    #[arg(long, value_parser = parse_role)]
+    #[arg(long)]
     role: Role,
     /// A name for the token, shown in logs and metrics.
     #[arg(long, default_value = "client")]
@@ -26,14 +26,6 @@ pub struct CreateArgs {
     /// Append the entry to this config file (the domain reads it at start).
     #[arg(long)]
     config: Option<PathBuf>,
-}
-
-fn parse_role(s: &str) -> Result<Role, String> {
-    match s {
-        "read" => Ok(Role::Read),
-        "write" => Ok(Role::Write),
-        _ => Err(format!("{s:?} is not a role (read or write)")),
-    }
 }
 
 pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {

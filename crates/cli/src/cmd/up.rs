@@ -63,20 +63,20 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "  {:<3} {}  {:>7} records  data {}",
-            node.domain.name(),
-            node.cluster.address,
-            node.domain.stats()?.records,
-            node.config.data.display()
+            node.domain().name(),
+            node.address(),
+            node.domain().stats()?.records,
+            node.config().data.display()
         )?;
     }
-    let first = &nodes[0].cluster.address;
+    let first = &nodes[0].address();
     // An ID of the last domain holding sample records, asked at the first.
     let holder = (0..nodes.len())
         .rev()
-        .find(|&i| nodes[i].domain.contains(&sample::id(i, 42)))
+        .find(|&i| nodes[i].domain().contains(&sample::id(i, 42)))
         .unwrap_or(0);
     let id = sample::id(holder, 42);
-    let encoded = xarchive_node::client::encode_id(&id);
+    let encoded = xarchive_node::cluster::client::encode_id(&id);
     writeln!(out, "\nPage: {first}/")?;
     let (asker, owner) = (domain_name(0), domain_name(holder));
     writeln!(out, "A lookup at {asker} of an ID held by {owner}:")?;

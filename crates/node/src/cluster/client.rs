@@ -9,11 +9,14 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use xarchive_filter::Delta;
 
-use crate::api::filter::{DELTA_WITH_IDS, EPOCH_HEADER, KIND_HEADER, VERSION_HEADER};
-use crate::domain::{DomainStats, Position};
-use crate::filters::FilterKind;
-use crate::id::ArchiveId;
-use crate::record::Record;
+use crate::local::domain::{DomainStats, Position};
+use crate::local::filter::FilterKind;
+use crate::local::id::ArchiveId;
+use crate::local::record::Record;
+use crate::wire::{
+    split_delta_with_ids, BulkReport, ClusterView, Contains, LookupBody, DELTA_WITH_IDS,
+    EPOCH_HEADER, KIND_HEADER, VERSION_HEADER,
+};
 
 /// Why a call failed: the server said no (with its JSON error), or the
 /// call never got a usable answer.
@@ -53,12 +56,6 @@ impl ClientError {
             _ => None,
         }
     }
-}
-
-/// Installs the TLS crypto provider (ring) once per process; every
-/// client and server needs one before it is built.
-pub fn install_crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A filter as a domain publishes it.
@@ -114,7 +111,7 @@ pub fn http_client(
     token: Option<&str>,
     trust: Option<Vec<reqwest::Certificate>>,
 ) -> Result<reqwest::Client, String> {
-    install_crypto();
+    crate::security::tls::install_crypto();
     let mut builder = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(5)))
@@ -276,7 +273,7 @@ impl Client {
 
     /// `GET /v1/cluster`: the domains this one knows, and its copies of
     /// their filters.
-    pub async fn cluster(&self) -> Result<serde_json::Value, ClientError> {
+    pub async fn cluster(&self) -> Result<ClusterView, ClientError> {
         let url = self.url("/v1/cluster");
         let response = self.send(self.http.get(&url), &url).await?;
         Self::json(response, &url).await
@@ -294,17 +291,18 @@ impl Client {
     pub async fn contains(&self, id: &str) -> Result<bool, ClientError> {
         let url = self.url(&format!("/v1/contains/{}", encode_id(id)));
         let response = self.send(self.http.get(&url), &url).await?;
-        let v: serde_json::Value = Self::json(response, &url).await?;
-        Ok(v["maybe"].as_bool().unwrap_or(true))
+        let answer: Contains = Self::json(response, &url).await?;
+        Ok(answer.maybe)
     }
 
-    /// `GET /v1/lookup/{id}`: the JSON answer and its status (200 found,
-    /// 404 not found anywhere, 503 some domain unreachable).
+    /// `GET /v1/lookup/{id}`: the answer and its status (200 found, 404
+    /// not found anywhere, 503 some domain unreachable or membership not
+    /// confirmed).
     pub async fn lookup(
         &self,
         id: &str,
         broadcast: bool,
-    ) -> Result<(u16, serde_json::Value), ClientError> {
+    ) -> Result<(u16, LookupBody), ClientError> {
         let strategy = if broadcast { "broadcast" } else { "routed" };
         let url = self.url(&format!("/v1/lookup/{}?strategy={strategy}", encode_id(id)));
         let response = self.send_raw(self.http.get(&url), &url).await?;
@@ -315,11 +313,8 @@ impl Client {
         Err(Self::api_error(response, &url).await)
     }
 
-    /// Sends NDJSON lines to `_bulk`; returns the server's report as JSON.
-    pub async fn bulk(
-        &self,
-        body: impl Into<reqwest::Body>,
-    ) -> Result<serde_json::Value, ClientError> {
+    /// Sends NDJSON lines to `_bulk`; returns the server's report.
+    pub async fn bulk(&self, body: impl Into<reqwest::Body>) -> Result<BulkReport, ClientError> {
         let url = self.url("/v1/archives/_bulk");
         let request = self
             .http
@@ -356,16 +351,12 @@ impl Client {
             epoch: number(EPOCH_HEADER)?,
             version: number(VERSION_HEADER)?,
         };
-        let kind = match header(KIND_HEADER)?.as_str() {
-            "counting" => FilterKind::Counting,
-            "cuckoo" => FilterKind::Cuckoo,
-            other => {
-                return Err(ClientError::Decode {
-                    url,
-                    detail: format!("unknown filter kind {other:?}"),
-                })
-            }
-        };
+        let kind = header(KIND_HEADER)?
+            .parse::<FilterKind>()
+            .map_err(|e| ClientError::Decode {
+                url: url.clone(),
+                detail: e.to_string(),
+            })?;
         let bytes = response.bytes().await.map_err(transport(&url))?;
         Ok(FetchedFilter {
             kind,
@@ -399,24 +390,7 @@ impl Client {
             return Err(decode(format!("content type {content_type:?}")));
         }
         let body = response.bytes().await.map_err(transport(&url))?;
-        let (delta, changed) = split_delta_with_ids(&body).map_err(decode)?;
+        let (delta, changed) = split_delta_with_ids(&body).map_err(|e| decode(e.to_string()))?;
         Ok(DeltaAnswer::Delta { delta, changed })
     }
-}
-
-/// Parses the `application/x-xarchive-delta-ids` body.
-pub fn split_delta_with_ids(body: &[u8]) -> Result<(Delta, Vec<ArchiveId>), String> {
-    let len_bytes: [u8; 4] = body
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .ok_or("body shorter than its length prefix")?;
-    let len = u32::from_le_bytes(len_bytes) as usize;
-    let delta_bytes = body.get(4..4 + len).ok_or("delta longer than the body")?;
-    let delta = Delta::decode(delta_bytes).map_err(|e| e.to_string())?;
-    let ids = std::str::from_utf8(&body[4 + len..]).map_err(|e| e.to_string())?;
-    let changed = ids
-        .split_terminator('\n')
-        .map(|s| ArchiveId::parse(s).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((delta, changed))
 }

@@ -9,9 +9,9 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::domain::Position;
-use crate::filters::FilterKind;
-use crate::shutdown::Shutdown;
+use crate::local::domain::Position;
+use crate::local::filter::FilterKind;
+use tokio_util::sync::CancellationToken;
 
 /// What a domain announces about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +80,7 @@ pub trait Coordinator: Send + Sync + 'static {
         name: String,
         member: Member,
         positions: watch::Receiver<Position>,
-        shutdown: Shutdown,
+        shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()>;
 
     /// The membership as last known.

@@ -10,8 +10,8 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::coordinator::{CoordError, Coordinator, Member, Roster, View};
-use crate::domain::Position;
-use crate::shutdown::Shutdown;
+use crate::local::domain::Position;
+use tokio_util::sync::CancellationToken;
 
 /// The shared membership of one process.
 pub struct Hub {
@@ -60,7 +60,7 @@ impl Coordinator for InProcessCoordinator {
         name: String,
         mut member: Member,
         mut positions: watch::Receiver<Position>,
-        mut shutdown: Shutdown,
+        shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         async move {
             loop {
@@ -74,7 +74,7 @@ impl Coordinator for InProcessCoordinator {
                 self.published.send_replace(Some(position));
                 tokio::select! {
                     changed = positions.changed() => if changed.is_err() { break },
-                    _ = shutdown.recv() => break,
+                    _ = shutdown.cancelled() => break,
                 }
             }
             // Everything it acknowledged was published before it left.

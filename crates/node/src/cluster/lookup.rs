@@ -8,60 +8,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use serde::{Deserialize, Serialize};
 
 use super::coordinator::{Member, Roster};
 use super::replicas::{covers, PeerInfo};
-use crate::domain::DomainError;
-use crate::id::ArchiveId;
-use crate::node::Node;
-use crate::record::{Record, StoredRecord};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// Ask only the domains whose replicas may hold the ID.
-    #[default]
-    Routed,
-    /// The seed paper's way: ask every domain to check its live filter.
-    Broadcast,
-}
-
-/// How a lookup went, returned with its answer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Route {
-    pub strategy: Strategy,
-    /// Answered from this domain's own store.
-    pub local: bool,
-    /// Domains whose replicas said "maybe".
-    pub candidates: Vec<String>,
-    /// Domains asked for the record.
-    pub asked: Vec<String>,
-    /// Domains asked that did not hold it (replica false positives).
-    pub false_positive_hops: usize,
-    /// Whether the broadcast probe ran.
-    pub broadcast: bool,
-    /// Domains whose live filters were probed.
-    pub probed: Vec<String>,
-    pub unreachable: Vec<String>,
-    /// Why each unreachable domain could not answer.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub errors: std::collections::BTreeMap<String, String>,
-    pub remote_calls: usize,
-    /// `hit` when a cached copy answered, `miss` when the cache was asked
-    /// and the lookup went remote; absent without a cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<String>,
-    /// Answered by another lookup of the same ID in flight at the time.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub coalesced: bool,
-    /// Why the cluster's membership could not be confirmed with the
-    /// coordinator (then every domain known was asked, and "not found"
-    /// cannot be answered: a domain this one does not know of may hold it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unconfirmed: Option<String>,
-    pub elapsed_ms: f64,
-}
+use super::Cluster;
+use crate::local::id::ArchiveId;
+use crate::local::record::{Record, StoredRecord};
+pub use crate::wire::{Route, Strategy};
 
 #[derive(Debug)]
 pub enum Outcome {
@@ -93,8 +46,8 @@ enum Answer<T> {
     Unreachable(String),
 }
 
-async fn fetch(node: &Node, name: &str, address: &str, id: &str) -> Answer<Option<Record>> {
-    match node.cluster.peer_client(address) {
+async fn fetch(cluster: &Cluster, name: &str, address: &str, id: &str) -> Answer<Option<Record>> {
+    match cluster.peer_client(address) {
         Ok(client) => match client.get(id).await {
             Ok(record) => Answer::Got(record),
             Err(e) => {
@@ -106,8 +59,8 @@ async fn fetch(node: &Node, name: &str, address: &str, id: &str) -> Answer<Optio
     }
 }
 
-async fn probe(node: &Node, address: &str, id: &str) -> Answer<bool> {
-    match node.cluster.peer_client(address) {
+async fn probe(cluster: &Cluster, address: &str, id: &str) -> Answer<bool> {
+    match cluster.peer_client(address) {
         Ok(client) => match client.contains(id).await {
             Ok(maybe) => Answer::Got(maybe),
             Err(e) => Answer::Unreachable(e.to_string()),
@@ -118,15 +71,18 @@ async fn probe(node: &Node, address: &str, id: &str) -> Answer<bool> {
 
 /// Asks `targets` for the record at once; the first to have it wins.
 async fn fetch_any(
-    node: &Node,
+    cluster: &Cluster,
     id: &str,
     targets: &[(String, String)],
     route: &mut Route,
 ) -> Option<(Record, String)> {
-    let mut calls: FuturesUnordered<_> = targets
-        .iter()
-        .map(|(name, address)| async move { (name.clone(), fetch(node, name, address, id).await) })
-        .collect();
+    let mut calls: FuturesUnordered<_> =
+        targets
+            .iter()
+            .map(|(name, address)| async move {
+                (name.clone(), fetch(cluster, name, address, id).await)
+            })
+            .collect();
     route.remote_calls += targets.len();
     route.asked.extend(targets.iter().map(|(n, _)| n.clone()));
     while let Some((name, answer)) = calls.next().await {
@@ -145,7 +101,7 @@ async fn fetch_any(
 /// The seed paper's probe: ask `targets` whether their live filters may
 /// hold the ID, then fetch from those that say so.
 async fn broadcast(
-    node: &Node,
+    cluster: &Cluster,
     id: &str,
     targets: Vec<(String, String)>,
     route: &mut Route,
@@ -157,7 +113,7 @@ async fn broadcast(
         (
             name.clone(),
             address.clone(),
-            probe(node, address, id).await,
+            probe(cluster, address, id).await,
         )
     }))
     .await;
@@ -172,107 +128,109 @@ async fn broadcast(
             }
         }
     }
-    let found = fetch_any(node, id, &maybe, route).await;
+    let found = fetch_any(cluster, id, &maybe, route).await;
     // Probed domains that said "maybe" but lacked it are not replica hops.
     route.false_positive_hops -= route.false_positive_hops.min(maybe.len());
     found
 }
 
-pub async fn lookup(
-    node: &Arc<Node>,
-    id: &ArchiveId,
-    strategy: Strategy,
-) -> Result<Lookup, DomainError> {
-    let started = Instant::now();
-    let mut route = Route {
-        strategy,
-        ..Route::default()
-    };
-    let finish = |outcome: Outcome, mut route: Route| {
-        route.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+/// When a lookup began, and how it is being made: what [`Cluster::find`]
+/// continues after the local store said no.
+pub struct Started {
+    pub at: Instant,
+    pub route: Route,
+}
+
+impl Started {
+    pub fn new(strategy: Strategy) -> Self {
+        Started {
+            at: Instant::now(),
+            route: Route {
+                strategy,
+                ..Route::default()
+            },
+        }
+    }
+
+    /// The answer, with the route's time and its unreachable domains
+    /// sorted once.
+    pub fn finish(self, outcome: Outcome, mut route: Route) -> Lookup {
+        route.elapsed_ms = self.at.elapsed().as_secs_f64() * 1e3;
         route.unreachable.sort();
         route.unreachable.dedup();
         Lookup { outcome, route }
-    };
-
-    if node.domain.contains(id.as_str()) {
-        let (n, key) = (node.clone(), id.clone());
-        let local = tokio::task::spawn_blocking(move || n.domain.get(&key))
-            .await
-            .map_err(|e| DomainError::Task(e.to_string()))??;
-        if let Some(record) = local {
-            route.local = true;
-            let owner = node.domain.name().to_owned();
-            return Ok(finish(Outcome::Found { record, owner }, route));
-        }
     }
+}
 
-    let cluster = &node.cluster;
-    if strategy == Strategy::Broadcast {
-        let peers = cluster.replicas.read().infos();
-        let targets = match cluster.coordinator.read_current().await {
-            Ok(roster) => everyone(&roster, &peers, &cluster.me),
-            Err(e) => {
-                route.unconfirmed = Some(e.to_string());
-                everyone_known(node, &peers)
-            }
-        };
-        let found = broadcast(node, id.as_str(), targets, &mut route).await;
-        return Ok(finish(conclude(found, &route), route));
-    }
-
-    // Candidates and the positions of the copies they came from, read
-    // together: a copy updated after its candidates were read must not
-    // then pass as current, or an ID it gained would be missed.
-    let peers = {
-        let replicas = cluster.replicas.read();
-        route.candidates = replicas.candidates(id.as_str());
-        replicas.infos()
-    };
-    // A cached copy from a domain that may hold the ID needs no call.
-    let cache = &cluster.cache;
-    cache.seen(id.as_str());
-    for owner in &route.candidates {
-        if let Some(bytes) = cache.get(owner, id.as_str()).await {
-            match StoredRecord::decode(&bytes) {
-                Ok(stored) => {
-                    route.cache = Some("hit".into());
-                    let record = stored.into_record(id.clone(), owner);
-                    return Ok(finish(
-                        Outcome::Found {
-                            record,
-                            owner: owner.clone(),
-                        },
-                        route,
-                    ));
+impl Cluster {
+    /// Finds `id` in the other domains (this one's store said no): by the
+    /// replicas, a cached copy, then the domains the replicas cannot rule
+    /// out; or, for [`Strategy::Broadcast`], by asking every domain.
+    pub async fn find(self: &Arc<Self>, id: &ArchiveId, started: Started) -> Lookup {
+        let cluster = self;
+        let mut route = started.route.clone();
+        let strategy = route.strategy;
+        if strategy == Strategy::Broadcast {
+            let peers = cluster.replicas.read().infos();
+            let targets = match cluster.coordinator.read_current().await {
+                Ok(roster) => everyone(&roster, &peers, &cluster.me),
+                Err(e) => {
+                    route.unconfirmed = Some(e.to_string());
+                    everyone_known(cluster, &peers)
                 }
-                Err(e) => tracing::warn!(owner, error = %e, "unreadable cached record ignored"),
+            };
+            let found = broadcast(cluster, id.as_str(), targets, &mut route).await;
+            return started.finish(conclude(found, &route), route);
+        }
+
+        // Candidates and the positions of the copies they came from, read
+        // together: a copy updated after its candidates were read must not
+        // then pass as current, or an ID it gained would be missed.
+        let peers = {
+            let replicas = cluster.replicas.read();
+            route.candidates = replicas.candidates(id.as_str());
+            replicas.infos()
+        };
+        // A cached copy from a domain that may hold the ID needs no call.
+        let cache = &cluster.cache;
+        cache.seen(id.as_str());
+        for owner in &route.candidates {
+            if let Some(bytes) = cache.get(owner, id.as_str()).await {
+                match StoredRecord::decode(&bytes) {
+                    Ok(stored) => {
+                        route.cache = Some("hit".into());
+                        let record = stored.into_record(id.clone(), owner);
+                        let owner = owner.clone();
+                        return started.finish(Outcome::Found { record, owner }, route);
+                    }
+                    Err(e) => tracing::warn!(owner, error = %e, "unreadable cached record ignored"),
+                }
             }
         }
-    }
 
-    // Lookups of one ID in flight at once share one remote search; a
-    // joiner keeps only a "found" (a miss may predate its own start).
-    let (flight, leader) = cluster.flight(node, id, route.candidates.clone(), peers.clone());
-    let mut result = flight.await;
-    if !leader {
-        if result.found.is_some() {
-            result.route.coalesced = true;
-            result.route.remote_calls = 0;
-        } else {
-            result = routed(node.clone(), id.clone(), route.candidates.clone(), peers).await;
+        // Lookups of one ID in flight at once share one remote search; a
+        // joiner keeps only a "found" (a miss may predate its own start).
+        let (flight, leader) = cluster.flight(id, route.candidates.clone(), peers.clone());
+        let mut result = flight.await;
+        if !leader {
+            if result.found.is_some() {
+                result.route.coalesced = true;
+                result.route.remote_calls = 0;
+            } else {
+                result = routed(cluster.clone(), id.clone(), route.candidates.clone(), peers).await;
+            }
         }
+        let Remote {
+            found,
+            route: remote,
+        } = result;
+        let route = Route {
+            candidates: route.candidates,
+            cache: cache.enabled().then(|| "miss".into()),
+            ..remote
+        };
+        started.finish(conclude(found, &route), route)
     }
-    let Remote {
-        found,
-        route: remote,
-    } = result;
-    let route = Route {
-        candidates: route.candidates,
-        cache: cache.enabled().then(|| "miss".into()),
-        ..remote
-    };
-    Ok(finish(conclude(found, &route), route))
 }
 
 /// What a routed search of the other domains found, and how.
@@ -287,13 +245,12 @@ pub struct Remote {
 /// are the copies' positions read with `candidates`. A record found is
 /// offered to the cache (kept if admitted and no eviction from its owner
 /// came in since the search began).
-pub async fn routed(
-    node: Arc<Node>,
+pub(crate) async fn routed(
+    cluster: Arc<Cluster>,
     id: ArchiveId,
     candidates: Vec<String>,
     peers: Vec<PeerInfo>,
 ) -> Remote {
-    let cluster = &node.cluster;
     let ticket = cluster.cache.ticket();
     let mut route = Route {
         strategy: Strategy::Routed,
@@ -310,7 +267,7 @@ pub async fn routed(
         .iter()
         .filter_map(|n| address_of(n).map(|a| (n.clone(), a)))
         .collect();
-    let mut found = fetch_any(&node, id.as_str(), &targets, &mut route).await;
+    let mut found = fetch_any(&cluster, id.as_str(), &targets, &mut route).await;
 
     if found.is_none() {
         // Nobody asked had it. Every other domain that the copies cannot
@@ -322,12 +279,12 @@ pub async fn routed(
             Err(e) => {
                 tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
                 route.unconfirmed = Some(e.to_string());
-                everyone_known(&node, &peers)
+                everyone_known(&cluster, &peers)
             }
         };
         stale.retain(|(name, _)| !asked.contains(name));
         if !stale.is_empty() {
-            found = broadcast(&node, id.as_str(), stale, &mut route).await;
+            found = broadcast(&cluster, id.as_str(), stale, &mut route).await;
         }
     }
     if let Some((record, owner)) = &found {
@@ -387,15 +344,15 @@ fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, Strin
 
 /// Every other domain this one knows of without the coordinator: the
 /// last view of the membership and the copies held.
-fn everyone_known(node: &Node, peers: &[PeerInfo]) -> Vec<(String, String)> {
-    let members = node.cluster.coordinator.view().borrow().members.clone();
+fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
+    let members = cluster.coordinator.view().borrow().members.clone();
     everyone(
         &Roster {
             members,
             departed: Default::default(),
         },
         peers,
-        &node.cluster.me,
+        &cluster.me,
     )
 }
 
@@ -418,8 +375,8 @@ fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Position;
-    use crate::filters::FilterKind;
+    use crate::local::domain::Position;
+    use crate::local::filter::FilterKind;
 
     fn member(name: &str, version: u64) -> (String, Member) {
         let member = Member {

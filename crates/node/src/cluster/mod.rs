@@ -2,6 +2,8 @@
 //! replicas of every peer's filter kept current by deltas, and lookups
 //! routed to the domains that may hold an ID.
 
+pub mod cache;
+pub mod client;
 pub mod coordinator;
 pub mod inprocess;
 pub mod lookup;
@@ -21,14 +23,15 @@ pub use coordinator::{CoordError, Coordinator, Member, View};
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 
-use crate::auth::Authority;
-use crate::cache::Cache;
-use crate::client::{Client, ClientError};
-use crate::domain::Position;
-use crate::filters::FilterKind;
-use crate::id::ArchiveId;
-use crate::shutdown::Trigger;
+use crate::cluster::cache::Cache;
+use crate::cluster::client::{Client, ClientError};
+use crate::local::domain::Position;
+use crate::local::filter::FilterKind;
+use crate::local::id::ArchiveId;
+use crate::wire::{ClusterView, DomainView};
 use replicas::Replicas;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How a domain takes part in its cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,16 +73,18 @@ impl Default for ClusterConfig {
 }
 
 /// The coordinator `config` asks for: ZooKeeper (with the digest
-/// credentials `auth` derives from the cluster secret), or a new
-/// in-process hub.
-pub fn coordinator_for(config: &ClusterConfig, auth: &Authority) -> Arc<dyn Coordinator> {
+/// `credentials` derived from the cluster secret), or a new in-process hub.
+pub fn coordinator_for(
+    config: &ClusterConfig,
+    credentials: Option<(String, String)>,
+) -> Arc<dyn Coordinator> {
     match &config.zk {
         Some(connect) => ZooKeeperCoordinator::new(ZkSettings {
             connect: connect.clone(),
             cluster: config.name.clone(),
             session_timeout: Duration::from_millis(config.session_timeout_ms),
             publish_interval: Duration::from_millis(config.publish_interval_ms),
-            credentials: auth.zookeeper_credentials(),
+            credentials,
         }),
         None => Hub::new().coordinator(),
     }
@@ -90,13 +95,15 @@ type Flight = futures::future::Shared<futures::future::BoxFuture<'static, lookup
 
 pub struct Cluster {
     /// This domain's name.
-    pub me: String,
+    pub(crate) me: String,
     /// This domain's advertised address.
-    pub address: String,
-    pub coordinator: Arc<dyn Coordinator>,
-    pub replicas: RwLock<Replicas>,
-    pub cache: Arc<Cache>,
+    pub(crate) address: String,
+    pub(crate) coordinator: Arc<dyn Coordinator>,
+    pub(crate) replicas: RwLock<Replicas>,
+    pub(crate) cache: Arc<Cache>,
     flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
+    /// Every task it spawns, so that shutdown can wait for them.
+    tasks: TaskTracker,
     http: reqwest::Client,
     config: ClusterConfig,
 }
@@ -117,7 +124,7 @@ impl Cluster {
         trust: Option<Vec<reqwest::Certificate>>,
     ) -> Result<Self, ClientError> {
         let timeout = Duration::from_millis(config.peer_timeout_ms);
-        let http = crate::client::http_client(
+        let http = crate::cluster::client::http_client(
             timeout + 2 * Duration::from_millis(config.wan_delay_ms),
             member_token,
             trust,
@@ -130,6 +137,7 @@ impl Cluster {
             replicas: RwLock::new(Replicas::new(me, geometry)),
             cache,
             flights: Default::default(),
+            tasks: TaskTracker::new(),
             http,
             config,
         })
@@ -142,13 +150,13 @@ impl Cluster {
     }
 
     /// Starts the coordinator and the replica sync; both end when
-    /// `trigger` fires (the coordinator after deregistering).
+    /// `stop` is cancelled (the coordinator after deregistering).
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         positions: watch::Receiver<Position>,
-        trigger: &Trigger,
-    ) -> Vec<tokio::task::JoinHandle<()>> {
+        stop: &CancellationToken,
+    ) {
         let position = *positions.borrow();
         let member = Member {
             address: self.address.clone(),
@@ -156,15 +164,22 @@ impl Cluster {
             epoch: position.epoch,
             version: position.version,
         };
-        vec![
-            tokio::spawn(self.coordinator.clone().run(
-                self.me.clone(),
-                member,
-                positions,
-                trigger.subscribe(),
-            )),
-            tokio::spawn(sync::run(self.clone(), trigger.subscribe())),
-        ]
+        self.tasks.spawn(self.coordinator.clone().run(
+            self.me.clone(),
+            member,
+            positions,
+            stop.child_token(),
+        ));
+        self.tasks
+            .spawn(sync::run(self.clone(), stop.child_token()));
+    }
+
+    /// Waits until every task of this cluster (the coordinator, the sync
+    /// of each peer, the searches in flight) has ended, after `stop` was
+    /// cancelled.
+    pub async fn stopped(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
     }
 
     /// Whether a write may be taken now: only while the coordinator can
@@ -206,6 +221,32 @@ impl Cluster {
         Ok(())
     }
 
+    pub fn coordinator(&self) -> &Arc<dyn Coordinator> {
+        &self.coordinator
+    }
+
+    /// The cache of other domains' records.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The domains whose copies held here may hold `id`.
+    pub fn candidates(&self, id: &str) -> Vec<String> {
+        self.replicas.read().candidates(id)
+    }
+
+    /// The cluster as `/v1/cluster` shows it, with `me` first.
+    pub fn view(&self, me: DomainView) -> ClusterView {
+        let mut domains = vec![me];
+        domains.extend(self.replicas.read().views());
+        ClusterView {
+            domain: self.me.clone(),
+            coordinator: self.coordinator.describe(),
+            connected: self.coordinator.view().borrow().connected,
+            domains,
+        }
+    }
+
     /// A peer replaced or deleted these records: cached copies go.
     pub async fn on_changed(&self, peer: &str, ids: &[ArchiveId]) {
         let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
@@ -222,8 +263,7 @@ impl Cluster {
     /// The search runs as its own task, so it finishes (and leaves the
     /// table) even if every lookup waiting on it goes away.
     fn flight(
-        &self,
-        node: &Arc<crate::node::Node>,
+        self: &Arc<Self>,
         id: &ArchiveId,
         candidates: Vec<String>,
         peers: Vec<replicas::PeerInfo>,
@@ -233,10 +273,10 @@ impl Cluster {
         if let Some(f) = flights.get(id.as_str()) {
             return (f.clone(), false);
         }
-        let (node, key) = (node.clone(), id.clone());
-        let task = tokio::spawn(async move {
-            let remote = lookup::routed(node.clone(), key.clone(), candidates, peers).await;
-            node.cluster.flights.lock().remove(key.as_str());
+        let (cluster, key) = (self.clone(), id.clone());
+        let task = self.tasks.spawn(async move {
+            let remote = lookup::routed(cluster.clone(), key.clone(), candidates, peers).await;
+            cluster.flights.lock().remove(key.as_str());
             remote
         });
         let flight = async move {

@@ -8,9 +8,10 @@ use std::time::Instant;
 use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta, SlicedIndex};
 
 use super::coordinator::View;
-use crate::client::FetchedFilter;
-use crate::domain::Position;
-use crate::filters::FilterKind;
+use crate::cluster::client::FetchedFilter;
+use crate::local::domain::Position;
+use crate::local::filter::FilterKind;
+use crate::wire::DomainView;
 
 /// Slots added to the index when it is full.
 const SLOT_STEP: usize = 64;
@@ -141,6 +142,34 @@ impl Replicas {
         self.peers.iter()
     }
 
+    /// Every peer as `/v1/cluster` shows it.
+    pub fn views(&self) -> Vec<DomainView> {
+        self.peers
+            .iter()
+            .map(|(name, peer)| DomainView {
+                name: name.clone(),
+                address: peer.address.clone(),
+                is_self: false,
+                up: peer.up(),
+                reachable: peer.reachable,
+                kind: peer.kind,
+                epoch: peer.last_published.map(|p| p.epoch),
+                version: peer.last_published.map(|p| p.version),
+                replica_epoch: peer.position.map(|p| p.epoch),
+                replica_version: peer.position.map(|p| p.version),
+                lag: match (peer.position, peer.last_published) {
+                    (Some(held), Some(published)) if held.epoch == published.epoch => {
+                        Some(published.version.saturating_sub(held.version))
+                    }
+                    _ => None,
+                },
+                current: Some(peer.current()),
+                last_sync_ms_ago: peer.last_synced.map(|t| t.elapsed().as_millis() as u64),
+                last_error: peer.last_error.clone(),
+            })
+            .collect()
+    }
+
     pub fn infos(&self) -> Vec<PeerInfo> {
         self.peers
             .iter()
@@ -154,10 +183,11 @@ impl Replicas {
             .collect()
     }
 
-    pub fn mark(&mut self, name: &str, result: Result<(), String>) {
+    /// The outcome of a sync with `name`: `None` when it succeeded.
+    pub fn mark(&mut self, name: &str, failure: Option<&dyn std::error::Error>) {
         if let Some(peer) = self.peers.get_mut(name) {
-            peer.reachable = result.is_ok();
-            peer.last_error = result.err();
+            peer.reachable = failure.is_none();
+            peer.last_error = failure.map(|e| e.to_string());
             if peer.reachable && peer.current() {
                 peer.last_synced = Some(Instant::now());
             }
@@ -288,7 +318,7 @@ impl Replicas {
 mod tests {
     use super::*;
     use crate::cluster::Member;
-    use crate::filters::FilterKind;
+    use crate::local::filter::FilterKind;
     use bytes::Bytes;
     use xarchive_filter::CountingBloomFilter;
 

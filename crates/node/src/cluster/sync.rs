@@ -8,16 +8,17 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::client::{ClientError, DeltaAnswer};
 use super::coordinator::Member;
-use super::replicas::covers;
+use super::replicas::{covers, ReplicaError};
 use super::Cluster;
-use crate::client::DeltaAnswer;
-use crate::shutdown::{Shutdown, Trigger};
+use crate::local::domain::Position;
+use tokio_util::sync::CancellationToken;
 
 /// Follows the coordinator's view, starting a sync task for each peer.
-pub async fn run(cluster: Arc<Cluster>, mut shutdown: Shutdown) {
+pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     let mut view = cluster.coordinator.view();
-    let stop_peers = Trigger::new();
+    let stop_peers = CancellationToken::new();
     let mut tasks: BTreeMap<String, watch::Sender<Option<Member>>> = BTreeMap::new();
     loop {
         let current = view.borrow_and_update().clone();
@@ -29,11 +30,11 @@ pub async fn run(cluster: Arc<Cluster>, mut shutdown: Shutdown) {
                 }
                 None => {
                     let (tx, rx) = watch::channel(Some(member.clone()));
-                    tokio::spawn(peer(
+                    cluster.tasks.spawn(peer(
                         cluster.clone(),
                         name.clone(),
                         rx,
-                        stop_peers.subscribe(),
+                        stop_peers.child_token(),
                     ));
                     tasks.insert(name.clone(), tx);
                 }
@@ -48,10 +49,42 @@ pub async fn run(cluster: Arc<Cluster>, mut shutdown: Shutdown) {
         }
         tokio::select! {
             changed = view.changed() => if changed.is_err() { break },
-            _ = shutdown.recv() => break,
+            _ = shutdown.cancelled() => break,
         }
     }
-    stop_peers.fire();
+    stop_peers.cancel();
+}
+
+/// What bringing a copy to a published position takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pull {
+    /// The copy already covers it.
+    Nothing,
+    /// The changes since the copy's version, in the same epoch.
+    Delta { epoch: u64, since: u64 },
+    /// The whole filter: no copy yet, or another epoch (rebuilt).
+    Snapshot,
+}
+
+/// The pull from a copy at `held` (none without a copy) to `published`.
+pub(crate) fn pull(held: Option<Position>, published: Position) -> Pull {
+    match held {
+        _ if covers(held, Some(published)) => Pull::Nothing,
+        Some(h) if h.epoch == published.epoch => Pull::Delta {
+            epoch: h.epoch,
+            since: h.version,
+        },
+        _ => Pull::Snapshot,
+    }
+}
+
+/// Why one pull failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Peer(#[from] ClientError),
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
 }
 
 /// Syncs one peer's copy whenever its published position is ahead.
@@ -59,29 +92,27 @@ async fn peer(
     cluster: Arc<Cluster>,
     name: String,
     mut member: watch::Receiver<Option<Member>>,
-    mut shutdown: Shutdown,
+    shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(50);
     loop {
         let target = member.borrow_and_update().clone();
-        let behind = target.as_ref().is_some_and(|m| {
-            let replicas = cluster.replicas.read();
-            let peer = replicas.peer(&name);
-            !peer.is_some_and(|p| p.holds_copy() && covers(p.position, Some(m.position())))
-        });
-        if let (true, Some(m)) = (behind, target) {
-            match sync_once(&cluster, &name, &m).await {
+        let plan = target
+            .as_ref()
+            .map(|m| pull(held(&cluster, &name), m.position()));
+        if let (Some(plan), Some(m)) = (plan.filter(|p| *p != Pull::Nothing), target) {
+            match sync_once(&cluster, &name, &m, plan).await {
                 Ok(()) => {
-                    cluster.replicas.write().mark(&name, Ok(()));
+                    cluster.replicas.write().mark(&name, None);
                     backoff = Duration::from_millis(50);
                     continue;
                 }
                 Err(e) => {
                     tracing::debug!(peer = %name, error = %e, "replica sync failed");
-                    cluster.replicas.write().mark(&name, Err(e));
+                    cluster.replicas.write().mark(&name, Some(&e));
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
-                        _ = shutdown.recv() => return,
+                        _ = shutdown.cancelled() => return,
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                     continue;
@@ -90,27 +121,30 @@ async fn peer(
         }
         tokio::select! {
             changed = member.changed() => if changed.is_err() { return },
-            _ = shutdown.recv() => return,
+            _ = shutdown.cancelled() => return,
         }
     }
 }
 
-/// One pull: a delta from the position held, else a snapshot.
-async fn sync_once(cluster: &Cluster, name: &str, member: &Member) -> Result<(), String> {
-    let client = cluster
-        .peer_client(&member.address)
-        .map_err(|e| e.to_string())?;
-    let held = cluster
+/// The position of the copy of `name` held, if any.
+fn held(cluster: &Cluster, name: &str) -> Option<Position> {
+    cluster
         .replicas
         .read()
         .peer(name)
-        .and_then(|p| p.position.filter(|_| p.holds_copy()));
-    if let Some(held) = held.filter(|h| h.epoch == member.epoch) {
-        match client
-            .delta(held.epoch, held.version)
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        .and_then(|p| p.position.filter(|_| p.holds_copy()))
+}
+
+/// One pull as planned; a delta the copy refuses falls back to a snapshot.
+async fn sync_once(
+    cluster: &Cluster,
+    name: &str,
+    member: &Member,
+    plan: Pull,
+) -> Result<(), SyncError> {
+    let client = cluster.peer_client(&member.address)?;
+    if let Pull::Delta { epoch, since } = plan {
+        match client.delta(epoch, since).await? {
             DeltaAnswer::Delta { delta, changed } => {
                 // Evict first: once the copy is current, no cached copy of
                 // a record it changed may be served.
@@ -126,12 +160,39 @@ async fn sync_once(cluster: &Cluster, name: &str, member: &Member) -> Result<(),
             DeltaAnswer::SnapshotRequired => {}
         }
     }
-    let fetched = client.filter().await.map_err(|e| e.to_string())?;
+    let fetched = client.filter().await?;
     cluster.on_snapshot(name);
-    cluster
-        .replicas
-        .write()
-        .install(name, &fetched)
-        .map_err(|e| e.to_string())?;
+    cluster.replicas.write().install(name, &fetched)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(epoch: u64, version: u64) -> Position {
+        Position { epoch, version }
+    }
+
+    #[test]
+    fn a_copy_that_covers_the_published_position_needs_nothing() {
+        assert_eq!(pull(Some(at(7, 10)), at(7, 10)), Pull::Nothing);
+        assert_eq!(pull(Some(at(7, 12)), at(7, 10)), Pull::Nothing);
+    }
+
+    #[test]
+    fn a_copy_behind_in_the_same_epoch_takes_a_delta_from_its_version() {
+        assert_eq!(
+            pull(Some(at(7, 3)), at(7, 10)),
+            Pull::Delta { epoch: 7, since: 3 }
+        );
+    }
+
+    #[test]
+    fn no_copy_or_another_epoch_takes_a_snapshot() {
+        assert_eq!(pull(None, at(7, 10)), Pull::Snapshot);
+        assert_eq!(pull(None, at(7, 0)), Pull::Snapshot);
+        // Rebuilt: a later version of the old epoch says nothing of the new.
+        assert_eq!(pull(Some(at(5, 99)), at(7, 1)), Pull::Snapshot);
+    }
 }

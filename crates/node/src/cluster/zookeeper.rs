@@ -17,8 +17,8 @@ use tokio::time::{sleep, sleep_until, timeout, Instant};
 use zookeeper_client as zk;
 
 use super::coordinator::{CoordError, Coordinator, Member, Roster, View};
-use crate::domain::Position;
-use crate::shutdown::Shutdown;
+use crate::local::domain::Position;
+use tokio_util::sync::CancellationToken;
 
 /// How to reach ZooKeeper and how to behave there.
 #[derive(Clone, Debug)]
@@ -255,7 +255,7 @@ impl ZooKeeperCoordinator {
         name: &str,
         member: &mut Member,
         positions: &mut watch::Receiver<Position>,
-        shutdown: &mut Shutdown,
+        shutdown: &CancellationToken,
     ) -> Result<End, CoordError> {
         let s = &self.settings;
         let client = timeout(s.session_timeout * 2, self.connect())
@@ -304,7 +304,7 @@ impl ZooKeeperCoordinator {
         loop {
             let publish_at = last_publish + s.publish_interval;
             tokio::select! {
-                _ = shutdown.recv() => {
+                _ = shutdown.cancelled() => {
                     let _ = timeout(Duration::from_secs(2), self.depart(&client, name, &own, member)).await;
                     return Ok(End::Shutdown);
                 }
@@ -408,7 +408,7 @@ impl Coordinator for ZooKeeperCoordinator {
         name: String,
         mut member: Member,
         mut positions: watch::Receiver<Position>,
-        mut shutdown: Shutdown,
+        shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         async move {
             let mut backoff = Duration::from_millis(100);
@@ -419,7 +419,7 @@ impl Coordinator for ZooKeeperCoordinator {
                     &name,
                     &mut member,
                     &mut positions,
-                    &mut shutdown,
+                    &shutdown,
                 ))
                 .catch_unwind()
                 .await
@@ -434,14 +434,14 @@ impl Coordinator for ZooKeeperCoordinator {
                         tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "ZooKeeper unavailable");
                         tokio::select! {
                             _ = sleep(backoff) => {}
-                            _ = shutdown.recv() => break,
+                            _ = shutdown.cancelled() => break,
                         }
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
                 }
                 *self.client.lock() = None;
                 self.view.send_modify(|v| v.connected = false);
-                if shutdown.is_stopped() {
+                if shutdown.is_cancelled() {
                     break;
                 }
             }

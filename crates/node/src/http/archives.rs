@@ -9,13 +9,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::error::ApiError;
-use crate::id::ArchiveId;
+use crate::local::id::ArchiveId;
+use crate::local::record::{BulkLine, RecordInput};
+use crate::local::store::{Outcome, Write};
 use crate::node::Node;
-use crate::record::{BulkLine, RecordInput};
-use crate::store::{Outcome, Write};
+use crate::wire::{BulkReport, BulkSummary, LineResult};
 
 /// Records committed per store transaction during a bulk import.
 pub const BULK_BATCH: usize = 2_000;
@@ -68,12 +69,11 @@ pub async fn put(
         .validate(node.config.limits.max_content_bytes)
         .map_err(ApiError::invalid_record)?;
     writable(&node)?;
-    let (outcome, record) = node
-        .blocking(move |node| {
-            let outcome = node.domain.apply(&[Write::Put(id.clone(), body)])?;
-            Ok((outcome[0], node.domain.get(&id)?))
-        })
-        .await?;
+    let (outcome, record) = super::blocking(&node, move |node| {
+        let outcome = node.domain.apply(&[Write::Put(id.clone(), body)])?;
+        Ok((outcome[0], node.domain.get(&id)?))
+    })
+    .await?;
     node.metrics.count_write(outcome);
     published(&node).await?;
     let status = match outcome {
@@ -89,10 +89,7 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let id = parse_id(path)?;
     let key = id.clone();
-    match node
-        .blocking(move |node| Ok(node.domain.get(&key)?))
-        .await?
-    {
+    match super::blocking(&node, move |node| Ok(node.domain.get(&key)?)).await? {
         Some(record) => Ok(Json(record).into_response()),
         None => Err(ApiError::not_found(id.as_str())),
     }
@@ -105,9 +102,10 @@ pub async fn delete(
     let id = parse_id(path)?;
     let key = id.clone();
     writable(&node)?;
-    let outcome = node
-        .blocking(move |node| Ok(node.domain.apply(&[Write::Delete(key)])?[0]))
-        .await?;
+    let outcome = super::blocking(&node, move |node| {
+        Ok(node.domain.apply(&[Write::Delete(key)])?[0])
+    })
+    .await?;
     node.metrics.count_write(outcome);
     published(&node).await?;
     match outcome {
@@ -133,43 +131,15 @@ pub async fn list(
     if !(1..=10_000).contains(&limit) {
         return Err(ApiError::invalid_parameter("limit must be 1..=10000"));
     }
-    let ids = node
-        .blocking(move |node| Ok(node.domain.list(params.after.as_deref(), limit)?))
-        .await?;
+    let ids = super::blocking(&node, move |node| {
+        Ok(node.domain.list(params.after.as_deref(), limit)?)
+    })
+    .await?;
     let next = (ids.len() == limit).then(|| ids.last().cloned()).flatten();
     Ok(Json(serde_json::json!({ "ids": ids, "next": next })).into_response())
 }
 
 /// One line's fate in a bulk import.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LineResult {
-    /// 1-based line number in the request body.
-    pub line: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub status: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct BulkSummary {
-    pub lines: usize,
-    pub created: usize,
-    pub replaced: usize,
-    pub failed: usize,
-    /// Lines beyond the per-request limit, not read.
-    pub beyond_limit: usize,
-}
-
-#[derive(Debug, Serialize)]
-pub struct BulkReport {
-    pub summary: BulkSummary,
-    pub results: Vec<LineResult>,
-}
-
 /// Accumulates a bulk import: parsed lines wait in a batch until it is
 /// committed in one transaction.
 struct Bulk {
@@ -185,7 +155,7 @@ impl Bulk {
             line,
             id,
             status: e.status.as_u16(),
-            code: Some(e.code),
+            code: Some(e.code.to_owned()),
             message: Some(e.message),
         });
     }
@@ -212,13 +182,11 @@ impl Bulk {
         }
         let batch = std::mem::take(&mut self.pending);
         let (lines, writes): (Vec<usize>, Vec<Write>) = batch.into_iter().unzip();
-        let (writes, outcomes) = self
-            .node
-            .blocking(move |node| {
-                let outcomes = node.domain.apply(&writes)?;
-                Ok((writes, outcomes))
-            })
-            .await?;
+        let (writes, outcomes) = super::blocking(&self.node, move |node| {
+            let outcomes = node.domain.apply(&writes)?;
+            Ok((writes, outcomes))
+        })
+        .await?;
         for ((line, write), outcome) in lines.into_iter().zip(writes).zip(outcomes) {
             self.node.metrics.count_write(outcome);
             let status = match outcome {

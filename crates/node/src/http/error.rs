@@ -7,9 +7,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use crate::domain::DomainError;
-use crate::id::InvalidId;
-use crate::record::InvalidRecord;
+use crate::local::domain::DomainError;
+use crate::local::id::InvalidId;
+use crate::local::record::InvalidRecord;
+use crate::security::auth::Refusal;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -18,6 +19,17 @@ pub struct ApiError {
     pub message: String,
     /// Extra fields merged into the body (e.g. the current epoch).
     pub details: Map<String, Value>,
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        let (status, code) = match refusal {
+            Refusal::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Refusal::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Refusal::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+        };
+        ApiError::new(status, code, refusal.to_string())
+    }
 }
 
 impl ApiError {

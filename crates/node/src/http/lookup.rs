@@ -1,4 +1,4 @@
-//! Cross-domain lookups and the cluster's state.
+//! Cross-domain lookups, routes, and the cluster as this domain sees it.
 
 use std::sync::Arc;
 
@@ -8,12 +8,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::json;
 
 use super::archives::parse_id;
 use super::error::ApiError;
-use crate::cluster::lookup::{lookup as find, Outcome, Strategy};
+use crate::cluster::lookup::{Outcome, Strategy};
 use crate::node::Node;
+use crate::wire::{ClusterView, LookupBody, RouteBody};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,13 +31,17 @@ pub async fn lookup(
 ) -> Result<Response, ApiError> {
     let id = parse_id(path)?;
     let Query(params) = params.map_err(ApiError::query)?;
-    let result = find(&node, &id, params.strategy).await?;
+    let result = node.lookup(&id, params.strategy).await?;
     node.metrics.observe_lookup(&result);
-    let route = serde_json::to_value(&result.route).unwrap_or_default();
+    let route = serde_json::to_value(&result.route).map_err(ApiError::internal)?;
     Ok(match result.outcome {
-        Outcome::Found { record, owner } => {
-            Json(json!({ "record": record, "owner": owner, "route": route })).into_response()
-        }
+        Outcome::Found { record, owner } => Json(LookupBody {
+            record: Some(record),
+            owner: Some(owner),
+            route: result.route,
+            ..LookupBody::default()
+        })
+        .into_response(),
         Outcome::NotFound => ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -81,61 +85,16 @@ pub async fn route(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(path)?;
-    let candidates = node.cluster.replicas.read().candidates(id.as_str());
-    Ok(Json(json!({
-        "id": id,
-        "local": node.domain.contains(id.as_str()),
-        "candidates": candidates,
-    }))
+    Ok(Json(RouteBody {
+        local: node.domain.contains(id.as_str()),
+        candidates: node.cluster.candidates(id.as_str()),
+        id: id.into_string(),
+    })
     .into_response())
 }
 
 /// `GET /v1/cluster`: every domain known, up or down, with the position
 /// it published and the copy held here.
-pub async fn cluster(State(node): State<Arc<Node>>) -> Response {
-    let cluster = &node.cluster;
-    let view = cluster.coordinator.view().borrow().clone();
-    let me = node.domain.position();
-    let replicas = cluster.replicas.read();
-    let mut domains = vec![json!({
-        "name": cluster.me,
-        "address": cluster.address,
-        "self": true,
-        "up": true,
-        "reachable": true,
-        "kind": node.domain.settings().kind,
-        "epoch": crate::wire::epoch(me.epoch),
-        "version": me.version,
-    })];
-    for (name, peer) in replicas.peers() {
-        let lag = match (peer.position, peer.last_published) {
-            (Some(held), Some(published)) if held.epoch == published.epoch => {
-                Some(published.version.saturating_sub(held.version))
-            }
-            _ => None,
-        };
-        domains.push(json!({
-            "name": name,
-            "address": peer.address,
-            "self": false,
-            "up": peer.up(),
-            "reachable": peer.reachable,
-            "kind": peer.kind,
-            "epoch": peer.last_published.map(|p| crate::wire::epoch(p.epoch)),
-            "version": peer.last_published.map(|p| p.version),
-            "replica_epoch": peer.position.map(|p| crate::wire::epoch(p.epoch)),
-            "replica_version": peer.position.map(|p| p.version),
-            "lag": lag,
-            "current": peer.current(),
-            "last_sync_ms_ago": peer.last_synced.map(|t| t.elapsed().as_millis() as u64),
-            "last_error": peer.last_error,
-        }));
-    }
-    Json(json!({
-        "domain": cluster.me,
-        "coordinator": cluster.coordinator.describe(),
-        "connected": view.connected,
-        "domains": domains,
-    }))
-    .into_response()
+pub async fn cluster(State(node): State<Arc<Node>>) -> Json<ClusterView> {
+    Json(node.cluster_view())
 }

@@ -1,11 +1,13 @@
-//! The HTTP API under `/v1`, plus `/metrics`, `/healthz` and `/readyz`.
+//! The HTTP surface: the API under `/v1`, plus `/metrics`, `/healthz`,
+//! `/readyz` and the page. Handlers act on a [`Node`]; errors of the
+//! layers below become JSON with a stable `code` here and only here.
 
-pub mod archives;
-pub mod cluster;
-pub mod error;
-pub mod filter;
-pub mod ops;
-pub mod web;
+pub(crate) mod archives;
+pub(crate) mod error;
+pub(crate) mod lookup;
+pub(crate) mod ops;
+pub(crate) mod replication;
+pub(crate) mod web;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +25,20 @@ use axum::Router;
 use tower::ServiceBuilder;
 
 use crate::node::Node;
+use crate::security::auth::Refusal;
 use error::ApiError;
+
+/// Runs `f` on the blocking pool: store reads and writes wait on the
+/// disk (fsync) and must not hold up the async workers.
+pub(crate) async fn blocking<T: Send + 'static>(
+    node: &Arc<Node>,
+    f: impl FnOnce(&Node) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let node = node.clone();
+    tokio::task::spawn_blocking(move || f(&node))
+        .await
+        .map_err(ApiError::internal)?
+}
 
 /// Every route of a domain, behind (outermost first) CORS, metrics,
 /// authentication with rate limits, and a bound on requests in flight;
@@ -40,14 +55,14 @@ pub fn router(node: Arc<Node>) -> Router {
                 .put(archives::put)
                 .delete(archives::delete),
         )
-        .route("/v1/contains/{id}", get(filter::contains_one))
-        .route("/v1/contains", post(filter::contains_many))
-        .route("/v1/filter", get(filter::snapshot))
-        .route("/v1/filter/delta", get(filter::delta))
-        .route("/v1/filter/verify", get(filter::verify))
-        .route("/v1/lookup/{id}", get(cluster::lookup))
-        .route("/v1/route/{id}", get(cluster::route))
-        .route("/v1/cluster", get(cluster::cluster))
+        .route("/v1/contains/{id}", get(replication::contains_one))
+        .route("/v1/contains", post(replication::contains_many))
+        .route("/v1/filter", get(replication::snapshot))
+        .route("/v1/filter/delta", get(replication::delta))
+        .route("/v1/filter/verify", get(replication::verify))
+        .route("/v1/lookup/{id}", get(lookup::lookup))
+        .route("/v1/route/{id}", get(lookup::route))
+        .route("/v1/cluster", get(lookup::cluster))
         .route("/v1/stats", get(ops::stats))
         .route("/metrics", get(ops::metrics))
         .route("/healthz", get(ops::healthz))
@@ -102,7 +117,7 @@ async fn refused(e: tower::BoxError) -> ApiError {
 /// Who is calling, whether they may, and whether they are within their
 /// rate; before any handler, so a refused request changes nothing.
 async fn authenticate(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {
-    use crate::auth::{need, Principal};
+    use crate::security::auth::{need, Principal};
     let auth = &node.auth;
     let route = request
         .extensions()
@@ -125,30 +140,31 @@ async fn authenticate(State(node): State<Arc<Node>>, request: Request, next: Nex
     // flight.
     if let Principal::Client { name, .. } = &who {
         if let Err(e) = auth.spend(name) {
-            let retry = e
-                .details
-                .get("retry_after_ms")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(1000);
-            let mut response = e.into_response();
-            if let Ok(v) = header::HeaderValue::from_str(&retry.div_ceil(1000).to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-            return response;
+            return challenge(e);
         }
     }
     next.run(request).await
 }
 
-/// An authentication failure, with the challenge HTTP asks for on 401.
-fn challenge(e: ApiError) -> Response {
-    let unauthorized = e.status == StatusCode::UNAUTHORIZED;
-    let mut response = e.into_response();
-    if unauthorized {
-        response.headers_mut().insert(
+/// A refusal as HTTP: 401 with the challenge HTTP asks for, 403, or 429
+/// with `Retry-After` (whole seconds, rounded up).
+fn challenge(refusal: Refusal) -> Response {
+    let extra = match &refusal {
+        Refusal::Unauthorized(_) => Some((
             header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer realm=\"xarchive\""),
-        );
+            "Bearer realm=\"xarchive\"".to_owned(),
+        )),
+        Refusal::RateLimited { retry_after } => Some((
+            header::RETRY_AFTER,
+            retry_after.as_millis().max(1).div_ceil(1000).to_string(),
+        )),
+        Refusal::Forbidden(_) => None,
+    };
+    let mut response = ApiError::from(refusal).into_response();
+    if let Some((name, value)) = extra {
+        if let Ok(value) = header::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
     }
     response
 }
@@ -163,10 +179,10 @@ fn cors() -> tower_http::cors::CorsLayer {
         .allow_methods([Method::GET, Method::PUT, Method::DELETE, Method::OPTIONS])
         .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
         .expose_headers([
-            header::HeaderName::from_static(filter::EPOCH_HEADER),
-            header::HeaderName::from_static(filter::VERSION_HEADER),
-            header::HeaderName::from_static(filter::FROM_VERSION_HEADER),
-            header::HeaderName::from_static(filter::KIND_HEADER),
+            header::HeaderName::from_static(crate::wire::EPOCH_HEADER),
+            header::HeaderName::from_static(crate::wire::VERSION_HEADER),
+            header::HeaderName::from_static(crate::wire::FROM_VERSION_HEADER),
+            header::HeaderName::from_static(crate::wire::KIND_HEADER),
         ])
         .max_age(std::time::Duration::from_secs(600))
 }

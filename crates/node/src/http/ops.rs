@@ -6,14 +6,14 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use super::error::ApiError;
 use crate::node::Node;
+use crate::wire::Ready;
 
 /// `GET /v1/stats`: the domain's store and filter, and its cache.
 pub async fn stats(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
-    let stats = node.blocking(|node| Ok(node.domain.stats()?)).await?;
+    let stats = super::blocking(&node, |node| Ok(node.domain.stats()?)).await?;
     let mut body = serde_json::to_value(stats).map_err(ApiError::internal)?;
     body["cache"] = serde_json::to_value(node.cluster.cache.stats()).map_err(ApiError::internal)?;
     Ok(Json(body).into_response())
@@ -21,7 +21,7 @@ pub async fn stats(State(node): State<Arc<Node>>) -> Result<Response, ApiError> 
 
 /// `GET /metrics` in the Prometheus text format.
 pub async fn metrics(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
-    let stats = node.blocking(|node| Ok(node.domain.stats()?)).await?;
+    let stats = super::blocking(&node, |node| Ok(node.domain.stats()?)).await?;
     let text = node.metrics.render(&stats);
     Ok((
         [(
@@ -53,8 +53,10 @@ pub async fn readyz(State(node): State<Arc<Node>>) -> Result<Response, ApiError>
             format!("the cluster's membership is not confirmed by the coordinator ({coordinator})"),
         ));
     }
-    Ok(
-        Json(json!({"ready": true, "coordinator": coordinator, "domains": view.members.len()}))
-            .into_response(),
-    )
+    Ok(Json(Ready {
+        ready: true,
+        coordinator,
+        domains: view.members.len(),
+    })
+    .into_response())
 }

@@ -1,4 +1,5 @@
-//! The filter: membership answers, the published snapshot, deltas.
+//! What peers and the page read of this domain's filter: membership
+//! answers, the published snapshot, deltas, and the check against the store.
 
 use std::sync::Arc;
 
@@ -9,23 +10,16 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::json;
 
 use super::archives::parse_id;
 use super::error::ApiError;
-use crate::domain::DeltaRefusal;
-use crate::id::ArchiveId;
+use crate::local::domain::DeltaRefusal;
+use crate::local::id::ArchiveId;
 use crate::node::Node;
-
-/// Header names carrying the filter's position beside binary bodies.
-pub const EPOCH_HEADER: &str = "x-xarchive-epoch";
-pub const VERSION_HEADER: &str = "x-xarchive-version";
-pub const FROM_VERSION_HEADER: &str = "x-xarchive-from-version";
-pub const KIND_HEADER: &str = "x-xarchive-filter-kind";
-/// A delta followed by the IDs replaced or deleted in its span: a u32
-/// (little-endian) length of the `XADL` bytes, the bytes, then the IDs,
-/// each ending in `\n` (IDs cannot contain control characters).
-pub const DELTA_WITH_IDS: &str = "application/x-xarchive-delta-ids";
+use crate::wire::{
+    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, DELTA_WITH_IDS, EPOCH_HEADER,
+    FROM_VERSION_HEADER, KIND_HEADER, VERSION_HEADER,
+};
 
 /// `GET /v1/contains/{id}`: the filter's answer, without touching the store.
 pub async fn contains_one(
@@ -34,7 +28,12 @@ pub async fn contains_one(
 ) -> Result<Response, ApiError> {
     let id = parse_id(path)?;
     let maybe = node.domain.contains(id.as_str());
-    Ok(Json(json!({ "id": id, "domain": node.domain.name(), "maybe": maybe })).into_response())
+    Ok(Json(Contains {
+        id: id.into_string(),
+        domain: node.domain.name().to_owned(),
+        maybe,
+    })
+    .into_response())
 }
 
 /// `POST /v1/contains` with a JSON array of IDs.
@@ -57,11 +56,18 @@ pub async fn contains_many(
         .enumerate()
         .map(|(i, s)| ArchiveId::parse(s).map_err(|e| ApiError::invalid_id(e).with("index", i)))
         .collect::<Result<Vec<_>, _>>()?;
-    let results: Vec<_> = ids
-        .iter()
-        .map(|id| json!({ "id": id, "maybe": node.domain.contains(id.as_str()) }))
+    let results = ids
+        .into_iter()
+        .map(|id| ContainsResult {
+            maybe: node.domain.contains(id.as_str()),
+            id: id.into_string(),
+        })
         .collect();
-    Ok(Json(json!({ "domain": node.domain.name(), "results": results })).into_response())
+    Ok(Json(ContainsMany {
+        domain: node.domain.name().to_owned(),
+        results,
+    })
+    .into_response())
 }
 
 fn position_headers(response: &mut Response, epoch: u64, version: u64) {
@@ -114,18 +120,12 @@ pub async fn delta(
             DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
             _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
         };
-        err.with("epoch", crate::wire::epoch(current.epoch))
+        err.with("epoch", crate::local::epoch::json(current.epoch))
             .with("version", current.version)
     })?;
     let encoded = delta.encode();
     let mut response = if params.ids {
-        let mut body = Vec::with_capacity(4 + encoded.len() + changed.len() * 24);
-        body.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
-        body.extend_from_slice(&encoded);
-        for id in &changed {
-            body.extend_from_slice(id.as_str().as_bytes());
-            body.push(b'\n');
-        }
+        let body = frame_delta_with_ids(&encoded, &changed);
         ([(header::CONTENT_TYPE, DELTA_WITH_IDS)], body).into_response()
     } else {
         (
@@ -143,6 +143,6 @@ pub async fn delta(
 
 /// `GET /v1/filter/verify`: compares the filter with one rebuilt from the store.
 pub async fn verify(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
-    let report = node.blocking(|node| Ok(node.domain.verify()?)).await?;
+    let report = super::blocking(&node, |node| Ok(node.domain.verify()?)).await?;
     Ok(Json(report).into_response())
 }

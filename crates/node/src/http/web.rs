@@ -35,6 +35,31 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../../../../web/app.js"),
     },
     Asset {
+        name: "dom.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/dom.js"),
+    },
+    Asset {
+        name: "api.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/api.js"),
+    },
+    Asset {
+        name: "cluster.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/cluster.js"),
+    },
+    Asset {
+        name: "search.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/search.js"),
+    },
+    Asset {
+        name: "forms.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/forms.js"),
+    },
+    Asset {
         name: "util.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../../../web/util.js"),
@@ -174,7 +199,7 @@ mod tests {
         config.filter.expected_items = 1_000;
         let node = crate::Node::open(config, "http://127.0.0.1:1").unwrap();
         let call = |request: Request<Body>| {
-            let app = crate::api::router(node.clone());
+            let app = crate::http::router(node.clone());
             async move { app.oneshot(request).await.unwrap() }
         };
         let get = |uri: &str| {
@@ -195,6 +220,13 @@ mod tests {
         assert!(body.starts_with(b"<!doctype html>"));
 
         for (name, kind) in [
+            ("app.js", "text/javascript; charset=utf-8"),
+            ("dom.js", "text/javascript; charset=utf-8"),
+            ("api.js", "text/javascript; charset=utf-8"),
+            ("cluster.js", "text/javascript; charset=utf-8"),
+            ("search.js", "text/javascript; charset=utf-8"),
+            ("forms.js", "text/javascript; charset=utf-8"),
+            ("util.js", "text/javascript; charset=utf-8"),
             ("xarchive-filter.js", "text/javascript; charset=utf-8"),
             ("style.css", "text/css; charset=utf-8"),
             ("favicon.svg", "image/svg+xml"),

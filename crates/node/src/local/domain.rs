@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use xarchive_filter::{Delta, DeltaError, GeometryError};
 
-use crate::filters::{ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter};
-use crate::id::ArchiveId;
-use crate::record::{now_ms, Record};
-use crate::store::{Outcome, Store, StoreError, Write};
+use crate::local::filter::{ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter};
+use crate::local::id::ArchiveId;
+use crate::local::record::{now_ms, Record};
+use crate::local::store::{Outcome, Store, StoreError, Write};
 
 const SNAPSHOT_FILE: &str = "filter.snapshot";
 const SNAPSHOT_META_FILE: &str = "filter.json";
@@ -37,8 +37,9 @@ pub enum DomainError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("background task failed: {0}")]
-    Task(String),
+    /// The blocking task doing the work panicked or was cancelled.
+    #[error("the store task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Where the filter stands: peers compare this with their replica.
@@ -400,7 +401,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DomainError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::RecordBody;
+    use crate::local::record::RecordBody;
 
     fn put(id: &str) -> Write {
         Write::Put(

@@ -9,7 +9,7 @@ use xarchive_filter::{
     NotPresent,
 };
 
-use crate::id::ArchiveId;
+use crate::local::id::ArchiveId;
 
 /// Which filter a domain keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +26,23 @@ impl FilterKind {
         match self {
             FilterKind::Counting => "counting",
             FilterKind::Cuckoo => "cuckoo",
+        }
+    }
+}
+
+/// A name that is not a filter kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a filter kind (counting or cuckoo)")]
+pub struct UnknownKind(pub String);
+
+impl std::str::FromStr for FilterKind {
+    type Err = UnknownKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "counting" => Ok(FilterKind::Counting),
+            "cuckoo" => Ok(FilterKind::Cuckoo),
+            other => Err(UnknownKind(other.to_owned())),
         }
     }
 }
@@ -243,7 +260,7 @@ pub struct FilterStats {
     pub estimated_fpr: f64,
     pub stuck_counters: Option<u64>,
     pub version: u64,
-    #[serde(with = "crate::wire::u64_string")]
+    #[serde(with = "crate::local::epoch::u64_string")]
     pub epoch: u64,
     pub oldest_delta_version: u64,
 }

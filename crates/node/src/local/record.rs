@@ -4,7 +4,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::id::ArchiveId;
+use crate::local::id::ArchiveId;
 
 /// Longest title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 4096;

@@ -85,7 +85,7 @@ mod tests {
         for domain in 0..3 {
             for i in 0..20_000 {
                 let id = id(domain, i);
-                crate::id::ArchiveId::parse(&id).unwrap();
+                crate::local::id::ArchiveId::parse(&id).unwrap();
                 assert!(seen.insert(id));
             }
         }

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
-use crate::id::ArchiveId;
-use crate::record::{RecordBody, StoredRecord, StoredRecordError};
+use crate::local::id::ArchiveId;
+use crate::local::record::{RecordBody, StoredRecord, StoredRecordError};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");

@@ -8,6 +8,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 
+/// Installs the TLS crypto provider (ring) once per process; every
+/// client and server needs one before it is built.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TlsConfig {
@@ -56,7 +62,7 @@ impl TlsConfig {
 
     /// The server side, when a certificate is configured.
     pub fn server(&self) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
-        crate::client::install_crypto();
+        install_crypto();
         let (cert, key) = match (&self.cert, &self.key) {
             (None, None) => return Ok(None),
             (Some(c), Some(k)) => (c, k),

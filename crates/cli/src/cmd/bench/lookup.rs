@@ -4,6 +4,7 @@
 //! records at random domains — routed and broadcast, with and without a
 //! cache, over a uniform or a Zipf workload.
 
+use clap::builder::PossibleValuesParser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -44,15 +45,17 @@ pub struct LookupBenchArgs {
     #[arg(long, default_value_t = 16_000)]
     records: u64,
     /// `uniform` over all records, or `zipf` (s = --zipf-s) by rank.
-    #[arg(long, default_value = "uniform")]
-    workload: String,
+    #[arg(long, value_enum, default_value_t = WorkloadKind::Uniform)]
+    workload: WorkloadKind,
     #[arg(long, default_value_t = 1.0)]
     zipf_s: f64,
     /// Lookup strategies to compare.
-    #[arg(long, value_delimiter = ',', default_value = "routed,broadcast")]
+    #[arg(long, value_delimiter = ',', default_value = "routed,broadcast",
+          value_parser = PossibleValuesParser::new(["routed", "broadcast"]))]
     strategies: Vec<String>,
     /// Caches to compare: none, memory, redis (needs --redis).
-    #[arg(long, value_delimiter = ',', default_value = "none")]
+    #[arg(long, value_delimiter = ',', default_value = "none",
+          value_parser = PossibleValuesParser::new(["none", "memory", "redis"]))]
     cache: Vec<String>,
     /// Redis for `--cache redis`.
     #[arg(long, env = "XARCHIVE_REDIS")]
@@ -97,6 +100,23 @@ struct Run {
 }
 
 /// Which record a user asks for next.
+/// The IDs looked up.
+#[derive(Clone, Copy, Debug, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum WorkloadKind {
+    Uniform,
+    Zipf,
+}
+
+impl std::fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkloadKind::Uniform => "uniform",
+            WorkloadKind::Zipf => "zipf",
+        })
+    }
+}
+
 enum Workload {
     Uniform(u64),
     Zipf(rand_distr::Zipf<f64>),
@@ -146,12 +166,12 @@ async fn measure(
                     let id = workload.pick(&mut rng, addresses.len(), per_domain);
                     let url = format!(
                         "{at}/v1/lookup/{}?strategy={strategy}",
-                        xarchive_node::client::encode_id(&id)
+                        xarchive_node::cluster::client::encode_id(&id)
                     );
                     let sent = Instant::now();
                     let answer = match http.get(&url).send().await {
                         Ok(r) if r.status().is_success() => {
-                            r.json::<serde_json::Value>().await.ok()
+                            r.json::<xarchive_node::wire::LookupBody>().await.ok()
                         }
                         _ => None,
                     };
@@ -162,8 +182,8 @@ async fn measure(
                     match answer {
                         Some(a) => {
                             latencies.push(elapsed.as_secs_f64() * 1e3);
-                            calls += a["route"]["remote_calls"].as_u64().unwrap_or(0);
-                            hits += usize::from(a["route"]["cache"] == "hit");
+                            calls += a.route.remote_calls as u64;
+                            hits += usize::from(a.route.cache.as_deref() == Some("hit"));
                         }
                         None => failed += 1,
                     }
@@ -199,28 +219,22 @@ async fn measure(
 
 pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.domains >= 2, "--domains must be at least 2");
-    for s in &args.strategies {
-        anyhow::ensure!(
-            s == "routed" || s == "broadcast",
-            "unknown strategy {s:?} (routed, broadcast)"
-        );
-    }
     let per_domain = args.records.div_ceil(args.domains as u64).max(1);
     let total = per_domain * args.domains as u64;
-    let workload = Arc::new(match args.workload.as_str() {
-        "uniform" => Workload::Uniform(total),
-        "zipf" => Workload::Zipf(rand_distr::Zipf::new(total as f64, args.zipf_s)?),
-        other => anyhow::bail!("unknown workload {other:?} (uniform, zipf)"),
+    let workload = Arc::new(match args.workload {
+        WorkloadKind::Uniform => Workload::Uniform(total),
+        WorkloadKind::Zipf => Workload::Zipf(rand_distr::Zipf::new(total as f64, args.zipf_s)?),
     });
     let delay_ms = args.wan_delay.as_millis() as u64;
     let certs = tempfile::tempdir()?;
     let tls = if args.tls {
-        xarchive_node::tls::LoopbackCa::create(certs.path())?.config()
+        xarchive_node::security::tls::LoopbackCa::create(certs.path())?.config()
     } else {
-        xarchive_node::tls::TlsConfig::default()
+        xarchive_node::security::tls::TlsConfig::default()
     };
-    let http = xarchive_node::client::http_client(Duration::from_secs(60), None, tls.trust()?)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let http =
+        xarchive_node::cluster::client::http_client(Duration::from_secs(60), None, tls.trust()?)
+            .map_err(|e| anyhow::anyhow!(e))?;
     let runs_total = args.cache.len() * args.concurrency.len() * args.strategies.len();
     let bar = ProgressBar::new(runs_total as u64).with_style(
         ProgressStyle::with_template("{msg:>32} [{bar:30}] {pos}/{len} {elapsed}")?
@@ -229,12 +243,12 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for cache in &args.cache {
         let url = match cache.as_str() {
-            "none" | "memory" => cache.clone(),
             "redis" => args
                 .redis
                 .clone()
                 .ok_or_else(|| anyhow::anyhow!("--cache redis needs --redis URL"))?,
-            other => anyhow::bail!("unknown cache {other:?} (none, memory, redis)"),
+            // none or memory (clap allows nothing else)
+            _ => cache.clone(),
         };
         bar.set_message(format!("starting {} domains, cache {cache}", args.domains));
         let dir = tempfile::tempdir()?;

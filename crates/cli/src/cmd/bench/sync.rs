@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use xarchive_node::client::Client;
+use xarchive_node::cluster::client::Client;
 use xarchive_node::cluster::{Coordinator, ZkSettings, ZooKeeperCoordinator};
 
 use super::quantile;
@@ -45,7 +45,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
     })
     .await?;
     cluster.converged(Duration::from_secs(30)).await?;
-    let a = Client::new(&cluster.nodes[0].cluster.address, Duration::from_secs(10))?;
+    let a = Client::new(cluster.nodes[0].address(), Duration::from_secs(10))?;
     let b = cluster.nodes[1].clone();
     let bar = ProgressBar::new(args.samples as u64);
     let mut from_ack = Vec::new();
@@ -56,14 +56,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
         a.put(&id, &serde_json::json!({"title": "sync"})).await?;
         let acked = Instant::now();
         let deadline = acked + Duration::from_secs(10);
-        while !b
-            .cluster
-            .replicas
-            .read()
-            .candidates(&id)
-            .iter()
-            .any(|n| n == "A")
-        {
+        while !b.cluster().candidates(&id).iter().any(|n| n == "A") {
             anyhow::ensure!(Instant::now() < deadline, "B never routed {id} to A");
             tokio::task::yield_now().await;
         }

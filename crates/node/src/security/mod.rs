@@ -1,0 +1,7 @@
+//! Who may do what: API tokens and roles, the cluster secret, rate limits
+//! ([`auth`]), and TLS for serving and for calling peers ([`tls`]). Plain
+//! decisions and configurations; the HTTP layer turns refusals into
+//! responses.
+
+pub mod auth;
+pub mod tls;

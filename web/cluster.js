@@ -1,0 +1,229 @@
+// The cluster as this page knows it: the one place that holds the state of the domains, refreshes it and draws it.
+//
+// The page reads the cluster from the serving domain (/v1/cluster), then
+// each domain's stats and filter at its address. The filters are kept
+// current with deltas; search.js reads them from `state` here.
+
+import { DomainRequestError, FilterFormatError, syncFilter } from './xarchive-filter.js';
+import { formatAgo, formatBytes, formatCount, formatPercent, formatRate, plainApiError } from './util.js';
+import { $, h } from './dom.js';
+import { TIMEOUT_MS, apiError, callApi, fetchWithToken } from './api.js';
+
+/**
+ * The list of domains fetched longer ago than this is not trusted for a
+ * "not here"; a filter copy synced longer ago is shown as stale.
+ */
+export const FRESH_MS = 15000;
+
+/** Everything the page knows of the cluster. Only this module changes it; the others read it. */
+export const state = {
+  served: null,
+  clusterAt: 0,
+  clusterError: null,
+  /** Whether the serving domain's coordinator confirms its list of domains. */
+  membershipConfirmed: false,
+  /** name -> { name, address, self, info, stats, statsError, filter, filterError, syncedAt, syncing } */
+  domains: new Map(),
+  refreshing: false,
+};
+
+/** The address of domain `name`, or null when it is not in the cluster view. */
+export function addressOf(name) {
+  return state.domains.get(name)?.address ?? null;
+}
+
+/** The list of domains from the serving domain (/v1/cluster). */
+async function refreshCluster() {
+  let answer;
+  try {
+    answer = await callApi('', '/v1/cluster');
+  } catch (e) {
+    state.clusterError = 'The domain serving this page could not be reached. 无法连接本页所在的档案域。';
+    return;
+  }
+  if (answer.status !== 200 || !answer.body || !Array.isArray(answer.body.domains)) {
+    state.clusterError = `The cluster view could not be read (HTTP ${answer.status}).`;
+    return;
+  }
+  state.clusterError = null;
+  state.clusterAt = Date.now();
+  state.served = answer.body.domain;
+  state.membershipConfirmed = answer.body.connected === true;
+  const seen = new Set();
+  for (const info of answer.body.domains) {
+    seen.add(info.name);
+    const d = state.domains.get(info.name) ?? {
+      name: info.name,
+      filter: null,
+      filterError: null,
+      syncedAt: 0,
+      stats: null,
+      statsError: null,
+      syncing: null,
+    };
+    if (d.address && d.address !== info.address) {
+      d.filter = null; // moved: start again from a snapshot
+      d.syncedAt = 0;
+    }
+    d.address = info.address;
+    d.self = Boolean(info.self);
+    d.info = info;
+    state.domains.set(info.name, d);
+  }
+  for (const name of [...state.domains.keys()]) if (!seen.has(name)) state.domains.delete(name);
+}
+
+/** One domain's stats, from the domain itself. */
+async function refreshStats(d) {
+  try {
+    const answer = await callApi(d.address, '/v1/stats');
+    if (answer.status === 200 && answer.body) {
+      d.stats = answer.body;
+      d.statsError = null;
+    } else {
+      d.statsError = plainApiError(d.name, apiError(answer));
+    }
+  } catch {
+    d.statsError = plainApiError(d.name, null);
+  }
+}
+
+/**
+ * Brings the browser's copy of a domain's filter up to date (a delta, or
+ * the snapshot the first time). One sync per domain at a time: a caller
+ * arriving during one waits for it.
+ */
+export function refreshFilter(d, timeout = TIMEOUT_MS) {
+  if (d.syncing) return d.syncing;
+  const started = Date.now();
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeout);
+  d.syncing = (async () => {
+    try {
+      const { filter } = await syncFilter(d.address, d.filter, {
+        signal: controller.signal,
+        fetch: fetchWithToken,
+      });
+      d.filter = filter;
+      d.filterError = null;
+      // The copy is as of the request, not of its answer.
+      d.syncedAt = started;
+    } catch (e) {
+      d.filterError = filterProblem(d.name, e);
+    } finally {
+      clearTimeout(timer);
+      d.syncing = null;
+    }
+  })();
+  return d.syncing;
+}
+
+function filterProblem(name, e) {
+  const what = `Domain ${name}'s filter could not be loaded`;
+  if (e instanceof FilterFormatError) {
+    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message})`;
+  }
+  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached`;
+  if (e && e.name === 'AbortError') return `${what}: no answer in time`;
+  return `${what}: ${e && e.message ? e.message : e}`;
+}
+
+/** The cluster view, then every domain's stats and filter; then draws it all. One at a time. */
+export async function refreshAll() {
+  if (state.refreshing) return;
+  state.refreshing = true;
+  try {
+    await refreshCluster();
+    await Promise.all([...state.domains.values()].map((d) => Promise.all([refreshStats(d), refreshFilter(d)])));
+  } finally {
+    state.refreshing = false;
+    renderCluster();
+  }
+}
+
+/** After a write at one domain: its filter and stats now, not at the next tick. */
+export async function refreshDomain(name) {
+  const d = state.domains.get(name);
+  if (!d) return;
+  await Promise.all([refreshStats(d), refreshFilter(d)]);
+  renderCluster();
+}
+
+/** Draws the state: who serves the page, the banner, the table of domains and the add form's domain choices. */
+export function renderCluster() {
+  const served = state.served;
+  $('served-by').textContent = served
+    ? `This page is served by domain ${served}. 本页由档案域 ${served} 提供。`
+    : 'Connecting… 正在连接…';
+  const banner = $('banner');
+  if (state.clusterError) {
+    banner.hidden = false;
+    banner.className = 'banner error';
+    banner.textContent = state.clusterError;
+  } else {
+    banner.hidden = true;
+  }
+
+  const domains = [...state.domains.values()].sort((a, b) => a.name.localeCompare(b.name, 'en', { numeric: true }));
+  const rows = domains.map((d) => {
+    const info = d.info || {};
+    const stats = d.stats;
+    const filterStats = stats?.filter;
+    const up = info.up !== false && !d.statsError;
+    const kind = info.kind ?? filterStats?.kind;
+    const status = h('div', {},
+      up ? h('span', { class: 'pill up' }, '在线 up') : h('span', { class: 'pill down' }, '离线 down'),
+      kind ? h('div', { class: 'muted tiny' }, kind === 'cuckoo' ? 'cuckoo filter' : 'counting Bloom') : null);
+    const selfNote = d.self ? h('div', { class: 'tiny self' }, 'serves this page') : null;
+    let lag;
+    if (d.self) lag = h('span', { class: 'muted' }, '—');
+    else if (info.lag === 0 && info.current) lag = h('span', { class: 'ok' }, '0 · 最新 current');
+    else if (typeof info.lag === 'number') lag = h('span', { class: 'warn' }, `${formatCount(info.lag)} behind 落后`);
+    else lag = h('span', { class: 'warn' }, info.replica_version == null ? 'no copy yet 尚无副本' : 'unknown 未知');
+
+    let copy;
+    if (d.filter) {
+      const ago = Date.now() - d.syncedAt;
+      copy = h('div', {},
+        h('span', { class: d.filterError || ago > FRESH_MS ? 'warn' : 'ok' },
+          `v${d.filter.version} · ${formatBytes(d.filter.byteLength)}`),
+        h('div', { class: 'muted tiny' }, `synced ${formatAgo(ago)}`));
+    } else {
+      copy = h('span', { class: 'warn' }, d.filterError ? 'not loaded 未加载' : 'loading… 加载中');
+    }
+    const problem = d.filterError
+      ? `${d.filterError}. Searches ask the servers instead. 无法加载档案域 ${d.name} 的过滤器，检索将询问服务器。`
+      : d.statsError;
+    return [
+      h('tr', { 'data-domain': d.name, class: up ? '' : 'is-down' },
+        h('th', { scope: 'row' }, h('div', { class: 'domain-name' }, d.name), h('div', { class: 'muted tiny' }, d.address), selfNote),
+        h('td', {}, status),
+        h('td', { class: 'num' }, stats ? formatCount(stats.records) : '—'),
+        h('td', { class: 'num' }, filterStats ? formatPercent(filterStats.fill_ratio) : '—'),
+        h('td', { class: 'num' }, filterStats ? formatRate(filterStats.estimated_fpr) : '—'),
+        h('td', {}, lag),
+        h('td', {}, copy)),
+      problem ? h('tr', { class: 'problem' }, h('td', { colspan: '7' }, problem)) : null,
+    ];
+  });
+  $('cluster-rows').replaceChildren(...rows.flat().filter(Boolean));
+
+  const loaded = domains.filter((d) => d.filter).length;
+  const records = domains.reduce((n, d) => n + (d.stats ? Number(d.stats.records) : 0), 0);
+  const bytes = domains.reduce((n, d) => n + (d.filter ? d.filter.byteLength : 0), 0);
+  $('cluster-summary').textContent = domains.length === 0
+    ? (state.clusterError ? 'No domains known. 未知档案域。' : 'Loading… 加载中…')
+    : `${domains.length} domains · ${formatCount(records)} records · filters of ${loaded} of ${domains.length} domains held in this browser (${formatBytes(bytes)}). ` +
+      `${domains.length} 个档案域，共 ${formatCount(records)} 条记录。`;
+
+  // The domain choices change only with the cluster (not every second,
+  // which would close the list while someone is choosing).
+  const select = $('add-domain');
+  const key = domains.map((d) => `${d.name}${d.self ? '*' : ''}`).join(',');
+  if (select.dataset.key !== key) {
+    const chosen = select.value || served;
+    select.replaceChildren(...domains.map((d) =>
+      h('option', { value: d.name, selected: d.name === chosen }, `${d.name}${d.self ? ' (this page’s domain)' : ''}`)));
+    select.dataset.key = key;
+  }
+}
