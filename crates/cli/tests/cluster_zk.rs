@@ -169,7 +169,9 @@ async fn a_domain_started_without_zookeeper_never_answers_not_found() {
     }
     cluster.wait_converged().await;
     cluster.zk.stop();
-    // B starts again knowing no other domain and unable to learn of any.
+    // B starts again unable to learn of any domain from ZooKeeper: it asks
+    // the domains it knew (its peers.json), and finds A's records there,
+    // but cannot rule out one it does not know of.
     cluster.domains[1].restart();
     let b = cluster.client(1);
     let refused = b.ready().await;
@@ -177,14 +179,29 @@ async fn a_domain_started_without_zookeeper_never_answers_not_found() {
         matches!(&refused, Err(e) if e.code() == Some("not_ready")),
         "{refused:?}"
     );
+    let (status, answer) = lookup(&b, "A-19").await;
+    assert_eq!(
+        (status, answer.owner.as_deref()),
+        (200, Some("A")),
+        "{answer:?}"
+    );
+    let not_ready = |status: u16, answer: &LookupBody| {
+        (
+            status,
+            answer.code.as_deref(),
+            answer.route.unconfirmed.is_some(),
+        ) == (503, Some("not_ready"), true)
+    };
+    let (status, answer) = lookup(&b, "never-written").await;
+    assert!(not_ready(status, &answer), "{answer:?}");
+    // Knowing no domain at all (its list of peers lost too): never 404.
+    cluster.domains[1].kill9();
+    std::fs::remove_file(cluster.domains[1].spawn.data.join("peers.json")).unwrap();
+    cluster.domains[1].restart();
+    let b = cluster.client(1);
     for id in ["A-0", "A-19", "never-written"] {
         let (status, answer) = lookup(&b, id).await;
-        assert_eq!(
-            (status, answer.code.as_deref()),
-            (503, Some("not_ready")),
-            "{answer:?}"
-        );
-        assert!(answer.route.unconfirmed.is_some(), "{answer:?}");
+        assert!(not_ready(status, &answer), "{answer:?}");
     }
     cluster.zk.start_again();
     cluster.wait_converged().await;

@@ -108,6 +108,7 @@ impl Node {
             Arc::new(cache),
             auth.member_token(),
             trust,
+            Some(config.data.join("peers.json")),
         )?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
         let mut metrics = Metrics::new();

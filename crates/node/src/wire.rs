@@ -108,7 +108,9 @@ pub struct Route {
     pub errors: std::collections::BTreeMap<String, String>,
     pub remote_calls: usize,
     /// `hit` when a cached copy answered, `miss` when the cache was asked
-    /// and the lookup went remote; absent without a cache.
+    /// and the lookup went remote, `stale` when a cached copy was refused
+    /// because the owner's filter copy lagged longer than
+    /// `cache.max_lag_ms`; absent without a cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<String>,
     /// Answered by another lookup of the same ID in flight at the time.

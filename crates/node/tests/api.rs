@@ -467,3 +467,47 @@ async fn cuckoo_domains_publish_their_table() {
         .unwrap()
         .contains("C-1"));
 }
+
+/// A domain sized for a million records but holding a few ships a filter
+/// of mostly zeros: compressed by what the caller accepts, whole otherwise.
+#[tokio::test]
+async fn filters_are_compressed_as_the_caller_accepts() {
+    let app = app_with(|c| c.filter.expected_items = 1_000_000);
+    for n in 0..100 {
+        let reply = app
+            .call(
+                Method::PUT,
+                &format!("/v1/archives/C-{n}"),
+                json!({"title": "t"}).to_string(),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    let fetch = |encoding: &'static str| {
+        let router = xarchive_node::router(app.node.clone());
+        async move {
+            let request = Request::builder()
+                .uri("/v1/filter")
+                .header("accept-encoding", encoding)
+                .body(Body::empty())
+                .unwrap();
+            let response = router.oneshot(request).await.unwrap();
+            let encoding = response
+                .headers()
+                .get("content-encoding")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let epoch = response.headers().get("x-xarchive-epoch").cloned();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (encoding, epoch.is_some(), body.len())
+        }
+    };
+    let (none, has_epoch, raw) = fetch("identity").await;
+    assert_eq!((none, has_epoch), (None, true));
+    assert!(raw > 1_000_000, "{raw}");
+    for accepted in ["zstd", "br", "gzip"] {
+        let (encoding, has_epoch, len) = fetch(accepted).await;
+        assert_eq!(encoding.as_deref(), Some(accepted));
+        assert!(has_epoch, "the position headers stay");
+        assert!(len * 10 < raw, "{accepted}: {len} bytes of {raw}");
+    }
+}

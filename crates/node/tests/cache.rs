@@ -11,17 +11,24 @@ use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::wire::LookupBody;
 use xarchive_node::Client;
 use xarchive_node::{Node, NodeConfig};
-use xarchive_testkit::RedisServer;
+use xarchive_testkit::{LoopbackLink, RedisServer};
 
-/// Two domains, A (asks) and B (owns), with the given cache at A.
+/// Two domains, A (asks) and B (owns), with the given cache at A. A
+/// reaches B through `link` (which a test may cut); clients reach both
+/// directly.
 struct Pair {
     a: Arc<Node>,
     b: Arc<Node>,
     at_a: Client,
     at_b: Client,
+    link: LoopbackLink,
     _stop: CancellationToken,
     _dir: tempfile::TempDir,
 }
+
+/// How long a cached copy may be served while its owner's filter copy
+/// lags (`cache.max_lag_ms`), in these tests.
+const MAX_LAG_MS: u64 = 300;
 
 impl Pair {
     async fn start(cache_url: &str) -> Pair {
@@ -30,9 +37,18 @@ impl Pair {
         let stop = CancellationToken::new();
         let mut nodes = Vec::new();
         let mut clients = Vec::new();
+        let mut link = None;
         for name in ["A", "B"] {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let address = format!("http://{}", listener.local_addr().unwrap());
+            let direct = listener.local_addr().unwrap().to_string();
+            let advertised = if name == "B" {
+                let to_b = LoopbackLink::to(&direct).unwrap();
+                let address = format!("http://{}", to_b.address());
+                link = Some(to_b);
+                address
+            } else {
+                format!("http://{direct}")
+            };
             let mut config = NodeConfig {
                 name: name.into(),
                 data: dir.path().join(name),
@@ -41,14 +57,16 @@ impl Pair {
             config.filter.expected_items = 10_000;
             config.cache.url = cache_url.into();
             config.cluster.peer_timeout_ms = 2_000;
-            let node = Node::open_in(config, hub.coordinator(), &address).unwrap();
+            config.cache.max_lag_ms = MAX_LAG_MS;
+            let node = Node::open_in(config, hub.coordinator(), &advertised).unwrap();
             let shutdown = stop.child_token();
             tokio::spawn(xarchive_node::server::serve(
                 node.clone(),
                 listener,
                 async move { shutdown.cancelled().await },
             ));
-            clients.push(Client::new(&address, Duration::from_secs(10)).unwrap());
+            clients
+                .push(Client::new(&format!("http://{direct}"), Duration::from_secs(10)).unwrap());
             nodes.push(node);
         }
         let pair = Pair {
@@ -56,6 +74,7 @@ impl Pair {
             a: nodes.pop().unwrap(),
             at_b: clients.pop().unwrap(),
             at_a: clients.pop().unwrap(),
+            link: link.expect("B is reached through the link"),
             _stop: stop,
             _dir: dir,
         };
@@ -143,6 +162,68 @@ async fn hits_after_admission(cache: &str) {
     assert!(stats["admissions"].as_u64().unwrap() >= 1, "{stats}");
     assert!(stats["evictions"].as_u64().unwrap() >= 1, "{stats}");
     assert_eq!(stats["errors"], 0, "{stats}");
+}
+
+/// A and B cut apart (both still in the cluster): once A's copy of B's
+/// filter has lagged longer than the bound, A no longer serves B's
+/// cached records, so a record B deleted is not served from A's cache.
+async fn a_cut_off_owner_s_cached_records_are_refused_past_the_lag_bound(cache_url: &str) {
+    let p = Pair::start(cache_url).await;
+    p.at_b
+        .put("档案/2024/CUT", &json!({"title": "v1"}))
+        .await
+        .unwrap();
+    p.settle().await;
+    for _ in 0..2 {
+        p.lookup("档案/2024/CUT").await;
+    }
+    let (_, answer) = p.lookup("档案/2024/CUT").await;
+    assert_eq!(answer.route.cache.as_deref(), Some("hit"), "{answer:?}");
+
+    p.link.cut();
+    assert!(p.at_b.delete("档案/2024/CUT").await.unwrap());
+    // Within the bound a cached copy may still be served; past it, never:
+    // the lookup goes to B, which cannot be reached from A.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, answer) = p.lookup("档案/2024/CUT").await;
+        if answer.route.cache.as_deref() == Some("stale") {
+            assert_eq!(
+                (status, answer.unavailable.clone()),
+                (503, vec!["B".to_owned()])
+            );
+            break;
+        }
+        assert_eq!(answer.route.cache.as_deref(), Some("hit"), "{answer:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the cached copy was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for _ in 0..5 {
+        let (status, answer) = p.lookup("档案/2024/CUT").await;
+        assert_ne!(
+            status, 200,
+            "a deleted record served after the bound: {answer:?}"
+        );
+    }
+    assert!(p.a.cluster().cache().stats().stale_refusals >= 1);
+
+    p.link.heal();
+    p.settle().await;
+    assert_eq!(p.lookup("档案/2024/CUT").await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_cache_refuses_a_cut_off_owner_s_records_past_the_lag_bound() {
+    a_cut_off_owner_s_cached_records_are_refused_past_the_lag_bound("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cache_refuses_a_cut_off_owner_s_records_past_the_lag_bound() {
+    let redis = RedisServer::start();
+    a_cut_off_owner_s_cached_records_are_refused_past_the_lag_bound(&redis.url()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

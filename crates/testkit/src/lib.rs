@@ -4,10 +4,12 @@
 //!
 //! Nothing here skips: a server that cannot start is a test failure.
 
+mod link;
 mod process;
 mod servers;
 mod signal;
 
+pub use link::LoopbackLink;
 pub use process::{free_port, DomainProcess, Spawn};
 pub use servers::{RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH};
 pub use tempfile::{tempdir, TempDir};

@@ -46,12 +46,22 @@ pub struct View {
 pub struct Roster {
     /// The registered domains and the positions they published.
     pub members: BTreeMap<String, Member>,
-    /// Domains that left cleanly (and have not come back), as they last
-    /// published before leaving: a copy at that position holds every
-    /// write they acknowledged. A domain that vanished otherwise (killed,
-    /// session expired, the coordinator's data lost) is in neither map,
-    /// and its last publication is unknown.
-    pub departed: BTreeMap<String, Member>,
+    /// Every domain that has registered in this cluster (and was not
+    /// retired), registered now or not: a domain missing from `members`
+    /// is down or paused, or left. Only one that left cleanly has its
+    /// final position here; for the others it is unknown.
+    pub known: BTreeMap<String, Known>,
+}
+
+/// A domain as it last recorded itself in the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Known {
+    #[serde(flatten)]
+    pub member: Member,
+    /// It left cleanly, and `member` holds the last position it
+    /// published: a copy at that position holds every write it
+    /// acknowledged.
+    pub departed: bool,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

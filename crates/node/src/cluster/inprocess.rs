@@ -9,7 +9,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::coordinator::{CoordError, Coordinator, Member, Roster, View};
+use super::coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
@@ -68,7 +68,11 @@ impl Coordinator for InProcessCoordinator {
                 member.epoch = position.epoch;
                 member.version = position.version;
                 self.hub.update(|r| {
-                    r.departed.remove(&name);
+                    let known = Known {
+                        member: member.clone(),
+                        departed: false,
+                    };
+                    r.known.insert(name.clone(), known);
                     r.members.insert(name.clone(), member.clone());
                 });
                 self.published.send_replace(Some(position));
@@ -79,8 +83,12 @@ impl Coordinator for InProcessCoordinator {
             }
             // Everything it acknowledged was published before it left.
             self.hub.update(|r| {
-                if let Some(last) = r.members.remove(&name) {
-                    r.departed.insert(name.clone(), last);
+                if let Some(member) = r.members.remove(&name) {
+                    let known = Known {
+                        member,
+                        departed: true,
+                    };
+                    r.known.insert(name.clone(), known);
                 }
             });
         }

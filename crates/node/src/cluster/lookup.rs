@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
+use super::cache::Cached;
 use super::coordinator::{Member, Roster};
 use super::replicas::{covers, PeerInfo};
 use super::Cluster;
@@ -194,9 +195,18 @@ impl Cluster {
         // A cached copy from a domain that may hold the ID needs no call.
         let cache = &cluster.cache;
         cache.seen(id.as_str());
+        // It is served only while the owner's copy here is (nearly)
+        // current, and the coordinator tells of the owner's writes: else a
+        // delete at the owner may not have reached this domain.
+        let connected = cluster.coordinator.view().borrow().connected;
+        let mut stale = false;
         for owner in &route.candidates {
-            if let Some(bytes) = cache.get(owner, id.as_str()).await {
-                match StoredRecord::decode(&bytes) {
+            let lagging = match peers.iter().find(|p| p.name == *owner) {
+                Some(p) if connected => p.lagging,
+                _ => Some(std::time::Duration::MAX),
+            };
+            match cache.get(owner, id.as_str(), lagging).await {
+                Cached::Fresh(bytes) => match StoredRecord::decode(&bytes) {
                     Ok(stored) => {
                         route.cache = Some("hit".into());
                         let record = stored.into_record(id.clone(), owner);
@@ -204,7 +214,9 @@ impl Cluster {
                         return started.finish(Outcome::Found { record, owner }, route);
                     }
                     Err(e) => tracing::warn!(owner, error = %e, "unreadable cached record ignored"),
-                }
+                },
+                Cached::Stale => stale = true,
+                Cached::Absent => {}
             }
         }
 
@@ -226,7 +238,11 @@ impl Cluster {
         } = result;
         let route = Route {
             candidates: route.candidates,
-            cache: cache.enabled().then(|| "miss".into()),
+            cache: match (cache.enabled(), stale) {
+                (false, _) => None,
+                (true, false) => Some("miss".into()),
+                (true, true) => Some("stale".into()),
+            },
             ..remote
         };
         started.finish(conclude(found, &route), route)
@@ -298,8 +314,9 @@ pub(crate) async fn routed(
 /// their addresses, given the membership just read from the coordinator:
 /// - a member, unless the copy covers the position it published;
 /// - a domain that left cleanly, unless the copy covers its last position;
-/// - a domain that vanished otherwise (killed, session expired, the
-///   coordinator's data lost): its last publication is unknown, so always.
+/// - a domain that is down, paused or cut off without leaving (its
+///   registration expired): its last publication is unknown, so always;
+/// - a domain known only here (the coordinator lost its data): always.
 ///
 /// A copy is consulted before this (its "maybe" makes a candidate); this
 /// is the rule for trusting its "no". `peers` were read together with the
@@ -310,32 +327,34 @@ pub(crate) fn not_ruled_out(
     me: &str,
 ) -> Vec<(String, String)> {
     let peer = |name: &str| peers.iter().find(|p| p.name == name);
-    let ruled_out = |name: &str, published: &Member| {
+    let covered = |name: &str, published: &Member| {
         peer(name).is_some_and(|p| covers(p.position, Some(published.position())))
     };
     let mut out = Vec::new();
-    for (name, member) in roster.members.iter().chain(&roster.departed) {
-        if name != me && !ruled_out(name, member) {
-            out.push((name.clone(), member.address.clone()));
-        }
-    }
-    for p in peers {
-        let known = roster.members.contains_key(&p.name) || roster.departed.contains_key(&p.name);
-        if !known && p.name != me {
-            out.push((p.name.clone(), p.address.clone()));
+    for (name, address) in everyone(roster, peers, me) {
+        let ruled_out = match (roster.members.get(&name), roster.known.get(&name)) {
+            (Some(member), _) => covered(&name, member),
+            (None, Some(known)) => known.departed && covered(&name, &known.member),
+            (None, None) => false,
+        };
+        if !ruled_out {
+            out.push((name, address));
         }
     }
     out
 }
 
-/// Every other domain in the roster or held as a copy: the seed paper's
-/// broadcast asks them all.
+/// Every other domain in the roster or held as a copy, with its address:
+/// the seed paper's broadcast asks them all.
 fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
     let mut all: std::collections::BTreeMap<String, String> = peers
         .iter()
         .map(|p| (p.name.clone(), p.address.clone()))
         .collect();
-    for (name, member) in roster.members.iter().chain(&roster.departed) {
+    for (name, known) in &roster.known {
+        all.insert(name.clone(), known.member.address.clone());
+    }
+    for (name, member) in &roster.members {
         all.insert(name.clone(), member.address.clone());
     }
     all.remove(me);
@@ -349,7 +368,7 @@ fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)
     everyone(
         &Roster {
             members,
-            departed: Default::default(),
+            known: Default::default(),
         },
         peers,
         &cluster.me,
@@ -375,6 +394,7 @@ fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::coordinator::Known;
     use crate::local::domain::Position;
     use crate::local::filter::FilterKind;
 
@@ -394,8 +414,18 @@ mod tests {
             address: format!("http://{name}"),
             up: true,
             current: false,
+            lagging: None,
             position: version.map(|version| Position { epoch: 7, version }),
         }
+    }
+
+    fn left(name: &str, version: u64) -> (String, Known) {
+        let (name, member) = member(name, version);
+        let known = Known {
+            member,
+            departed: true,
+        };
+        (name, known)
     }
 
     fn names(out: Vec<(String, String)>) -> Vec<String> {
@@ -412,7 +442,7 @@ mod tests {
                 member("E", 10),
             ]
             .into(),
-            departed: Default::default(),
+            known: Default::default(),
         };
         let peers = [
             copy("B", Some(10)),
@@ -428,7 +458,7 @@ mod tests {
         // Just started: no copies yet, every member must be asked.
         let roster = Roster {
             members: [member("A", 1), member("B", 10), member("C", 3)].into(),
-            departed: Default::default(),
+            known: Default::default(),
         };
         assert_eq!(names(not_ruled_out(&roster, &[], "A")), ["B", "C"]);
     }
@@ -437,7 +467,7 @@ mod tests {
     fn a_clean_departure_is_ruled_out_by_a_copy_covering_its_last_position() {
         let roster = Roster {
             members: Default::default(),
-            departed: [member("B", 10), member("C", 10), member("D", 10)].into(),
+            known: [left("B", 10), left("C", 10), left("D", 10)].into(),
         };
         // D left while this domain held no copy of it: it may hold anything.
         let peers = [copy("B", Some(10)), copy("C", Some(9))];
@@ -446,18 +476,46 @@ mod tests {
 
     #[test]
     fn a_domain_that_vanished_without_leaving_is_always_asked() {
-        // Killed, or its session expired, or ZooKeeper lost its data: its
-        // last publication is unknown, however current the copy looked.
-        let roster = Roster::default();
+        // Killed, paused or cut off past its session: its last publication
+        // is unknown, however current the copy looked; C was never copied
+        // here at all (this domain has just started).
+        let (b, c) = (member("B", 10), member("C", 4));
+        let roster = Roster {
+            members: Default::default(),
+            known: [
+                (
+                    b.0,
+                    Known {
+                        member: b.1,
+                        departed: false,
+                    },
+                ),
+                (
+                    c.0,
+                    Known {
+                        member: c.1,
+                        departed: false,
+                    },
+                ),
+            ]
+            .into(),
+        };
         let peers = [copy("B", Some(10))];
-        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["B"]);
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["B", "C"]);
+    }
+
+    #[test]
+    fn a_domain_known_only_here_is_always_asked() {
+        // The coordinator lost its data and B has not registered again.
+        let peers = [copy("B", Some(10))];
+        assert_eq!(names(not_ruled_out(&Roster::default(), &peers, "A")), ["B"]);
     }
 
     #[test]
     fn this_domain_is_never_asked() {
         let roster = Roster {
             members: [member("A", 10)].into(),
-            departed: [member("A", 9)].into(),
+            known: [left("A", 9)].into(),
         };
         assert!(not_ruled_out(&roster, &[copy("A", None)], "A").is_empty());
     }

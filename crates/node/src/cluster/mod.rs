@@ -7,10 +7,13 @@ pub mod client;
 pub mod coordinator;
 pub mod inprocess;
 pub mod lookup;
+mod peers;
 pub mod replicas;
 pub mod sync;
 pub mod zookeeper;
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,6 +104,8 @@ pub struct Cluster {
     pub(crate) coordinator: Arc<dyn Coordinator>,
     pub(crate) replicas: RwLock<Replicas>,
     pub(crate) cache: Arc<Cache>,
+    /// Where the peers known are kept between runs.
+    remembered: Option<PathBuf>,
     flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
     /// Every task it spawns, so that shutdown can wait for them.
     tasks: TaskTracker,
@@ -122,6 +127,7 @@ impl Cluster {
         cache: Arc<Cache>,
         member_token: Option<&str>,
         trust: Option<Vec<reqwest::Certificate>>,
+        remembered: Option<PathBuf>,
     ) -> Result<Self, ClientError> {
         let timeout = Duration::from_millis(config.peer_timeout_ms);
         let http = crate::cluster::client::http_client(
@@ -130,17 +136,36 @@ impl Cluster {
             trust,
         )
         .map_err(|e| ClientError::Address(address.into(), e))?;
+        let mut replicas = Replicas::new(me, geometry);
+        if let Some(path) = &remembered {
+            replicas.remember(&peers::load(path));
+        }
         Ok(Cluster {
             me: me.to_owned(),
             address: address.to_owned(),
             coordinator,
-            replicas: RwLock::new(Replicas::new(me, geometry)),
+            replicas: RwLock::new(replicas),
+            remembered,
             cache,
             flights: Default::default(),
             tasks: TaskTracker::new(),
             http,
             config,
         })
+    }
+
+    /// Keeps the peers known on disk, if they changed since `last`.
+    pub(crate) fn remember_peers(&self, last: &mut BTreeMap<String, replicas::Remembered>) {
+        let Some(path) = &self.remembered else { return };
+        let now = self.replicas.read().to_remember();
+        if now != *last {
+            match peers::save(path, &now) {
+                Ok(()) => *last = now,
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "cannot keep the peers known")
+                }
+            }
+        }
     }
 
     /// A client for the peer at `address`, sharing the connection pool.

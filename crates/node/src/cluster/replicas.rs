@@ -36,6 +36,9 @@ pub struct Peer {
     pub published: Option<Position>,
     /// The last position it published while a member.
     pub last_published: Option<Position>,
+    /// Since when the copy has not covered `last_published` (None while
+    /// it does): how long a cached record of this peer may be stale.
+    behind_since: Option<Instant>,
     pub reachable: bool,
     pub last_synced: Option<Instant>,
     pub last_error: Option<String>,
@@ -54,6 +57,28 @@ impl Peer {
     pub fn up(&self) -> bool {
         self.published.is_some()
     }
+
+    /// For how long the copy has not covered what the peer last published
+    /// (None while it does).
+    pub fn lagging(&self) -> Option<std::time::Duration> {
+        if self.current() {
+            return None;
+        }
+        Some(
+            self.behind_since
+                .map_or(std::time::Duration::MAX, |t| t.elapsed()),
+        )
+    }
+
+    /// Starts or ends the lag clock after the copy or the published
+    /// position moved.
+    fn note_lag(&mut self) {
+        if self.current() {
+            self.behind_since = None;
+        } else if self.behind_since.is_none() {
+            self.behind_since = Some(Instant::now());
+        }
+    }
 }
 
 /// Whether a copy at `held` includes every change up to `published`.
@@ -64,6 +89,14 @@ pub fn covers(held: Option<Position>, published: Option<Position>) -> bool {
     }
 }
 
+/// A peer as kept on disk between runs (`peers.json` in the data
+/// directory): who to ask when the coordinator has forgotten it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Remembered {
+    pub address: String,
+    pub kind: FilterKind,
+}
+
 /// What a lookup needs to know of a peer, copied out of the lock.
 #[derive(Clone, Debug)]
 pub struct PeerInfo {
@@ -72,6 +105,8 @@ pub struct PeerInfo {
     pub up: bool,
     /// The copy matches the last published position.
     pub current: bool,
+    /// For how long the copy has lagged the last published position.
+    pub lagging: Option<std::time::Duration>,
     pub position: Option<Position>,
 }
 
@@ -105,6 +140,39 @@ impl Replicas {
         }
     }
 
+    /// Peers remembered from an earlier run (no copy, not known up): asked
+    /// by lookups until the coordinator tells of them again.
+    pub fn remember(&mut self, peers: &BTreeMap<String, Remembered>) {
+        for (name, r) in peers.iter().filter(|(n, _)| **n != self.me) {
+            self.peers.entry(name.clone()).or_insert_with(|| Peer {
+                address: r.address.clone(),
+                kind: r.kind,
+                held: Held::None,
+                position: None,
+                published: None,
+                last_published: None,
+                behind_since: None,
+                reachable: true,
+                last_synced: None,
+                last_error: None,
+            });
+        }
+    }
+
+    /// Every peer known, as [`remember`](Self::remember) takes them back.
+    pub fn to_remember(&self) -> BTreeMap<String, Remembered> {
+        self.peers
+            .iter()
+            .map(|(name, p)| {
+                let r = Remembered {
+                    address: p.address.clone(),
+                    kind: p.kind,
+                };
+                (name.clone(), r)
+            })
+            .collect()
+    }
+
     /// Takes in the coordinator's view: new peers, addresses, published
     /// positions; peers that left are kept (marked down) with their copy.
     pub fn update_view(&mut self, view: &View) {
@@ -116,6 +184,7 @@ impl Replicas {
                 position: None,
                 published: None,
                 last_published: None,
+                behind_since: None,
                 reachable: true,
                 last_synced: None,
                 last_error: None,
@@ -124,6 +193,7 @@ impl Replicas {
             peer.kind = member.kind;
             peer.published = Some(member.position());
             peer.last_published = Some(member.position());
+            peer.note_lag();
         }
         if view.connected {
             for (name, peer) in self.peers.iter_mut() {
@@ -178,6 +248,7 @@ impl Replicas {
                 address: p.address.clone(),
                 up: p.up(),
                 current: p.current(),
+                lagging: p.lagging(),
                 position: p.position,
             })
             .collect()
@@ -265,6 +336,7 @@ impl Replicas {
         peer.held = held;
         peer.kind = fetched.kind;
         peer.position = Some(fetched.position);
+        peer.note_lag();
         Ok(())
     }
 
@@ -288,6 +360,7 @@ impl Replicas {
             epoch: delta.epoch,
             version: delta.to_version,
         });
+        peer.note_lag();
         Ok(())
     }
 

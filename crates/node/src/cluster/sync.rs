@@ -20,9 +20,11 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     let mut view = cluster.coordinator.view();
     let stop_peers = CancellationToken::new();
     let mut tasks: BTreeMap<String, watch::Sender<Option<Member>>> = BTreeMap::new();
+    let mut remembered = BTreeMap::new();
     loop {
         let current = view.borrow_and_update().clone();
         cluster.replicas.write().update_view(&current);
+        cluster.remember_peers(&mut remembered);
         for (name, member) in current.members.iter().filter(|(n, _)| **n != cluster.me) {
             match tasks.get(name) {
                 Some(tx) => {

@@ -1,9 +1,11 @@
 //! The ZooKeeper coordinator: an ephemeral znode per domain under
 //! `/xarchive/<cluster>/domains`, a persistent recursive watch on that
 //! folder, and a new session (registered again) whenever one is lost.
-//! A domain that leaves cleanly first writes its last position to a
-//! persistent znode under `/xarchive/<cluster>/departed`, so that peers
-//! can still tell whether their copy of it is complete.
+//! Every domain also keeps a persistent znode under
+//! `/xarchive/<cluster>/known`: written at registration, and at a clean
+//! departure with its last position, so that peers know of a domain that is
+//! down or paused, and can tell whether their copy of one that left is
+//! complete.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use zookeeper_client as zk;
 
-use super::coordinator::{CoordError, Coordinator, Member, Roster, View};
+use super::coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +47,9 @@ pub struct ZooKeeperCoordinator {
     /// The live session's client, for reads outside the run loop.
     client: Mutex<Option<zk::Client>>,
 }
+
+/// The longest wait between two attempts to open a session.
+const MAX_RETRY: Duration = Duration::from_millis(500);
 
 /// Why a session ended.
 enum End {
@@ -130,26 +135,44 @@ impl ZooKeeperCoordinator {
         format!("/xarchive/{}/domains", self.settings.cluster)
     }
 
-    /// Where domains that left cleanly leave their last position.
-    fn departed_folder(&self) -> String {
-        format!("/xarchive/{}/departed", self.settings.cluster)
+    /// Where every domain records itself, registered or not.
+    fn known_folder(&self) -> String {
+        format!("/xarchive/{}/known", self.settings.cluster)
     }
 
-    /// Leaves cleanly: the last position goes to `departed` first, then
-    /// the registration goes. A reader that finds the registration gone
-    /// finds the position (or, if writing it failed, nothing, and treats
-    /// the domain as vanished: asked, not ruled out).
-    async fn depart(&self, client: &zk::Client, name: &str, own: &str, member: &Member) {
-        let marker = format!("{}/{name}", self.departed_folder());
-        let data = serde_json::to_vec(member).unwrap_or_default();
-        let written = match client
-            .create(&marker, &data, &self.options(zk::CreateMode::Persistent))
+    /// Writes this domain's persistent record (created or replaced).
+    async fn record(
+        &self,
+        client: &zk::Client,
+        name: &str,
+        known: &Known,
+    ) -> Result<(), CoordError> {
+        let path = format!("{}/{name}", self.known_folder());
+        let data = serde_json::to_vec(known).unwrap_or_default();
+        match client
+            .create(&path, &data, &self.options(zk::CreateMode::Persistent))
             .await
         {
-            Err(zk::Error::NodeExists) => client.set_data(&marker, &data, None).await.map(drop),
-            other => other.map(drop),
+            Ok(_) => Ok(()),
+            Err(zk::Error::NodeExists) => client
+                .set_data(&path, &data, None)
+                .await
+                .map(drop)
+                .map_err(failed),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// Leaves cleanly: the last position is recorded first, then the
+    /// registration goes. A reader that finds the registration gone finds
+    /// the departure (or, if recording it failed, a domain that vanished:
+    /// asked, not ruled out).
+    async fn depart(&self, client: &zk::Client, name: &str, own: &str, member: &Member) {
+        let known = Known {
+            member: member.clone(),
+            departed: true,
         };
-        if let Err(e) = written {
+        if let Err(e) = self.record(client, name, &known).await {
             tracing::warn!(error = %e, "cannot record the last position before leaving");
         }
         let _ = client.delete(own, None).await;
@@ -212,10 +235,10 @@ impl ZooKeeperCoordinator {
     }
 
     /// Creates this domain's ephemeral znode, replacing one left by an
-    /// earlier session of the same domain, and removes the position left
-    /// by an earlier clean departure. That must be gone before any new
-    /// write is acknowledged: a stale one would let peers rule this domain
-    /// out, after a later crash, for writes made since.
+    /// earlier session of the same domain, and records it as registered
+    /// (not departed). That must be done before any new write is
+    /// acknowledged: a departure recorded earlier would let peers rule
+    /// this domain out, after a later crash, for writes made since.
     async fn register(
         &self,
         client: &zk::Client,
@@ -229,11 +252,13 @@ impl ZooKeeperCoordinator {
             {
                 Ok(_) => {
                     let name = path.rsplit('/').next().unwrap_or_default();
-                    let marker = format!("{}/{name}", self.departed_folder());
-                    return match client.delete(&marker, None).await {
-                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                        Err(e) => Err(failed(e)),
+                    let member = serde_json::from_slice::<Member>(data)
+                        .map_err(|e| CoordError::Failed(format!("own member data: {e}")))?;
+                    let known = Known {
+                        member,
+                        departed: false,
                     };
+                    return self.record(client, name, &known).await;
                 }
                 Err(zk::Error::NodeExists) => {
                     tracing::warn!(path, "replacing a registration left by an earlier session");
@@ -272,7 +297,7 @@ impl ZooKeeperCoordinator {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }
-        for path in [folder.clone(), self.departed_folder()] {
+        for path in [folder.clone(), self.known_folder()] {
             match client
                 .mkdir(&path, &self.options(zk::CreateMode::Persistent))
                 .await
@@ -376,9 +401,18 @@ async fn read_members(
     client: &zk::Client,
     folder: &str,
 ) -> Result<BTreeMap<String, Member>, CoordError> {
+    read_all::<Member>(client, folder).await
+}
+
+/// Every znode under `folder` read as JSON, by name; unreadable ones are
+/// left out (and logged), a missing folder is empty (a new or wiped
+/// ZooKeeper: nobody is there).
+async fn read_all<T: serde::de::DeserializeOwned>(
+    client: &zk::Client,
+    folder: &str,
+) -> Result<BTreeMap<String, T>, CoordError> {
     let names = match client.list_children(folder).await {
         Ok(names) => names,
-        // Not created yet (a new or wiped ZooKeeper): nobody is there.
         Err(zk::Error::NoNode) => Vec::new(),
         Err(e) => return Err(failed(e)),
     };
@@ -386,20 +420,22 @@ async fn read_members(
         let path = format!("{folder}/{n}");
         async move { (n.clone(), client.get_data(&path).await) }
     });
-    let mut members = BTreeMap::new();
+    let mut all = BTreeMap::new();
     for (name, read) in join_all(reads).await {
         match read {
-            Ok((data, _)) => match serde_json::from_slice::<Member>(&data) {
-                Ok(member) => {
-                    members.insert(name, member);
+            Ok((data, _)) => match serde_json::from_slice::<T>(&data) {
+                Ok(value) => {
+                    all.insert(name, value);
                 }
-                Err(e) => tracing::warn!(domain = %name, error = %e, "unreadable member znode"),
+                Err(e) => {
+                    tracing::warn!(domain = %name, error = %e, "unreadable znode in {folder}")
+                }
             },
             Err(zk::Error::NoNode) => {}
             Err(e) => return Err(failed(e)),
         }
     }
-    Ok(members)
+    Ok(all)
 }
 
 impl Coordinator for ZooKeeperCoordinator {
@@ -436,7 +472,11 @@ impl Coordinator for ZooKeeperCoordinator {
                             _ = sleep(backoff) => {}
                             _ = shutdown.cancelled() => break,
                         }
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        // Writes are refused until a session is back, so the
+                        // wait between attempts stays short (an attempt
+                        // costs one refused TCP connect while ZooKeeper is
+                        // down): writes resume within MAX_RETRY of its return.
+                        backoff = (backoff * 2).min(MAX_RETRY);
                     }
                 }
                 *self.client.lock() = None;
@@ -461,7 +501,7 @@ impl Coordinator for ZooKeeperCoordinator {
 
     fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
         let client = self.client.lock().clone();
-        let (folder, departed) = (self.folder(), self.departed_folder());
+        let (folder, known) = (self.folder(), self.known_folder());
         let limit = self.settings.session_timeout.min(Duration::from_secs(2));
         async move {
             let client =
@@ -471,15 +511,11 @@ impl Coordinator for ZooKeeperCoordinator {
             }
             timeout(limit, async {
                 client.sync(&folder).await.map_err(failed)?;
-                // Members first: a domain seen gone there has written its
+                // Members first: a domain seen gone there has recorded its
                 // departure (if clean) before, so it is read after.
                 let members = read_members(&client, &folder).await?;
-                let departed = read_members(&client, &departed)
-                    .await?
-                    .into_iter()
-                    .filter(|(name, _)| !members.contains_key(name))
-                    .collect();
-                Ok(Roster { members, departed })
+                let known = read_all::<Known>(&client, &known).await?;
+                Ok(Roster { members, known })
             })
             .await
             .map_err(|_| CoordError::Unreachable("ZooKeeper did not answer in time".into()))?

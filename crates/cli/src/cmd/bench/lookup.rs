@@ -280,11 +280,14 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
         {
             tokio::spawn(async move {
                 tokio::time::sleep(after).await;
-                let _ = tokio::process::Command::new("kill")
-                    .arg(pid.to_string())
-                    .status()
-                    .await;
-                eprintln!("(stopped Redis, pid {pid})");
+                use nix::sys::signal::{kill, Signal};
+                match i32::try_from(pid) {
+                    Ok(raw) => match kill(nix::unistd::Pid::from_raw(raw), Signal::SIGTERM) {
+                        Ok(()) => eprintln!("(stopped Redis, pid {pid})"),
+                        Err(e) => eprintln!("(could not stop Redis, pid {pid}: {e})"),
+                    },
+                    Err(_) => eprintln!("(no such process id {pid})"),
+                }
             });
         }
         for &users in &args.concurrency {

@@ -63,6 +63,12 @@ pub struct CacheConfig {
     pub admission_window_ms: u64,
     /// How long a cache call may take before it counts as failed.
     pub timeout_ms: u64,
+    /// A cached copy of domain X's record is served only while this
+    /// domain's copy of X's filter has been behind X's published position
+    /// for less than this (and the coordinator is connected): past it, a
+    /// delete or replace at X may not have reached this domain (a
+    /// partition between the two), so the lookup goes to X instead.
+    pub max_lag_ms: u64,
 }
 
 impl Default for CacheConfig {
@@ -74,8 +80,19 @@ impl Default for CacheConfig {
             admission_min_hits: 2,
             admission_window_ms: 60_000,
             timeout_ms: 250,
+            max_lag_ms: 1_000,
         }
     }
+}
+
+/// What the cache holds for a lookup.
+#[derive(Debug, PartialEq)]
+pub enum Cached {
+    Fresh(Vec<u8>),
+    /// A copy is there, but its owner may have changed it since (see
+    /// [`CacheConfig::max_lag_ms`]).
+    Stale,
+    Absent,
 }
 
 /// Counters for `/v1/stats` and `/metrics` (registered there by the node).
@@ -86,6 +103,7 @@ pub struct CacheCounters {
     pub admissions: Counter,
     pub evictions: Counter,
     pub errors: Counter,
+    pub stale: Counter,
 }
 
 impl CacheCounters {
@@ -111,6 +129,11 @@ impl CacheCounters {
             self.evictions.clone(),
         );
         registry.register(
+            "cache_stale_refusals",
+            "Cached records not served because the owner's filter copy lagged too long",
+            self.stale.clone(),
+        );
+        registry.register(
             "cache_errors",
             "Cache calls that failed or timed out",
             self.errors.clone(),
@@ -126,6 +149,8 @@ pub struct CacheStats {
     pub admissions: u64,
     pub evictions: u64,
     pub errors: u64,
+    /// Cached copies refused because the owner's filter copy lagged.
+    pub stale_refusals: u64,
 }
 
 /// Lookups seen per ID in the current window: a counting Bloom filter,
@@ -184,6 +209,7 @@ pub struct Cache {
     admission: Admission,
     ttl: Duration,
     timeout: Duration,
+    max_lag: Duration,
     pub counters: CacheCounters,
     last_warning: Mutex<Option<Instant>>,
     /// After a failure the backend is left alone until then, so that a
@@ -229,6 +255,7 @@ impl Cache {
             },
             ttl: Duration::from_millis(config.ttl_ms),
             timeout: Duration::from_millis(config.timeout_ms),
+            max_lag: Duration::from_millis(config.max_lag_ms),
             counters: CacheCounters::default(),
             last_warning: Mutex::new(None),
             resting_until: Mutex::new(None),
@@ -277,26 +304,35 @@ impl Cache {
     }
 
     /// A cached copy of `owner`'s record `id`, if any.
-    pub async fn get(&self, owner: &str, id: &str) -> Option<Vec<u8>> {
-        self.backend.as_ref()?;
+    /// The cached copy of `owner`'s record `id`, served only if `owner`'s
+    /// filter copy here has lagged its published position for no longer
+    /// than `max_lag_ms` (`lagging`: for how long; `None` when current).
+    pub async fn get(&self, owner: &str, id: &str, lagging: Option<Duration>) -> Cached {
+        if self.backend.is_none() {
+            return Cached::Absent;
+        }
         let Some(backend) = self.usable() else {
             self.counters.misses.inc();
-            return None;
+            return Cached::Absent;
         };
         let key = self.key(owner, id);
         match self.bounded(backend.get(&key)).await {
+            Ok(Some(_)) if lagging.is_some_and(|lag| lag > self.max_lag) => {
+                self.counters.stale.inc();
+                Cached::Stale
+            }
             Ok(Some(v)) => {
                 self.counters.hits.inc();
-                Some(v)
+                Cached::Fresh(v)
             }
             Ok(None) => {
                 self.counters.misses.inc();
-                None
+                Cached::Absent
             }
             Err(e) => {
                 self.counters.misses.inc();
                 self.failed("read", &e);
-                None
+                Cached::Absent
             }
         }
     }
@@ -378,6 +414,7 @@ impl Cache {
             admissions: c.admissions.get(),
             evictions: c.evictions.get(),
             errors: c.errors.get(),
+            stale_refusals: c.stale.get(),
         }
     }
 }
