@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use xarchive_node::local::domain::DomainStats;
+use xarchive_node::{FilterKind, Record};
 use xarchive_testkit::{tempdir, Spawn};
 
 fn bin() -> &'static Path {
@@ -42,10 +44,10 @@ fn config_file_flags_and_environment_combine() {
         .start();
     let out = xarchive(&["stats"], &domain.url);
     assert!(out.status.success(), "{}", text(&out));
-    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(stats["domain"], "from-env");
-    assert_eq!(stats["filter"]["kind"], "cuckoo");
-    assert_eq!(stats["filter"]["fingerprint_bits"], 13);
+    let stats: DomainStats = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats.domain, "from-env");
+    assert_eq!(stats.filter.kind, FilterKind::Cuckoo);
+    assert_eq!(stats.filter.fingerprint_bits, Some(13));
 }
 
 #[test]
@@ -73,9 +75,9 @@ fn client_commands_report_and_exit_clearly() {
     assert!(text(&out).contains("created 档案/2024/001 in domain A"));
 
     let out = xarchive(&["get", "档案/2024/001"], url);
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(record["metadata"]["year"], 2024);
-    assert_eq!(record["content"], "JVBERi0xLjcgcHJldGVuZA==");
+    let record: Record = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record.metadata["year"], 2024);
+    assert_eq!(record.content.as_deref(), Some(&b"%PDF-1.7 pretend"[..]));
 
     let out = xarchive(&["rm", "档案/2024/001"], url);
     assert!(out.status.success());
@@ -110,9 +112,9 @@ fn import_reads_csv_and_ndjson_and_names_bad_lines() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("imported 2 records (2 created, 0 replaced)"));
     let out = xarchive(&["get", "J001-WS·2023-Y-0001"], &domain.url);
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(record["title"], "Minutes, vol. 1");
-    assert_eq!(record["metadata"]["fonds"], "J001");
+    let record: Record = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record.title, "Minutes, vol. 1");
+    assert_eq!(record.metadata["fonds"], "J001");
 
     let ndjson = dir.path().join("records.ndjson");
     std::fs::write(

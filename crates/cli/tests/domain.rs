@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use xarchive_node::cluster::client::Client;
+use serde_json::json;
+use xarchive_node::local::domain::VerifyReport;
+use xarchive_node::wire::ErrorBody;
+use xarchive_node::Client;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
 
 fn bin() -> &'static Path {
@@ -21,10 +23,6 @@ fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-async fn get_json(url: String) -> Value {
-    http().get(url).send().await.unwrap().json().await.unwrap()
-}
-
 fn client(d: &DomainProcess) -> Client {
     Client::new(&d.url, Duration::from_secs(60)).unwrap()
 }
@@ -35,51 +33,31 @@ fn id(i: usize) -> String {
 
 /// Every ID in the store, read a page at a time.
 async fn all_ids(url: &str) -> HashSet<String> {
-    let http = http();
+    let client = Client::new(url, Duration::from_secs(60)).unwrap();
     let mut ids = HashSet::new();
     let mut after: Option<String> = None;
     loop {
-        let mut request = http
-            .get(format!("{url}/v1/archives"))
-            .query(&[("limit", "10000")]);
-        if let Some(a) = &after {
-            request = request.query(&[("after", a)]);
-        }
-        let page: Value = request.send().await.unwrap().json().await.unwrap();
-        for id in page["ids"].as_array().unwrap() {
-            ids.insert(id.as_str().unwrap().to_owned());
-        }
-        match page["next"].as_str() {
-            Some(next) => after = Some(next.to_owned()),
+        let page = client.list(after.as_deref(), 10_000).await.unwrap();
+        ids.extend(page.ids);
+        match page.next {
+            Some(next) => after = Some(next),
             None => return ids,
         }
     }
 }
 
-async fn verify(url: &str) -> Value {
-    get_json(format!("{url}/v1/filter/verify")).await
+async fn verify(url: &str) -> VerifyReport {
+    let client = Client::new(url, Duration::from_secs(60)).unwrap();
+    client.verify().await.unwrap()
 }
 
 /// The filter's answers for `ids`, in batches.
 async fn contains_all(url: &str, ids: &[String]) -> Vec<(String, bool)> {
-    let http = http();
+    let client = Client::new(url, Duration::from_secs(60)).unwrap();
     let mut out = Vec::new();
     for batch in ids.chunks(10_000) {
-        let reply: Value = http
-            .post(format!("{url}/v1/contains"))
-            .json(&batch)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        for r in reply["results"].as_array().unwrap() {
-            out.push((
-                r["id"].as_str().unwrap().to_owned(),
-                r["maybe"].as_bool().unwrap(),
-            ));
-        }
+        let reply = client.contains_many(batch).await.unwrap();
+        out.extend(reply.results.into_iter().map(|r| (r.id, r.maybe)));
     }
     out
 }
@@ -134,11 +112,8 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
     let missing = acked.iter().filter(|i| !stored.contains(*i)).count();
     assert_eq!(missing, 0, "acknowledged records lost");
     let report = verify(&domain.url).await;
-    assert_eq!(report["consistent"], true, "{report}");
-    assert_eq!(
-        report["store_records"].as_u64().unwrap() as usize,
-        stored.len()
-    );
+    assert!(report.consistent, "{report:?}");
+    assert_eq!(report.store_records as usize, stored.len());
     let answers = contains_all(&domain.url, &acked).await;
     assert!(
         answers.iter().all(|(_, maybe)| *maybe),
@@ -226,12 +201,8 @@ async fn bad_requests_leave_store_and_filter_byte_identical() {
     for (request, status, code) in cases {
         let reply = request.send().await.unwrap();
         let got_status = reply.status().as_u16();
-        let body: Value = reply.json().await.unwrap();
-        assert_eq!(
-            (got_status, body["code"].as_str().unwrap()),
-            (status, code),
-            "{body}"
-        );
+        let body: ErrorBody = reply.json().await.unwrap();
+        assert_eq!((got_status, body.code.as_str()), (status, code), "{body:?}");
         assert_eq!(state().await, before, "{code} changed the state");
     }
 }
@@ -280,7 +251,7 @@ async fn concurrent_writers_leave_the_filter_equal_to_the_store() {
         "an acknowledged record was reported absent"
     );
     let report = verify(&domain.url).await;
-    assert_eq!(report["consistent"], true, "{report}");
+    assert!(report.consistent, "{report:?}");
     let stored: Vec<String> = all_ids(&domain.url).await.into_iter().collect();
     assert!(!stored.is_empty());
     assert!(contains_all(&domain.url, &stored)
@@ -310,5 +281,5 @@ async fn sigterm_lets_requests_finish_and_saves_the_filter() {
     assert!(data.join("filter.snapshot").exists());
     domain.restart();
     assert!(domain.log().contains("loaded the saved filter snapshot"));
-    assert_eq!(verify(&domain.url).await["store_records"], 30_000);
+    assert_eq!(verify(&domain.url).await.store_records, 30_000);
 }

@@ -7,11 +7,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
 use xarchive_node::cluster::client::http_client;
 use xarchive_node::security::auth::{AuthConfig, Authority};
 use xarchive_node::security::tls::LoopbackCa;
-use xarchive_node::wire::ClusterView;
+use xarchive_node::wire::{ClusterView, ErrorBody};
 use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
 
@@ -223,8 +222,8 @@ async fn send(
     }
     let reply = request.send().await.unwrap();
     let status = reply.status();
-    let body: Value = reply.json().await.unwrap_or(Value::Null);
-    (status, body["code"].as_str().unwrap_or_default().to_owned())
+    let body: Option<ErrorBody> = reply.json().await.ok();
+    (status, body.map(|b| b.code).unwrap_or_default())
 }
 
 async fn tokens_and_roles(tls: bool) {
@@ -379,7 +378,7 @@ async fn outsiders_cannot_join_list_or_pull() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let members: Value = s
+    let members: ClusterView = s
         .client(Some(&s.read))
         .get(format!("{}/v1/cluster", s.url(&s.a)))
         .send()
@@ -388,7 +387,7 @@ async fn outsiders_cannot_join_list_or_pull() {
         .json()
         .await
         .unwrap();
-    assert_eq!(members["domains"].as_array().unwrap().len(), 2, "{members}");
+    assert_eq!(members.domains.len(), 2, "{members:?}");
     // Its member token is not the cluster's: it cannot pull filters.
     let evil_member = Authority::new(
         &AuthConfig {
@@ -431,8 +430,8 @@ async fn each_token_has_its_own_rate() {
             .unwrap();
         if reply.status() == StatusCode::TOO_MANY_REQUESTS {
             assert!(reply.headers().contains_key("retry-after"));
-            let body: Value = reply.json().await.unwrap();
-            assert_eq!(body["code"], "rate_limited");
+            let body: ErrorBody = reply.json().await.unwrap();
+            assert_eq!(body.code, "rate_limited");
             statuses.push(429);
         } else {
             statuses.push(reply.status().as_u16());

@@ -146,6 +146,14 @@ pub struct LookupBody {
     pub route: Route,
 }
 
+/// `GET /v1/archives?after=ID&limit=N`: IDs in order; `next` is where
+/// the next page starts (absent on the last page).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveList {
+    pub ids: Vec<String>,
+    pub next: Option<String>,
+}
+
 /// `GET /v1/route/{id}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RouteBody {

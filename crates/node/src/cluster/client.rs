@@ -9,13 +9,13 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use xarchive_filter::Delta;
 
-use crate::local::domain::{DomainStats, Position};
+use crate::local::domain::{DomainStats, Position, VerifyReport};
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::wire::{
-    split_delta_with_ids, BulkReport, ClusterView, Contains, LookupBody, DELTA_WITH_IDS,
-    EPOCH_HEADER, KIND_HEADER, VERSION_HEADER,
+    split_delta_with_ids, ArchiveList, BulkReport, ClusterView, Contains, ContainsMany, LookupBody,
+    DELTA_WITH_IDS, EPOCH_HEADER, KIND_HEADER, VERSION_HEADER,
 };
 
 /// Why a call failed: the server said no (with its JSON error), or the
@@ -276,6 +276,34 @@ impl Client {
     pub async fn cluster(&self) -> Result<ClusterView, ClientError> {
         let url = self.url("/v1/cluster");
         let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/archives`: a page of IDs in order, from after `after`.
+    pub async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ArchiveList, ClientError> {
+        let mut url = self.url(&format!("/v1/archives?limit={limit}"));
+        if let Some(after) = after {
+            url.push_str(&format!("&after={}", encode_id(after)));
+        }
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/filter/verify`: the filter against one rebuilt from the store.
+    pub async fn verify(&self) -> Result<VerifyReport, ClientError> {
+        let url = self.url("/v1/filter/verify");
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `POST /v1/contains`: the filter's answers for `ids`, in order.
+    pub async fn contains_many(&self, ids: &[String]) -> Result<ContainsMany, ClientError> {
+        let url = self.url("/v1/contains");
+        let response = self.send(self.http.post(&url).json(ids), &url).await?;
         Self::json(response, &url).await
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -64,12 +65,33 @@ pub struct Known {
     pub departed: bool,
 }
 
+/// What went wrong with the coordinator, by cause; ZooKeeper's own error
+/// is kept as the source.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CoordError {
-    #[error("the coordinator cannot be reached: {0}")]
-    Unreachable(String),
-    #[error("coordinator error: {0}")]
-    Failed(String),
+    /// No session now (starting, or a new one being opened).
+    #[error("the coordinator cannot be reached: no session")]
+    NoSession,
+    /// The session's connection is lost for now.
+    #[error("the coordinator cannot be reached: the connection is lost")]
+    Disconnected,
+    #[error("the coordinator did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// A write's position was not confirmed published in time.
+    #[error("not published within {} ms", .0.as_millis())]
+    NotPublished(Duration),
+    #[error("the coordinator stopped")]
+    Stopped,
+    #[error(
+        "ZooKeeper refused access to the cluster's znodes: this domain's cluster secret is not the cluster's"
+    )]
+    NoAuth,
+    #[error("invalid chroot {0:?} in the ZooKeeper connect string")]
+    Chroot(String),
+    #[error("cannot register {0}: it keeps being replaced")]
+    Register(String),
+    #[error("ZooKeeper: {0}")]
+    ZooKeeper(#[source] zookeeper_client::Error),
 }
 
 /// Joins a domain to its cluster.

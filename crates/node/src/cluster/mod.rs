@@ -214,10 +214,7 @@ impl Cluster {
         if self.coordinator.view().borrow().connected {
             Ok(())
         } else {
-            Err(CoordError::Unreachable(
-                "the coordinator is unreachable, so the cluster could not learn of the write"
-                    .into(),
-            ))
+            Err(CoordError::Disconnected)
         }
     }
 
@@ -239,10 +236,8 @@ impl Cluster {
         };
         tokio::time::timeout(limit, published.wait_for(done))
             .await
-            .map_err(|_| {
-                CoordError::Unreachable(format!("not published within {} ms", limit.as_millis()))
-            })?
-            .map_err(|_| CoordError::Failed("the coordinator stopped".into()))?;
+            .map_err(|_| CoordError::NotPublished(limit))?
+            .map_err(|_| CoordError::Stopped)?;
         Ok(())
     }
 

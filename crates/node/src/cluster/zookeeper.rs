@@ -59,15 +59,9 @@ enum End {
 
 fn failed(e: zk::Error) -> CoordError {
     match e {
-        zk::Error::NoAuth => CoordError::Failed(
-            "ZooKeeper refused access to the cluster's znodes: this domain's cluster secret is not the cluster's".into(),
-        ),
-        zk::Error::ConnectionLoss
-        | zk::Error::SessionExpired
-        | zk::Error::Timeout
-        | zk::Error::NoHosts
-        | zk::Error::ClientClosed => CoordError::Unreachable(e.to_string()),
-        other => CoordError::Failed(other.to_string()),
+        zk::Error::NoAuth => CoordError::NoAuth,
+        zk::Error::ConnectionLoss | zk::Error::ClientClosed => CoordError::Disconnected,
+        other => CoordError::ZooKeeper(other),
     }
 }
 
@@ -128,7 +122,7 @@ impl ZooKeeperCoordinator {
         }
         client
             .chroot(chroot.as_str())
-            .map_err(|_| CoordError::Failed(format!("invalid chroot {chroot:?}")))
+            .map_err(|_| CoordError::Chroot(chroot.clone()))
     }
 
     pub fn folder(&self) -> String {
@@ -252,8 +246,9 @@ impl ZooKeeperCoordinator {
             {
                 Ok(_) => {
                     let name = path.rsplit('/').next().unwrap_or_default();
+                    // `data` is this domain's own Member, serialized by it.
                     let member = serde_json::from_slice::<Member>(data)
-                        .map_err(|e| CoordError::Failed(format!("own member data: {e}")))?;
+                        .map_err(|_| CoordError::Register(path.to_owned()))?;
                     let known = Known {
                         member,
                         departed: false,
@@ -270,7 +265,7 @@ impl ZooKeeperCoordinator {
                 Err(e) => return Err(failed(e)),
             }
         }
-        Err(CoordError::Failed(format!("cannot register {path}")))
+        Err(CoordError::Register(path.to_owned()))
     }
 
     /// One session: connect, register, follow, publish, until the session
@@ -285,9 +280,7 @@ impl ZooKeeperCoordinator {
         let s = &self.settings;
         let client = timeout(s.session_timeout * 2, self.connect())
             .await
-            .map_err(|_| {
-                CoordError::Unreachable(format!("no session with {} in time", s.connect))
-            })??;
+            .map_err(|_| CoordError::Timeout(s.session_timeout * 2))??;
         *self.client.lock() = Some(client.clone());
         let folder = self.folder();
         match client
@@ -504,10 +497,9 @@ impl Coordinator for ZooKeeperCoordinator {
         let (folder, known) = (self.folder(), self.known_folder());
         let limit = self.settings.session_timeout.min(Duration::from_secs(2));
         async move {
-            let client =
-                client.ok_or_else(|| CoordError::Unreachable("no ZooKeeper session".into()))?;
+            let client = client.ok_or(CoordError::NoSession)?;
             if !self.view.borrow().connected {
-                return Err(CoordError::Unreachable("ZooKeeper connection lost".into()));
+                return Err(CoordError::Disconnected);
             }
             timeout(limit, async {
                 client.sync(&folder).await.map_err(failed)?;
@@ -518,7 +510,7 @@ impl Coordinator for ZooKeeperCoordinator {
                 Ok(Roster { members, known })
             })
             .await
-            .map_err(|_| CoordError::Unreachable("ZooKeeper did not answer in time".into()))?
+            .map_err(|_| CoordError::Timeout(limit))?
         }
         .boxed()
     }

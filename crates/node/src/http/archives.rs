@@ -16,7 +16,7 @@ use crate::local::id::ArchiveId;
 use crate::local::record::{BulkLine, RecordInput};
 use crate::local::store::{Outcome, Write};
 use crate::node::Node;
-use crate::wire::{BulkReport, BulkSummary, LineResult};
+use crate::wire::{ArchiveList, BulkReport, BulkSummary, LineResult};
 
 /// Records committed per store transaction during a bulk import.
 pub const BULK_BATCH: usize = 2_000;
@@ -28,7 +28,7 @@ fn writable(node: &Node) -> Result<(), ApiError> {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "coordinator_unavailable",
-            e.to_string(),
+            format!("{e}, so the other domains could not learn of the write; nothing was changed"),
         )
     })
 }
@@ -136,7 +136,7 @@ pub async fn list(
     })
     .await?;
     let next = (ids.len() == limit).then(|| ids.last().cloned()).flatten();
-    Ok(Json(serde_json::json!({ "ids": ids, "next": next })).into_response())
+    Ok(Json(ArchiveList { ids, next }).into_response())
 }
 
 /// One line's fate in a bulk import.

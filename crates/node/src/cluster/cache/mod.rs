@@ -28,10 +28,12 @@ pub use self::redis::RedisCache;
 /// Why the cache could not answer. Lookups then go remote.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CacheError {
-    #[error("cache unreachable: {0}")]
-    Unreachable(String),
-    #[error("cache value unreadable: {0}")]
-    Corrupt(String),
+    #[error("unknown cache {0:?} (memory, none or redis://host:port/db)")]
+    UnknownUrl(String),
+    #[error("Redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    #[error("no answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
 }
 
 /// A store of encoded records by key, with a time to live.
@@ -236,11 +238,7 @@ impl Cache {
             url if url.starts_with("redis://") || url.starts_with("rediss://") => Some(Arc::new(
                 RedisCache::new(url, Duration::from_millis(config.timeout_ms))?,
             )),
-            other => {
-                return Err(CacheError::Unreachable(format!(
-                    "unknown cache {other:?} (memory, none or redis://host:port/db)"
-                )))
-            }
+            other => return Err(CacheError::UnknownUrl(other.to_owned())),
         };
         Ok(Cache {
             backend,
@@ -298,9 +296,9 @@ impl Cache {
     }
 
     async fn bounded<T>(&self, f: BoxFuture<'_, Result<T, CacheError>>) -> Result<T, CacheError> {
-        tokio::time::timeout(self.timeout, f).await.map_err(|_| {
-            CacheError::Unreachable(format!("no answer within {} ms", self.timeout.as_millis()))
-        })?
+        tokio::time::timeout(self.timeout, f)
+            .await
+            .map_err(|_| CacheError::Timeout(self.timeout))?
     }
 
     /// A cached copy of `owner`'s record `id`, if any.

@@ -15,14 +15,10 @@ pub struct RedisCache {
     url: String,
 }
 
-fn unreachable(e: redis::RedisError) -> CacheError {
-    CacheError::Unreachable(e.to_string())
-}
-
 impl RedisCache {
     /// Connects lazily: Redis may be down when the domain starts.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, CacheError> {
-        let client = redis::Client::open(url).map_err(unreachable)?;
+        let client = redis::Client::open(url).map_err(CacheError::from)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
@@ -30,7 +26,7 @@ impl RedisCache {
             .set_max_delay(Duration::from_secs(1));
         let connection = client
             .get_connection_manager_lazy(config)
-            .map_err(unreachable)?;
+            .map_err(CacheError::from)?;
         Ok(RedisCache {
             connection,
             url: url.to_owned(),
@@ -46,7 +42,7 @@ impl RecordCache for RedisCache {
                 .arg(key)
                 .query_async::<Option<Vec<u8>>>(&mut c)
                 .await
-                .map_err(unreachable)
+                .map_err(CacheError::from)
         }
         .boxed()
     }
@@ -66,7 +62,7 @@ impl RecordCache for RedisCache {
                 .arg(ttl.as_millis().max(1) as u64)
                 .query_async::<()>(&mut c)
                 .await
-                .map_err(unreachable)
+                .map_err(CacheError::from)
         }
         .boxed()
     }
@@ -79,7 +75,7 @@ impl RecordCache for RedisCache {
                 .query_async::<u64>(&mut c)
                 .await
                 .map(|_| ())
-                .map_err(unreachable)
+                .map_err(CacheError::from)
         }
         .boxed()
     }
