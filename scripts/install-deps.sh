@@ -13,6 +13,8 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# Network namespaces, veth pairs and bridges for the fault test's partitions.
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if [ -z "$(fc-list :lang=zh 2>/dev/null || true)" ]; then
   need+=(fonts-wqy-microhei)
 fi
