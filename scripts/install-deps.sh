@@ -2,7 +2,8 @@
 # Installs what the tests need from Debian's packages when it is missing:
 # ZooKeeper (and its Java runtime) and Redis for the cluster tests;
 # Node.js and npm for the JavaScript tests; Chromium (and a Chinese font,
-# so that screenshots show the page's text) for the browser test. Safe to
+# so that screenshots show the page's text) for the browser test; iproute2
+# for the fault test's network namespaces. Safe to
 # run again: it installs nothing that is present.
 set -euo pipefail
 
