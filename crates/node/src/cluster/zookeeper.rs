@@ -48,6 +48,12 @@ pub struct ZooKeeperCoordinator {
     client: Mutex<Option<zk::Client>>,
 }
 
+/// How often a disconnected session checks whether ZooKeeper accepts
+/// connections again, and how long it then waits for the client library
+/// to reconnect before opening a new session itself.
+const PROBE_EVERY: Duration = Duration::from_millis(200);
+const GIVE_UP_AFTER: Duration = Duration::from_millis(600);
+
 /// The longest wait between two attempts to open a session.
 const MAX_RETRY: Duration = Duration::from_millis(500);
 
@@ -123,6 +129,19 @@ impl ZooKeeperCoordinator {
         client
             .chroot(chroot.as_str())
             .map_err(|_| CoordError::Chroot(chroot.clone()))
+    }
+
+    /// Whether some ZooKeeper server of the connect string accepts a TCP
+    /// connection now.
+    async fn reachable(&self) -> bool {
+        let hosts = self.settings.connect.split('/').next().unwrap_or_default();
+        for host in hosts.split(',').filter(|h| !h.is_empty()) {
+            let connect = tokio::net::TcpStream::connect(host);
+            if matches!(timeout(PROBE_EVERY, connect).await, Ok(Ok(_))) {
+                return true;
+            }
+        }
+        false
     }
 
     pub fn folder(&self) -> String {
@@ -319,9 +338,30 @@ impl ZooKeeperCoordinator {
 
         let mut dirty = false;
         let mut last_publish = Instant::now();
+        // While disconnected: when ZooKeeper answers again, since when.
+        let mut lost: Option<Option<Instant>> = None;
+        let mut probe = tokio::time::interval(PROBE_EVERY);
         loop {
             let publish_at = last_publish + s.publish_interval;
             tokio::select! {
+                _ = probe.tick(), if lost.is_some() => {
+                    // The client library waits longer and longer between
+                    // reconnection attempts (up to the session timeout),
+                    // and writes are refused meanwhile. Once ZooKeeper has
+                    // accepted connections for a moment while this session
+                    // is still disconnected, a new session is opened
+                    // instead (registering again is safe; see register).
+                    if self.reachable().await {
+                        let since = lost.flatten().unwrap_or_else(Instant::now);
+                        lost = Some(Some(since));
+                        if since.elapsed() >= GIVE_UP_AFTER {
+                            tracing::info!("ZooKeeper is back; opening a new session instead of waiting for this one");
+                            return Ok(End::Lost);
+                        }
+                    } else {
+                        lost = Some(None);
+                    }
+                }
                 _ = shutdown.cancelled() => {
                     let _ = timeout(Duration::from_secs(2), self.depart(&client, name, &own, member)).await;
                     return Ok(End::Shutdown);
@@ -371,6 +411,7 @@ impl ZooKeeperCoordinator {
                         // Persistent watches may miss events across a
                         // reconnection (ZOOKEEPER-4698): read everything again.
                         tracing::info!("ZooKeeper connection restored");
+                        lost = None;
                         if let Err(e) = self.reread(&client).await {
                             tracing::warn!(error = %e, "cannot reread the membership");
                         }
@@ -378,6 +419,7 @@ impl ZooKeeperCoordinator {
                     zk::SessionState::Disconnected => {
                         tracing::warn!("ZooKeeper connection lost; serving from the replicas held");
                         self.view.send_modify(|v| v.connected = false);
+                        lost = Some(None);
                     }
                     other => {
                         tracing::warn!(state = ?other, "ZooKeeper session ended");
