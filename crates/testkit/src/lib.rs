@@ -57,19 +57,6 @@ impl Acknowledged {
     }
 }
 
-/// Whether a domain's `/v1/cluster` answer shows it connected to its
-/// coordinator and `domains` domains (itself included) up, with a current
-/// copy of each other's filter.
-pub fn converged(cluster: &serde_json::Value, domains: usize) -> bool {
-    cluster["connected"] == true
-        && cluster["domains"].as_array().is_some_and(|all| {
-            all.len() == domains
-                && all
-                    .iter()
-                    .all(|d| d["up"] == true && (d["self"] == true || d["current"] == true))
-        })
-}
-
 /// Fails the test with a message unless `f` becomes true within `secs`.
 pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);

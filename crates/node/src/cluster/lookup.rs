@@ -170,8 +170,7 @@ impl Cluster {
     pub async fn find(self: &Arc<Self>, id: &ArchiveId, started: Started) -> Lookup {
         let cluster = self;
         let mut route = started.route.clone();
-        let strategy = route.strategy;
-        if strategy == Strategy::Broadcast {
+        if route.strategy == Strategy::Broadcast {
             let peers = cluster.replicas.read().infos();
             let targets = match cluster.coordinator.read_current().await {
                 Ok(roster) => everyone(&roster, &peers, &cluster.me),

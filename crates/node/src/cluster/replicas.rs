@@ -45,6 +45,22 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// A peer just heard of: no copy yet, not known to be up.
+    fn new(address: &str, kind: FilterKind) -> Self {
+        Peer {
+            address: address.to_owned(),
+            kind,
+            held: Held::None,
+            position: None,
+            published: None,
+            last_published: None,
+            behind_since: None,
+            reachable: true,
+            last_synced: None,
+            last_error: None,
+        }
+    }
+
     pub fn holds_copy(&self) -> bool {
         !matches!(self.held, Held::None)
     }
@@ -144,18 +160,9 @@ impl Replicas {
     /// by lookups until the coordinator tells of them again.
     pub fn remember(&mut self, peers: &BTreeMap<String, Remembered>) {
         for (name, r) in peers.iter().filter(|(n, _)| **n != self.me) {
-            self.peers.entry(name.clone()).or_insert_with(|| Peer {
-                address: r.address.clone(),
-                kind: r.kind,
-                held: Held::None,
-                position: None,
-                published: None,
-                last_published: None,
-                behind_since: None,
-                reachable: true,
-                last_synced: None,
-                last_error: None,
-            });
+            self.peers
+                .entry(name.clone())
+                .or_insert_with(|| Peer::new(&r.address, r.kind));
         }
     }
 
@@ -177,18 +184,10 @@ impl Replicas {
     /// positions; peers that left are kept (marked down) with their copy.
     pub fn update_view(&mut self, view: &View) {
         for (name, member) in view.members.iter().filter(|(n, _)| **n != self.me) {
-            let peer = self.peers.entry(name.clone()).or_insert_with(|| Peer {
-                address: member.address.clone(),
-                kind: member.kind,
-                held: Held::None,
-                position: None,
-                published: None,
-                last_published: None,
-                behind_since: None,
-                reachable: true,
-                last_synced: None,
-                last_error: None,
-            });
+            let peer = self
+                .peers
+                .entry(name.clone())
+                .or_insert_with(|| Peer::new(&member.address, member.kind));
             peer.address.clone_from(&member.address);
             peer.kind = member.kind;
             peer.published = Some(member.position());

@@ -212,8 +212,13 @@ impl ZooKeeperCoordinator {
         Ok(())
     }
 
-    /// Applies one watch event to the view.
-    async fn on_event(&self, client: &zk::Client, event: zk::WatchedEvent) {
+    /// Applies one watch event to the view; an error means the view may
+    /// have missed this change (the member's znode could not be read).
+    async fn on_event(
+        &self,
+        client: &zk::Client,
+        event: zk::WatchedEvent,
+    ) -> Result<(), CoordError> {
         let folder = self.folder();
         let Some(name) = event
             .path
@@ -221,7 +226,7 @@ impl ZooKeeperCoordinator {
             .and_then(|p| p.strip_prefix('/'))
             .filter(|n| !n.is_empty() && !n.contains('/'))
         else {
-            return;
+            return Ok(());
         };
         match event.event_type {
             zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => {
@@ -237,7 +242,7 @@ impl ZooKeeperCoordinator {
                     Err(zk::Error::NoNode) => self.view.send_modify(|v| {
                         v.members.remove(name);
                     }),
-                    Err(e) => tracing::warn!(domain = name, error = %e, "cannot read member znode"),
+                    Err(e) => return Err(failed(e)),
                 }
             }
             zk::EventType::NodeDeleted => self.view.send_modify(|v| {
@@ -245,6 +250,7 @@ impl ZooKeeperCoordinator {
             }),
             _ => {}
         }
+        Ok(())
     }
 
     /// Creates this domain's ephemeral znode, replacing one left by an
@@ -404,16 +410,38 @@ impl ZooKeeperCoordinator {
                         }
                         continue;
                     }
-                    self.on_event(&client, event).await
+                    if let Err(e) = self.on_event(&client, event).await {
+                        // The view may have missed a change: read it all
+                        // again, or start over in a new session.
+                        tracing::warn!(error = %e, "cannot read a member's znode; reading the membership again");
+                        if self.reread(&client).await.is_err() {
+                            return Ok(End::Lost);
+                        }
+                    }
                 }
                 changed = state.changed() => match changed {
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
-                        // Persistent watches may miss events across a
-                        // reconnection (ZOOKEEPER-4698): read everything again.
+                        // The persistent watch is not set again on the new
+                        // connection by zookeeper-client 0.11 (its
+                        // resend_watches sends persistent watches only when
+                        // its `index` grows, and it never does), and the
+                        // server may drop events across a reconnection
+                        // (ZOOKEEPER-4698): set the watch again ourselves,
+                        // then read everything. Without both, the view
+                        // would freeze while looking connected. If either
+                        // fails, a new session starts from scratch.
                         tracing::info!("ZooKeeper connection restored");
                         lost = None;
+                        match client.watch(&folder, zk::AddWatchMode::PersistentRecursive).await {
+                            Ok(again) => watcher = again,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot watch the membership again");
+                                return Ok(End::Lost);
+                            }
+                        }
                         if let Err(e) = self.reread(&client).await {
                             tracing::warn!(error = %e, "cannot reread the membership");
+                            return Ok(End::Lost);
                         }
                     }
                     zk::SessionState::Disconnected => {

@@ -1,0 +1,585 @@
+//! The rules a history must keep, checked after the run (or over any
+//! hand-made history): no acknowledged record reported absent, no deleted
+//! record found, nothing found that was never written, nothing lost once
+//! every fault healed, and a cluster that converges after each fault.
+//!
+//! An answer of 503 or a transport error is not a violation (a domain may
+//! say "I cannot tell now"); the report counts them.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::history::{secs, History, Op, OpKind, Outcome};
+
+/// The `worker` of the operations made by the final checks, after every
+/// fault healed and the cluster converged.
+pub const FINAL: usize = usize::MAX;
+
+/// What rule was broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ViolationKind {
+    /// A lookup (or the owner's delete) answered 404 for an ID whose PUT
+    /// was acknowledged before it started, with no DELETE of it started
+    /// before it ended.
+    AcknowledgedThen404,
+    /// A lookup answered 200 for an ID whose DELETE was acknowledged
+    /// before it started, with no PUT of it that could have landed later.
+    DeletedThen200,
+    /// A lookup answered 200 for an ID no PUT had been sent for.
+    Phantom,
+    /// A lookup named an owner other than the domain the ID was put at.
+    WrongOwner,
+    /// After every fault healed and the cluster converged, an acknowledged
+    /// and never deleted ID was not found at its owner or by a lookup.
+    LostRecord,
+    /// `/v1/filter/verify` said a domain's filter and store disagree.
+    FilterInconsistent,
+    /// The cluster had not converged long after a fault healed.
+    NotConverged,
+}
+
+impl ViolationKind {
+    pub const ALL: [ViolationKind; 7] = [
+        ViolationKind::AcknowledgedThen404,
+        ViolationKind::DeletedThen200,
+        ViolationKind::Phantom,
+        ViolationKind::WrongOwner,
+        ViolationKind::LostRecord,
+        ViolationKind::FilterInconsistent,
+        ViolationKind::NotConverged,
+    ];
+}
+
+impl fmt::Display for ViolationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ViolationKind::AcknowledgedThen404 => "acknowledged-then-404",
+            ViolationKind::DeletedThen200 => "deleted-then-200",
+            ViolationKind::Phantom => "found-never-written",
+            ViolationKind::WrongOwner => "wrong-owner",
+            ViolationKind::LostRecord => "lost-record",
+            ViolationKind::FilterInconsistent => "filter-inconsistent",
+            ViolationKind::NotConverged => "not-converged",
+        })
+    }
+}
+
+/// One broken rule, with what shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    /// The archive ID (or the domain, for filter and convergence checks).
+    pub id: String,
+    /// When the offending answer began, in microseconds of the run.
+    pub at_us: u64,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}", self.kind, self.message)
+    }
+}
+
+/// The operations on one ID, by kind.
+#[derive(Default)]
+struct PerId<'a> {
+    puts: Vec<&'a Op>,
+    deletes: Vec<&'a Op>,
+    reads: Vec<&'a Op>,
+}
+
+fn by_id(history: &History) -> HashMap<&str, PerId<'_>> {
+    let mut ids: HashMap<&str, PerId<'_>> = HashMap::new();
+    for op in &history.ops {
+        let entry = ids.entry(op.id.as_str()).or_default();
+        match op.kind {
+            OpKind::Put => entry.puts.push(op),
+            OpKind::Delete => entry.deletes.push(op),
+            OpKind::Lookup | OpKind::Get => entry.reads.push(op),
+        }
+    }
+    ids
+}
+
+/// Whether `put` may have taken effect at or after `at_us`: it did not
+/// end, definitely, before then.
+fn may_land_after(put: &Op, at_us: u64) -> bool {
+    !(put.outcome.is_definite() && put.end_us < at_us)
+}
+
+fn is_not_found(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Http { status: 404, .. })
+}
+
+/// What the checker allows beyond the strict rules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// With the domains' cache on: how long after a delete was
+    /// acknowledged a lookup may still be answered 200 from another
+    /// domain's cached copy (`cache.max_lag_ms` plus slack for the watch's
+    /// delivery and the sync), in microseconds. None: never.
+    pub stale_window_us: Option<u64>,
+}
+
+impl Rules {
+    /// The slack added to `cache.max_lag_ms`: the coordinator's watch
+    /// delivery and the delta sync.
+    pub const CACHE_SLACK_MS: u64 = 1_000;
+
+    /// The rules for domains running the cache with `max_lag_ms`.
+    pub fn with_cache(max_lag_ms: u64) -> Rules {
+        Rules {
+            stale_window_us: Some((max_lag_ms + Self::CACHE_SLACK_MS) * 1_000),
+        }
+    }
+}
+
+/// Lookups answered 200 after the ID's delete was acknowledged (a later
+/// PUT could not explain them), split by the allowed window: how many
+/// and the largest delay (from the delete's acknowledgement to the
+/// lookup's start), within it and beyond it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StaleReads {
+    pub within: usize,
+    pub max_within_us: u64,
+    /// Of those within, how many said `route.cache = hit`.
+    pub within_cache_hits: usize,
+    pub beyond: usize,
+    pub max_beyond_us: u64,
+}
+
+/// Every violation in the history under the strict rules (no cache).
+pub fn check_history(history: &History) -> Vec<Violation> {
+    check_history_with(history, &Rules::default()).0
+}
+
+/// Every violation in the history: the live rules over the workload's
+/// operations, the final ones over the final checks' operations, and the
+/// convergence of each fault, sorted by time; and the stale reads seen.
+pub fn check_history_with(history: &History, rules: &Rules) -> (Vec<Violation>, StaleReads) {
+    let mut found = Vec::new();
+    let mut stale = StaleReads::default();
+    for (id, ops) in by_id(history) {
+        check_id(id, &ops, rules, &mut stale, &mut found);
+    }
+    for fault in &history.faults {
+        if fault.converged_us.is_none() {
+            found.push(Violation {
+                kind: ViolationKind::NotConverged,
+                id: fault.target.clone(),
+                at_us: fault.healed_us,
+                message: format!(
+                    "fault #{} ({} {}, healed at {:.3} s): the cluster did not converge afterwards",
+                    fault.n,
+                    fault.kind,
+                    fault.target,
+                    secs(fault.healed_us)
+                ),
+            });
+        }
+    }
+    found.sort_by(|a, b| (a.at_us, a.kind, &a.id).cmp(&(b.at_us, b.kind, &b.id)));
+    (found, stale)
+}
+
+fn check_id(
+    id: &str,
+    ops: &PerId<'_>,
+    rules: &Rules,
+    stale: &mut StaleReads,
+    found: &mut Vec<Violation>,
+) {
+    let live_puts = || ops.puts.iter().filter(|p| p.worker != FINAL);
+    let acked_put =
+        |before_us: u64| live_puts().find(|p| p.outcome.is_ok() && p.end_us < before_us);
+    let delete_started_before = |us: u64, except: Option<&Op>| {
+        ops.deletes
+            .iter()
+            .any(|d| d.start_us < us && Some(*d) != except)
+    };
+
+    // The owner's delete found nothing: the acknowledged record was lost.
+    for d in &ops.deletes {
+        if !is_not_found(&d.outcome) {
+            continue;
+        }
+        if let Some(p) = acked_put(d.start_us) {
+            if !delete_started_before(d.end_us, Some(d)) {
+                found.push(Violation {
+                    kind: ViolationKind::AcknowledgedThen404,
+                    id: id.to_owned(),
+                    at_us: d.start_us,
+                    message: format!("{d}; but acknowledged: {p}"),
+                });
+            }
+        }
+    }
+
+    for r in &ops.reads {
+        if r.worker == FINAL {
+            check_final(id, r, ops, found);
+            continue;
+        }
+        match &r.outcome {
+            Outcome::Http { status: 404, .. } => {
+                if let Some(p) = acked_put(r.start_us) {
+                    if !delete_started_before(r.end_us, None) {
+                        found.push(Violation {
+                            kind: ViolationKind::AcknowledgedThen404,
+                            id: id.to_owned(),
+                            at_us: r.start_us,
+                            message: format!("{r}; but acknowledged: {p}"),
+                        });
+                    }
+                }
+            }
+            Outcome::Ok { owner, cache, .. } => {
+                let sent = live_puts().find(|p| p.start_us < r.end_us);
+                let Some(sent) = sent else {
+                    found.push(Violation {
+                        kind: ViolationKind::Phantom,
+                        id: id.to_owned(),
+                        at_us: r.start_us,
+                        message: format!("{r}; but no PUT of it had been sent"),
+                    });
+                    continue;
+                };
+                if let Some(owner) = owner {
+                    if *owner != sent.domain {
+                        found.push(Violation {
+                            kind: ViolationKind::WrongOwner,
+                            id: id.to_owned(),
+                            at_us: r.start_us,
+                            message: format!("{r}; but it was put at {}", sent.domain),
+                        });
+                    }
+                }
+                // The latest such delete: the shortest delay, the one a
+                // cached copy is measured from.
+                let deleted = ops
+                    .deletes
+                    .iter()
+                    .filter(|d| {
+                        d.outcome.is_ok()
+                            && d.end_us < r.start_us
+                            && !live_puts()
+                                .any(|p| p.start_us < r.end_us && may_land_after(p, d.start_us))
+                    })
+                    .max_by_key(|d| d.end_us);
+                if let Some(d) = deleted {
+                    let delay = r.start_us - d.end_us;
+                    if rules.stale_window_us.is_some_and(|w| delay < w) {
+                        stale.within += 1;
+                        stale.max_within_us = stale.max_within_us.max(delay);
+                        if cache.as_deref() == Some("hit") {
+                            stale.within_cache_hits += 1;
+                        }
+                    } else {
+                        stale.beyond += 1;
+                        stale.max_beyond_us = stale.max_beyond_us.max(delay);
+                        found.push(Violation {
+                            kind: ViolationKind::DeletedThen200,
+                            id: id.to_owned(),
+                            at_us: r.start_us,
+                            message: format!(
+                                "{r}; but deleted: {d} ({:.3} s before the lookup started{})",
+                                secs(delay),
+                                match rules.stale_window_us {
+                                    Some(w) => format!(", allowed {:.3} s", secs(w)),
+                                    None => String::new(),
+                                }
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A final read of an ID: one acknowledged and never deleted must be found.
+fn check_final(id: &str, r: &Op, ops: &PerId<'_>, found: &mut Vec<Violation>) {
+    let acked = ops
+        .puts
+        .iter()
+        .find(|p| p.worker != FINAL && p.outcome.is_ok());
+    let Some(acked) = acked else {
+        return;
+    };
+    if !ops.deletes.is_empty() {
+        return;
+    }
+    if !r.outcome.is_ok() {
+        found.push(Violation {
+            kind: ViolationKind::LostRecord,
+            id: id.to_owned(),
+            at_us: r.start_us,
+            message: format!("after healing: {r}; but acknowledged: {acked}"),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Fault;
+    use crate::FaultKind;
+
+    fn op(kind: OpKind, id: &str, domain: &str, start: u64, end: u64, outcome: Outcome) -> Op {
+        Op {
+            worker: 1,
+            kind,
+            id: id.into(),
+            domain: domain.into(),
+            start_us: start,
+            end_us: end,
+            outcome,
+        }
+    }
+
+    fn ok(status: u16) -> Outcome {
+        Outcome::Ok {
+            status,
+            owner: None,
+            cache: None,
+        }
+    }
+
+    fn found(owner: &str) -> Outcome {
+        Outcome::Ok {
+            status: 200,
+            owner: Some(owner.into()),
+            cache: None,
+        }
+    }
+
+    fn not_found() -> Outcome {
+        Outcome::Http {
+            status: 404,
+            code: Some("not_found".into()),
+        }
+    }
+
+    fn kinds(h: &History) -> Vec<ViolationKind> {
+        check_history(h).into_iter().map(|v| v.kind).collect()
+    }
+
+    fn history(ops: Vec<Op>) -> History {
+        History {
+            ops,
+            faults: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_404_after_an_acknowledged_put_is_a_violation() {
+        let h = history(vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+            op(OpKind::Lookup, "A-1", "B", 20, 30, not_found()),
+        ]);
+        assert_eq!(kinds(&h), vec![ViolationKind::AcknowledgedThen404]);
+        let v = &check_history(&h)[0];
+        assert_eq!(v.id, "A-1");
+        assert!(v.message.contains("lookup A-1 at B"), "{}", v.message);
+    }
+
+    #[test]
+    fn a_404_concurrent_with_the_put_or_a_delete_is_allowed() {
+        let h = history(vec![
+            // The lookup started before the PUT was acknowledged.
+            op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+            op(OpKind::Lookup, "A-1", "B", 5, 30, not_found()),
+            // A DELETE (whose outcome is unknown) started before the lookup ended.
+            op(OpKind::Put, "A-2", "A", 0, 10, ok(201)),
+            op(
+                OpKind::Delete,
+                "A-2",
+                "A",
+                25,
+                40,
+                Outcome::Transport {
+                    error: "reset".into(),
+                },
+            ),
+            op(OpKind::Lookup, "A-2", "C", 20, 30, not_found()),
+            // The PUT was refused: nothing to find.
+            op(
+                OpKind::Put,
+                "A-3",
+                "A",
+                0,
+                10,
+                Outcome::Http {
+                    status: 503,
+                    code: Some("coordinator_unavailable".into()),
+                },
+            ),
+            op(OpKind::Lookup, "A-3", "C", 20, 30, not_found()),
+            // 503 and transport errors on lookups are not violations.
+            op(
+                OpKind::Lookup,
+                "A-1",
+                "C",
+                40,
+                50,
+                Outcome::Http {
+                    status: 503,
+                    code: Some("unavailable".into()),
+                },
+            ),
+            op(
+                OpKind::Lookup,
+                "A-1",
+                "C",
+                40,
+                50,
+                Outcome::Transport {
+                    error: "refused".into(),
+                },
+            ),
+        ]);
+        assert_eq!(kinds(&h), vec![]);
+    }
+
+    #[test]
+    fn the_owner_answering_404_to_a_delete_is_a_lost_acknowledgement() {
+        let h = history(vec![
+            op(OpKind::Put, "B-1", "B", 0, 10, ok(201)),
+            op(OpKind::Delete, "B-1", "B", 20, 30, not_found()),
+        ]);
+        assert_eq!(kinds(&h), vec![ViolationKind::AcknowledgedThen404]);
+    }
+
+    #[test]
+    fn a_200_after_an_acknowledged_delete_is_a_violation() {
+        let h = history(vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+            op(OpKind::Delete, "A-1", "A", 20, 30, ok(204)),
+            op(OpKind::Lookup, "A-1", "B", 25, 35, found("A")),
+            op(OpKind::Lookup, "A-1", "C", 40, 50, found("A")),
+        ]);
+        // The first lookup overlaps the delete: allowed.
+        let v = check_history(&h);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].kind, ViolationKind::DeletedThen200);
+        assert_eq!(v[0].at_us, 40);
+    }
+
+    #[test]
+    fn with_the_cache_a_200_shortly_after_a_delete_is_allowed() {
+        let h = history(vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+            op(OpKind::Delete, "A-1", "A", 20, 1_000_000, ok(204)),
+            // 1.5 s after the delete's acknowledgement: within 1 s + 1 s.
+            op(OpKind::Lookup, "A-1", "B", 2_500_000, 2_500_100, found("A")),
+            // 2.5 s after: beyond.
+            op(OpKind::Lookup, "A-1", "C", 3_500_000, 3_500_100, found("A")),
+        ]);
+        let (v, stale) = check_history_with(&h, &Rules::with_cache(1_000));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].kind, ViolationKind::DeletedThen200);
+        assert_eq!(v[0].at_us, 3_500_000);
+        assert_eq!(
+            (
+                stale.within,
+                stale.max_within_us,
+                stale.beyond,
+                stale.max_beyond_us
+            ),
+            (1, 1_500_000, 1, 2_500_000)
+        );
+        // Without the cache both are violations.
+        assert_eq!(check_history(&h).len(), 2);
+    }
+
+    #[test]
+    fn a_put_that_may_land_after_the_delete_excuses_a_200() {
+        let h = history(vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+            op(OpKind::Delete, "A-1", "A", 20, 30, ok(204)),
+            op(
+                OpKind::Put,
+                "A-1",
+                "A",
+                22,
+                60,
+                Outcome::Transport {
+                    error: "timeout".into(),
+                },
+            ),
+            op(OpKind::Lookup, "A-1", "C", 40, 50, found("A")),
+        ]);
+        assert_eq!(kinds(&h), vec![]);
+    }
+
+    #[test]
+    fn found_never_written_and_wrong_owner_are_violations() {
+        let h = history(vec![
+            op(OpKind::Lookup, "never-1", "A", 0, 10, found("B")),
+            op(OpKind::Put, "C-1", "C", 0, 10, ok(201)),
+            op(OpKind::Lookup, "C-1", "A", 20, 30, found("B")),
+        ]);
+        assert_eq!(
+            kinds(&h),
+            vec![ViolationKind::Phantom, ViolationKind::WrongOwner]
+        );
+    }
+
+    #[test]
+    fn final_reads_must_find_every_acknowledged_undeleted_record() {
+        let fin = |id: &str, outcome: Outcome| {
+            let mut o = op(OpKind::Lookup, id, "B", 1000, 1010, outcome);
+            o.worker = FINAL;
+            o
+        };
+        let h = history(vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+            op(OpKind::Put, "A-2", "A", 0, 10, ok(201)),
+            op(OpKind::Put, "A-3", "A", 0, 10, ok(201)),
+            op(
+                OpKind::Delete,
+                "A-3",
+                "A",
+                20,
+                30,
+                Outcome::Transport {
+                    error: "reset".into(),
+                },
+            ),
+            fin("A-1", found("A")),
+            fin(
+                "A-2",
+                Outcome::Http {
+                    status: 503,
+                    code: Some("unavailable".into()),
+                },
+            ),
+            // A-3's fate is unknown: not checked.
+            fin("A-3", not_found()),
+        ]);
+        let v = check_history(&h);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            (v[0].kind, v[0].id.as_str()),
+            (ViolationKind::LostRecord, "A-2")
+        );
+    }
+
+    #[test]
+    fn a_fault_without_convergence_is_reported() {
+        let h = History {
+            ops: Vec::new(),
+            faults: vec![Fault {
+                n: 3,
+                kind: FaultKind::KillDomain,
+                target: "B".into(),
+                start_us: 0,
+                healed_us: 10,
+                converged_us: None,
+            }],
+        };
+        assert_eq!(kinds(&h), vec![ViolationKind::NotConverged]);
+    }
+}

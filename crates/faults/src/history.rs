@@ -1,0 +1,499 @@
+//! The history of a run: every client operation and every fault, with
+//! start and end times from one monotonic clock, kept in memory for the
+//! checker and appended as NDJSON to a file for whoever studies a failure.
+
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// What a client asked for.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// `PUT /v1/archives/{id}` at the domain named by the ID's prefix.
+    Put,
+    /// `DELETE /v1/archives/{id}` at the same domain.
+    Delete,
+    /// `GET /v1/lookup/{id}` at any domain.
+    Lookup,
+    /// `GET /v1/archives/{id}` at the owner (final checks).
+    Get,
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpKind::Put => "put",
+            OpKind::Delete => "delete",
+            OpKind::Lookup => "lookup",
+            OpKind::Get => "get",
+        })
+    }
+}
+
+/// How an operation ended.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A success status (200, 201, 204); `owner` is the domain a lookup
+    /// named, `cache` its `route.cache` (`hit` when a cached copy answered).
+    Ok {
+        status: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache: Option<String>,
+    },
+    /// Any other HTTP answer, with the JSON error's `code`.
+    Http { status: u16, code: Option<String> },
+    /// No HTTP answer (refused, reset, timed out): the effect is unknown.
+    Transport { error: String },
+}
+
+impl Outcome {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok { .. })
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Outcome::Ok { status, .. } | Outcome::Http { status, .. } => Some(*status),
+            Outcome::Transport { .. } => None,
+        }
+    }
+
+    /// Whether the answer tells what happened (the write landed, or it was
+    /// refused and changed nothing): false when the effect is unknown.
+    pub fn is_definite(&self) -> bool {
+        match self {
+            Outcome::Ok { .. } => true,
+            // A 5xx other than the documented refusals may have been cut
+            // short after the write landed.
+            Outcome::Http { status, code } => {
+                *status < 500
+                    || matches!(
+                        code.as_deref(),
+                        Some("coordinator_unavailable" | "overloaded" | "unavailable")
+                    )
+            }
+            Outcome::Transport { .. } => false,
+        }
+    }
+
+    /// A short class for tables: `ok`, `404 not_found`, `transport`, ...
+    pub fn class(&self) -> String {
+        match self {
+            Outcome::Ok { status, .. } => format!("ok {status}"),
+            Outcome::Http { status, code } => {
+                format!("{status} {}", code.as_deref().unwrap_or("-"))
+            }
+            Outcome::Transport { .. } => "transport error".to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Ok {
+                status,
+                owner,
+                cache,
+            } => {
+                write!(f, "{status}")?;
+                if let Some(owner) = owner {
+                    write!(f, " (owner {owner})")?;
+                }
+                match cache {
+                    Some(cache) => write!(f, " [cache {cache}]"),
+                    None => Ok(()),
+                }
+            }
+            Outcome::Http { status, code } => {
+                write!(f, "{status} {}", code.as_deref().unwrap_or("(no code)"))
+            }
+            Outcome::Transport { error } => write!(f, "transport error: {error}"),
+        }
+    }
+}
+
+/// One completed client operation. Times are microseconds since the
+/// run's start.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Op {
+    /// The client thread (`usize::MAX` for the final checks).
+    pub worker: usize,
+    pub kind: OpKind,
+    pub id: String,
+    /// The domain asked.
+    pub domain: String,
+    pub start_us: u64,
+    pub end_us: u64,
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} at {} [{:.3} s .. {:.3} s] -> {}",
+            self.kind,
+            self.id,
+            self.domain,
+            secs(self.start_us),
+            secs(self.end_us),
+            self.outcome
+        )
+    }
+}
+
+/// Microseconds as seconds, for messages.
+pub fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+/// What the nemesis did.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// SIGKILL of a domain, restarted later on the same data and port.
+    KillDomain,
+    /// SIGSTOP of a domain for longer than the session timeout, then SIGCONT.
+    PauseDomain,
+    /// SIGKILL of ZooKeeper, started again later on the same data.
+    KillZooKeeper,
+    /// ZooKeeper restarted with an empty data dir: every session is gone.
+    FreshZooKeeper,
+    /// The link between the bridge and a domain's or ZooKeeper's network
+    /// namespace set down, later up (runs with network namespaces only).
+    CutLink,
+    /// Two domains cut from each other only (blackhole routes in both
+    /// namespaces): both still reach ZooKeeper and the clients.
+    PartitionDomains,
+    /// A domain cut from every ZooKeeper server only: it still reaches
+    /// the other domains and the clients.
+    PartitionZooKeeper,
+    /// A domain cut from the clients only (the root namespace's address
+    /// on the bridge): it still reaches the other domains and ZooKeeper.
+    PartitionClients,
+    /// The ensemble's current leader (by `srvr`) killed with SIGKILL,
+    /// started again later on its data (ensemble runs only).
+    KillLeader,
+}
+
+impl FaultKind {
+    /// The faults of processes (any run).
+    pub const PROCESS: [FaultKind; 4] = [
+        FaultKind::KillDomain,
+        FaultKind::PauseDomain,
+        FaultKind::KillZooKeeper,
+        FaultKind::FreshZooKeeper,
+    ];
+
+    /// The faults of the network (runs with namespaces only).
+    pub const NETWORK: [FaultKind; 4] = [
+        FaultKind::CutLink,
+        FaultKind::PartitionDomains,
+        FaultKind::PartitionZooKeeper,
+        FaultKind::PartitionClients,
+    ];
+
+    /// Every kind, for tables.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::KillDomain,
+        FaultKind::PauseDomain,
+        FaultKind::KillZooKeeper,
+        FaultKind::FreshZooKeeper,
+        FaultKind::KillLeader,
+        FaultKind::CutLink,
+        FaultKind::PartitionDomains,
+        FaultKind::PartitionZooKeeper,
+        FaultKind::PartitionClients,
+    ];
+
+    /// Whether it is done to the ZooKeeper service as a whole (else to a
+    /// domain, a network node, or a pair).
+    pub fn on_zookeeper(self) -> bool {
+        matches!(
+            self,
+            FaultKind::KillZooKeeper | FaultKind::FreshZooKeeper | FaultKind::KillLeader
+        )
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FaultKind::KillDomain => "kill -9 domain",
+            FaultKind::PauseDomain => "SIGSTOP domain",
+            FaultKind::KillZooKeeper => "kill -9 ZooKeeper",
+            FaultKind::FreshZooKeeper => "ZooKeeper fresh",
+            FaultKind::CutLink => "link cut",
+            FaultKind::PartitionDomains => "split domain|domain",
+            FaultKind::PartitionZooKeeper => "split domain|zk",
+            FaultKind::PartitionClients => "split domain|clients",
+            FaultKind::KillLeader => "kill -9 zk leader",
+        })
+    }
+}
+
+/// One fault, from its start to its heal, and when the cluster had
+/// converged again (none if it did not within the nemesis's patience).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fault {
+    pub n: usize,
+    pub kind: FaultKind,
+    /// A domain's name, or `zk`.
+    pub target: String,
+    pub start_us: u64,
+    pub healed_us: u64,
+    pub converged_us: Option<u64>,
+}
+
+/// A run's history, as the checker reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    pub ops: Vec<Op>,
+    pub faults: Vec<Fault>,
+}
+
+impl History {
+    /// Reads back a history written by a [`Recorder`] (its operations and
+    /// healed faults; notes and fault starts are skipped), to check it
+    /// again. `Err` names the first line that is not one.
+    pub fn load(path: &Path) -> Result<History, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::History {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut history = History::default();
+        for (n, line) in text.lines().enumerate() {
+            let bad = |e: serde_json::Error| Error::History {
+                path: path.to_owned(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("line {}: {e}", n + 1),
+                ),
+            };
+            let value: serde_json::Value = serde_json::from_str(line).map_err(bad)?;
+            match value.get("type").and_then(serde_json::Value::as_str) {
+                Some("op") => history
+                    .ops
+                    .push(serde_json::from_value(value).map_err(bad)?),
+                Some("fault") => history
+                    .faults
+                    .push(serde_json::from_value(value).map_err(bad)?),
+                _ => {}
+            }
+        }
+        Ok(history)
+    }
+}
+
+/// A line of the NDJSON file.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Line<'a> {
+    Op(&'a Op),
+    FaultStarted {
+        n: usize,
+        kind: FaultKind,
+        target: &'a str,
+        at_us: u64,
+    },
+    Fault(&'a Fault),
+    Note {
+        at_us: u64,
+        text: &'a str,
+    },
+}
+
+struct Inner {
+    history: History,
+    file: Option<File>,
+    write_error: Option<std::io::Error>,
+}
+
+/// Records a history from many threads at once. Each line is written to
+/// the file as it happens, so a run that dies leaves what it had.
+pub struct Recorder {
+    clock: Instant,
+    path: Option<PathBuf>,
+    inner: Mutex<Inner>,
+}
+
+impl Recorder {
+    /// A recorder whose clock starts now; with `path`, also writing NDJSON
+    /// there (the file is created or truncated).
+    pub fn new(path: Option<&Path>) -> Result<Recorder, Error> {
+        let file = match path {
+            Some(p) => Some(File::create(p).map_err(|source| Error::History {
+                path: p.to_owned(),
+                source,
+            })?),
+            None => None,
+        };
+        Ok(Recorder {
+            clock: Instant::now(),
+            path: path.map(Path::to_owned),
+            inner: Mutex::new(Inner {
+                history: History::default(),
+                file,
+                write_error: None,
+            }),
+        })
+    }
+
+    /// Microseconds since the recorder was made.
+    pub fn now_us(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// The instant `us` stands for.
+    pub fn instant(&self, us: u64) -> Instant {
+        self.clock + std::time::Duration::from_micros(us)
+    }
+
+    /// The NDJSON file, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A thread that panicked holding the lock failed the run already.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(inner: &mut Inner, line: &Line<'_>) {
+        let Some(file) = inner.file.as_mut() else {
+            return;
+        };
+        let mut text = serde_json::to_vec(line).unwrap_or_default();
+        text.push(b'\n');
+        if let Err(e) = file.write_all(&text) {
+            inner.write_error.get_or_insert(e);
+        }
+    }
+
+    pub fn op(&self, op: Op) {
+        let mut inner = self.lock();
+        Self::write(&mut inner, &Line::Op(&op));
+        inner.history.ops.push(op);
+    }
+
+    pub fn fault_started(&self, n: usize, kind: FaultKind, target: &str, at_us: u64) {
+        let mut inner = self.lock();
+        Self::write(
+            &mut inner,
+            &Line::FaultStarted {
+                n,
+                kind,
+                target,
+                at_us,
+            },
+        );
+    }
+
+    /// A fault once healed and (perhaps) converged.
+    pub fn fault(&self, fault: Fault) {
+        let mut inner = self.lock();
+        Self::write(&mut inner, &Line::Fault(&fault));
+        inner.history.faults.push(fault);
+    }
+
+    /// A line of free text in the file (what the run did when).
+    pub fn note(&self, text: &str) {
+        let at_us = self.now_us();
+        let mut inner = self.lock();
+        Self::write(&mut inner, &Line::Note { at_us, text });
+    }
+
+    /// How many operations so far.
+    pub fn len(&self) -> usize {
+        self.lock().history.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of the history so far.
+    pub fn history(&self) -> History {
+        self.lock().history.clone()
+    }
+
+    /// The first error writing the file, if any (the in-memory history is
+    /// complete regardless).
+    pub fn finish(&self) -> Result<(), Error> {
+        let mut inner = self.lock();
+        if let Some(file) = inner.file.as_mut() {
+            if let Err(e) = file.flush() {
+                inner.write_error.get_or_insert(e);
+            }
+        }
+        match (inner.write_error.take(), &self.path) {
+            (Some(source), Some(path)) => Err(Error::History {
+                path: path.clone(),
+                source,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_and_fault_is_one_json_line() {
+        let dir = xarchive_testkit::tempdir().unwrap();
+        let path = dir.path().join("history.ndjson");
+        let rec = Recorder::new(Some(&path)).unwrap();
+        rec.op(Op {
+            worker: 1,
+            kind: OpKind::Lookup,
+            id: "A-w1-000001".into(),
+            domain: "B".into(),
+            start_us: 10,
+            end_us: 20,
+            outcome: Outcome::Http {
+                status: 404,
+                code: Some("not_found".into()),
+            },
+        });
+        rec.fault_started(0, FaultKind::PauseDomain, "C", 5);
+        rec.fault(Fault {
+            n: 0,
+            kind: FaultKind::PauseDomain,
+            target: "C".into(),
+            start_us: 5,
+            healed_us: 50,
+            converged_us: None,
+        });
+        rec.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["type"], "op");
+        assert_eq!(lines[0]["outcome"]["result"], "http");
+        assert_eq!(lines[0]["outcome"]["code"], "not_found");
+        assert_eq!(lines[1]["type"], "fault_started");
+        assert_eq!(lines[2]["kind"], "pause_domain");
+        let op: Op = serde_json::from_value(lines[0].clone()).unwrap();
+        assert_eq!(op.end_us, 20);
+        assert_eq!(rec.history().ops.len(), 1);
+        assert_eq!(rec.history().faults.len(), 1);
+        assert_eq!(History::load(&path).unwrap(), rec.history());
+    }
+}

@@ -1,0 +1,244 @@
+//! The clients: threads that put new records at the domain named by each
+//! ID's prefix, delete some acknowledged ones there, and look up
+//! acknowledged, deleted and never-written IDs at random domains, without
+//! waiting for anything to be ready: every answer goes into the history.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::blocking::Client;
+
+use crate::history::{Op, OpKind, Outcome, Recorder};
+use crate::http;
+use crate::Error;
+
+/// IDs the clients pick from: acknowledged and not yet chosen for a
+/// delete; and those whose delete was acknowledged.
+#[derive(Debug, Default)]
+pub struct Pool {
+    inner: Mutex<PoolInner>,
+}
+
+#[derive(Debug, Default)]
+struct PoolInner {
+    /// (ID, index of the owning domain).
+    acked: Vec<(String, usize)>,
+    deleted: Vec<(String, usize)>,
+    /// With the cache: the last [`HOT`] IDs acknowledged (deleted ones
+    /// stay until pushed out), looked up again and again at other
+    /// domains so that their copies are cached.
+    hot: VecDeque<(String, usize)>,
+    /// With the cache: the last [`HOT`] IDs whose delete was acknowledged,
+    /// looked up again and again (a cached copy must go).
+    recently_deleted: VecDeque<(String, usize)>,
+}
+
+/// How many hot and recently deleted IDs the cache workload keeps.
+const HOT: usize = 24;
+
+fn push_bounded(list: &mut VecDeque<(String, usize)>, item: (String, usize)) {
+    if list.len() >= HOT {
+        list.pop_front();
+    }
+    list.push_back(item);
+}
+
+/// How often an acknowledged ID joins the hot set (pushing out the
+/// oldest): rarely, so that each stays hot for a few seconds, long
+/// enough to be admitted to the caches and served from them.
+const HOT_JOIN: f64 = 0.05;
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, PoolInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pick(list: &[(String, usize)], rng: &mut StdRng) -> Option<(String, usize)> {
+        (!list.is_empty()).then(|| list[rng.random_range(0..list.len())].clone())
+    }
+
+    /// How many IDs are acknowledged and not chosen for a delete.
+    pub fn acknowledged(&self) -> usize {
+        self.lock().acked.len()
+    }
+
+    /// The IDs acknowledged with no delete ever attempted, with the index
+    /// of the owning domain.
+    pub fn acknowledged_ids(&self) -> Vec<(String, usize)> {
+        self.lock().acked.clone()
+    }
+}
+
+/// What the clients share.
+pub struct Workload<'a> {
+    pub names: &'a [String],
+    pub urls: &'a [String],
+    pub rec: &'a Recorder,
+    pub pool: &'a Pool,
+    pub stop: &'a AtomicBool,
+    pub seed: u64,
+    /// The domains cache other domains' records: look up hot and recently
+    /// deleted IDs at domains other than their owner, again and again
+    /// (a copy is admitted after 2 lookups within a minute), and delete
+    /// hot IDs often.
+    pub cache: bool,
+}
+
+impl Workload<'_> {
+    /// One client's loop, until `stop`. `w` numbers the client (IDs carry
+    /// it, so they are unique per writer).
+    pub fn client(&self, w: usize) -> Result<(), Error> {
+        let client = http::client(http::REQUEST_TIMEOUT)?;
+        let mut rng = StdRng::seed_from_u64(
+            self.seed
+                .wrapping_add(0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(w as u64 + 1)),
+        );
+        let mut written = 0u64;
+        let mut never = 0u64;
+        while !self.stop.load(Ordering::Relaxed) {
+            let roll = rng.random_range(0..100);
+            if roll < 35 {
+                let d = rng.random_range(0..self.names.len());
+                let id = format!("{}-w{w}-{written:06}", self.names[d]);
+                written += 1;
+                if self.call(&client, w, OpKind::Put, &id, d).is_ok() {
+                    let mut pool = self.pool.lock();
+                    pool.acked.push((id.clone(), d));
+                    if self.cache && (pool.hot.len() < HOT || rng.random_bool(HOT_JOIN)) {
+                        push_bounded(&mut pool.hot, (id, d));
+                    }
+                }
+            } else if roll < 45 {
+                let chosen = {
+                    let mut pool = self.pool.lock();
+                    // With the cache, half the deletes are of hot IDs
+                    // (likely cached at the other domains).
+                    let hot = if self.cache && rng.random_bool(0.5) {
+                        Pool::pick(pool.hot.make_contiguous(), &mut rng)
+                            .and_then(|h| pool.acked.iter().position(|a| *a == h))
+                    } else {
+                        None
+                    };
+                    let at = hot.or_else(|| {
+                        (!pool.acked.is_empty()).then(|| rng.random_range(0..pool.acked.len()))
+                    });
+                    at.map(|at| pool.acked.swap_remove(at))
+                };
+                if let Some((id, d)) = chosen {
+                    if self.call(&client, w, OpKind::Delete, &id, d).is_ok() {
+                        let mut pool = self.pool.lock();
+                        pool.deleted.push((id.clone(), d));
+                        if self.cache {
+                            push_bounded(&mut pool.recently_deleted, (id, d));
+                        }
+                    }
+                }
+            } else {
+                let which = rng.random_range(0..100);
+                let (picked, elsewhere) = {
+                    let mut pool = self.pool.lock();
+                    if self.cache && which < 35 {
+                        (Pool::pick(pool.hot.make_contiguous(), &mut rng), true)
+                    } else if self.cache && which < 55 {
+                        (
+                            Pool::pick(pool.recently_deleted.make_contiguous(), &mut rng),
+                            true,
+                        )
+                    } else if which < 80 {
+                        (Pool::pick(&pool.acked, &mut rng), false)
+                    } else if which < 90 {
+                        (Pool::pick(&pool.deleted, &mut rng), false)
+                    } else {
+                        (None, false)
+                    }
+                };
+                let n = self.names.len();
+                let (id, d) = match picked {
+                    // At a domain other than the owner: only there is a
+                    // copy cached.
+                    Some((id, owner)) if elsewhere && n > 1 => {
+                        (id, (owner + rng.random_range(1..n)) % n)
+                    }
+                    Some((id, _)) => (id, rng.random_range(0..n)),
+                    None => {
+                        never += 1;
+                        (format!("never-w{w}-{never:06}"), rng.random_range(0..n))
+                    }
+                };
+                self.call(&client, w, OpKind::Lookup, &id, d);
+            }
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..10)));
+        }
+        Ok(())
+    }
+
+    /// Sends one operation to domain `d` and records it.
+    fn call(&self, client: &Client, w: usize, kind: OpKind, id: &str, d: usize) -> Outcome {
+        let url = &self.urls[d];
+        let start_us = self.rec.now_us();
+        let outcome = match kind {
+            OpKind::Put => http::put(client, url, id),
+            OpKind::Delete => http::delete(client, url, id),
+            OpKind::Lookup => http::lookup(client, url, id),
+            OpKind::Get => http::get(client, url, id),
+        };
+        let end_us = self.rec.now_us();
+        self.rec.op(Op {
+            worker: w,
+            kind,
+            id: id.to_owned(),
+            domain: self.names[d].clone(),
+            start_us,
+            end_us,
+            outcome: outcome.clone(),
+        });
+        outcome
+    }
+
+    /// The final reads, once every fault healed and the cluster
+    /// converged: each acknowledged ID with no delete ever attempted is
+    /// read at its owner and looked up at every domain (a transport error
+    /// is tried again, up to three times). `threads` share the work.
+    pub fn final_reads(&self, ids: &[(String, usize)], threads: usize) -> Result<(), Error> {
+        let chunk = ids.len().div_ceil(threads.max(1)).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || -> Result<(), Error> {
+                        let client = http::client(http::REQUEST_TIMEOUT)?;
+                        for (id, owner) in part {
+                            self.final_call(&client, OpKind::Get, id, *owner);
+                            for d in 0..self.names.len() {
+                                self.final_call(&client, OpKind::Lookup, id, d);
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().map_err(|p| {
+                    Error::Panicked("final check", crate::panic_message(p.as_ref()))
+                })??;
+            }
+            Ok(())
+        })
+    }
+
+    fn final_call(&self, client: &Client, kind: OpKind, id: &str, d: usize) {
+        for _ in 0..3 {
+            if !matches!(
+                self.call(client, crate::checker::FINAL, kind, id, d),
+                Outcome::Transport { .. }
+            ) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}

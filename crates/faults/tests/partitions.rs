@@ -1,0 +1,171 @@
+//! Phase 2 of the fault test, bounded for CI: a three-server ZooKeeper
+//! ensemble and each domain in a network namespace of their own on a
+//! bridge; among the process faults, links cut by the kernel (`ip link
+//! set … down`), partitions of exactly one pair (blackhole routes: domain
+//! and domain, domain and ZooKeeper, domain and its clients) and kills of
+//! the ensemble's leader; the domains run the in-process cache, and the
+//! workload looks up hot and just-deleted IDs again and again. Needs root,
+//! as CI has; fails (never skips) without it.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use nix::sched::{setns, CloneFlags};
+use xarchive_faults::netns::{Network, CLIENTS};
+use xarchive_faults::{run, xarchive_binary, FaultKind, RunConfig};
+
+/// Fixed (its first rounds plan every kind of partition and a leader
+/// kill), so that a failure replays with
+/// `cargo run -p xarchive-faults -- --netns --ensemble --cache memory --duration 75s --kinds kill_domain,pause_domain,kill_leader,cut_link,partition_domains,partition_zoo_keeper,partition_clients --seed 20261139`.
+const SEED: u64 = 20_261_139;
+
+/// The faults: the network's, leader kills, and domains killed and
+/// paused (whole-ensemble kills and fresh restarts are the loopback
+/// test's, tests/faults.rs), so that partitions come often in 75 s.
+const KINDS: [FaultKind; 7] = [
+    FaultKind::KillDomain,
+    FaultKind::PauseDomain,
+    FaultKind::KillLeader,
+    FaultKind::CutLink,
+    FaultKind::PartitionDomains,
+    FaultKind::PartitionZooKeeper,
+    FaultKind::PartitionClients,
+];
+
+#[test]
+fn partitions_leader_kills_and_the_cache_never_lose_an_acknowledged_record() {
+    let bin = xarchive_binary().unwrap_or_else(|e| {
+        panic!("{e}; `cargo test --workspace` builds it along with the cli crate's tests")
+    });
+    let dir = std::env::temp_dir().join(format!(
+        "xarchive-partitions-test-{SEED}-{}",
+        std::process::id()
+    ));
+    let mut config = RunConfig::new(bin, dir.clone(), Duration::from_secs(75), SEED)
+        .with_network()
+        .with_ensemble()
+        .with_memory_cache();
+    config.kinds = KINDS.to_vec();
+    eprintln!("seed = {SEED}");
+    let say = |line: &str| eprintln!("{line}");
+    let report = run(&config, &say).unwrap_or_else(|e| {
+        panic!("seed = {SEED}: {e} (network namespaces need root and iproute2)")
+    });
+    eprintln!("\n{report}");
+    assert!(
+        !report.history.faults.is_empty(),
+        "the nemesis injected no fault"
+    );
+    assert!(
+        report
+            .history
+            .faults
+            .iter()
+            .any(|f| FaultKind::NETWORK.contains(&f.kind)),
+        "seed = {SEED}: no network fault was injected"
+    );
+    assert!(
+        report.passed(),
+        "seed = {SEED}: {} violations (summary above; history and domain logs kept in {})",
+        report.violations.len(),
+        dir.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `f` on a thread of its own inside namespace `netns` (none: the
+/// root namespace, where this process is).
+fn in_netns<T: Send + 'static>(
+    netns: Option<String>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        if let Some(ns) = netns {
+            let file = std::fs::File::open(format!("/var/run/netns/{ns}"))
+                .unwrap_or_else(|e| panic!("cannot open namespace {ns}: {e}"));
+            setns(&file, CloneFlags::CLONE_NEWNET)
+                .unwrap_or_else(|e| panic!("setns into {ns}: {e}"));
+        }
+        f()
+    })
+}
+
+/// Whether a TCP connection from `from` (a node's label, or [`CLIENTS`])
+/// to `to` is established.
+fn connects(net: &Network, from: &str, to: SocketAddr) -> bool {
+    let netns = (from != CLIENTS).then(|| net.node(from).expect("node").netns.clone());
+    in_netns(netns, move || {
+        TcpStream::connect_timeout(&to, Duration::from_secs(1)).is_ok()
+    })
+    .join()
+    .expect("connect thread")
+}
+
+/// The blackhole routes of a split cut exactly the pair named, both
+/// ways, and healing restores it: checked with TCP listeners in each
+/// namespace before the fault test relies on it.
+#[test]
+fn a_split_cuts_exactly_one_pair_both_ways() {
+    let labels = ["A", "B", "C"];
+    let net = Network::create(&labels)
+        .unwrap_or_else(|e| panic!("{e} (network namespaces need root and iproute2)"));
+    let all = ["A", "B", "C", CLIENTS];
+    let mut at = std::collections::HashMap::new();
+    for label in all {
+        let (netns, addr) = if label == CLIENTS {
+            (None, net.bridge_addr())
+        } else {
+            let node = net.node(label).expect("node");
+            (Some(node.netns.clone()), node.addr)
+        };
+        let addr = SocketAddr::from((addr, 7_799));
+        // Bound inside the namespace (a socket stays in the namespace it
+        // was made in), then accepting on a thread that ends with the
+        // test process.
+        let listener = in_netns(netns, move || {
+            TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"))
+        })
+        .join()
+        .expect("bind thread");
+        std::thread::spawn(move || for _ in listener.incoming() {});
+        at.insert(label, addr);
+    }
+    // Which (from, to) pairs connect, every one of them.
+    let reach = |net: &Network| -> Vec<(&str, &str, bool)> {
+        let mut seen = Vec::new();
+        for to in all {
+            for from in all.iter().copied().filter(|f| *f != to) {
+                seen.push((from, to, connects(net, from, at[to])));
+            }
+        }
+        seen
+    };
+    let everything: Vec<_> = reach(&net);
+    assert!(everything.iter().all(|(_, _, ok)| *ok), "{everything:?}");
+
+    let cut_only = |a: &str, b: &str, seen: Vec<(&str, &str, bool)>| {
+        for (from, to, ok) in seen {
+            let cut = (from, to) == (a, b) || (from, to) == (b, a);
+            assert_eq!(ok, !cut, "{from} -> {to} with {a}|{b} split");
+        }
+    };
+    net.split(&["A"], &["B"]).expect("split A|B");
+    cut_only("A", "B", reach(&net));
+    net.heal_split(&["A"], &["B"]).expect("heal A|B");
+    assert!(reach(&net).iter().all(|(_, _, ok)| *ok));
+
+    net.split(&["C"], &[CLIENTS]).expect("split C|clients");
+    cut_only("C", CLIENTS, reach(&net));
+    net.heal_split(&["C"], &[CLIENTS]).expect("heal C|clients");
+    assert!(reach(&net).iter().all(|(_, _, ok)| *ok));
+
+    // One side against several (a domain against a ZooKeeper ensemble).
+    net.split(&["A"], &["B", "C"]).expect("split A|B,C");
+    for (from, to, ok) in reach(&net) {
+        let other = |x: &str| x == "B" || x == "C";
+        let cut = (from == "A" && other(to)) || (to == "A" && other(from));
+        assert_eq!(ok, !cut, "{from} -> {to} with A|B,C split");
+    }
+    net.heal_split(&["A"], &["B", "C"]).expect("heal A|B,C");
+    assert!(reach(&net).iter().all(|(_, _, ok)| *ok));
+}
