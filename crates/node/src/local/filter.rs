@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 use xarchive_filter::{
-    CountingBloomFilter, CuckooFilter, DecodeError, Delta, DeltaError, Full, GeometryError,
-    NotPresent,
+    CountingBloomFilter, CuckooFilter, DecodeError, Delta, DeltaError, ErasableFilter, Filter,
+    Full, GeometryError, NotPresent, Versioned,
 };
 
 use crate::local::id::ArchiveId;
@@ -79,13 +79,29 @@ pub enum LocalFilter {
     Cuckoo(CuckooFilter),
 }
 
-macro_rules! both {
-    ($self:expr, $f:ident => $e:expr) => {
-        match $self {
-            LocalFilter::Counting($f) => $e,
-            LocalFilter::Cuckoo($f) => $e,
-        }
-    };
+/// What the domain asks of its filter whatever its kind, through the
+/// filter crate's traits (object-safe: the kinds' insert errors differ, so
+/// inserting stays per kind).
+trait Kept: Versioned {
+    fn remove(&mut self, id: &[u8]) -> Result<(), NotPresent>;
+    fn contains(&self, id: &[u8]) -> bool;
+    fn items(&self) -> u64;
+    fn encode(&self) -> Vec<u8>;
+}
+
+impl<F: ErasableFilter + Versioned> Kept for F {
+    fn remove(&mut self, id: &[u8]) -> Result<(), NotPresent> {
+        ErasableFilter::remove(self, id)
+    }
+    fn contains(&self, id: &[u8]) -> bool {
+        Filter::contains(self, id)
+    }
+    fn items(&self) -> u64 {
+        Filter::items(self)
+    }
+    fn encode(&self) -> Vec<u8> {
+        Filter::encode(self)
+    }
 }
 
 impl LocalFilter {
@@ -120,32 +136,50 @@ impl LocalFilter {
         }
     }
 
-    pub fn remove(&mut self, id: &str) -> Result<(), NotPresent> {
-        both!(self, f => f.remove(id))
+    fn kept(&self) -> &dyn Kept {
+        match self {
+            LocalFilter::Counting(f) => f,
+            LocalFilter::Cuckoo(f) => f,
+        }
     }
 
+    fn kept_mut(&mut self) -> &mut dyn Kept {
+        match self {
+            LocalFilter::Counting(f) => f,
+            LocalFilter::Cuckoo(f) => f,
+        }
+    }
+
+    pub fn remove(&mut self, id: &str) -> Result<(), NotPresent> {
+        self.kept_mut().remove(id.as_bytes())
+    }
+
+    /// A new version without a change of cells (a record replaced).
     pub fn touch(&mut self) {
-        both!(self, f => f.touch())
+        match self {
+            LocalFilter::Counting(f) => f.touch(),
+            LocalFilter::Cuckoo(f) => f.touch(),
+        }
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        both!(self, f => f.contains(id))
+        self.kept().contains(id.as_bytes())
     }
 
     pub fn version(&self) -> u64 {
-        both!(self, f => f.version())
+        self.kept().version()
     }
 
     pub fn epoch(&self) -> u64 {
-        both!(self, f => f.epoch())
+        self.kept().epoch()
     }
 
     pub fn set_epoch(&mut self, epoch: u64) {
-        both!(self, f => f.set_epoch(epoch))
+        self.kept_mut().set_epoch(epoch)
     }
 
     pub fn items(&self) -> u64 {
-        both!(self, f => f.items())
+        self.kept().items()
     }
 
     /// Whether the filter should be rebuilt larger: a cuckoo filter whose
@@ -179,7 +213,7 @@ impl LocalFilter {
 
     /// The whole filter (counters, or table), for a snapshot on disk.
     pub fn encode(&self) -> Vec<u8> {
-        both!(self, f => f.encode())
+        self.kept().encode()
     }
 
     pub fn decode(
