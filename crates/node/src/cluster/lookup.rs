@@ -411,8 +411,6 @@ mod tests {
         PeerInfo {
             name: name.into(),
             address: format!("http://{name}"),
-            up: true,
-            current: false,
             lagging: None,
             position: version.map(|version| Position { epoch: 7, version }),
         }

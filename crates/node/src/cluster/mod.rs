@@ -4,13 +4,13 @@
 
 pub mod cache;
 pub mod client;
-pub mod coordinator;
-pub mod inprocess;
-pub mod lookup;
+pub(crate) mod coordinator;
+pub(crate) mod inprocess;
+pub(crate) mod lookup;
 mod peers;
-pub mod replicas;
-pub mod sync;
-pub mod zookeeper;
+pub(crate) mod replicas;
+pub(crate) mod sync;
+pub(crate) mod zookeeper;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -118,9 +118,6 @@ pub struct Remembered {
 pub struct PeerInfo {
     pub name: String,
     pub address: String,
-    pub up: bool,
-    /// The copy matches the last published position.
-    pub current: bool,
     /// For how long the copy has lagged the last published position.
     pub lagging: Option<std::time::Duration>,
     pub position: Option<Position>,
@@ -207,10 +204,6 @@ impl Replicas {
         self.peers.get(name)
     }
 
-    pub fn peers(&self) -> impl Iterator<Item = (&String, &Peer)> {
-        self.peers.iter()
-    }
-
     /// Every peer as `/v1/cluster` shows it.
     pub fn views(&self) -> Vec<DomainView> {
         self.peers
@@ -245,8 +238,6 @@ impl Replicas {
             .map(|(name, p)| PeerInfo {
                 name: name.clone(),
                 address: p.address.clone(),
-                up: p.up(),
-                current: p.current(),
                 lagging: p.lagging(),
                 position: p.position,
             })

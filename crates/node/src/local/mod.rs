@@ -10,8 +10,8 @@
 //! - [`sample`]: realistic sample records.
 
 pub mod domain;
-pub mod epoch;
-pub mod filter;
+pub(crate) mod epoch;
+pub(crate) mod filter;
 pub mod id;
 pub mod record;
 pub mod sample;
