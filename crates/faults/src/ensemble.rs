@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use xarchive_testkit::{free_port, ZOOKEEPER_CLASSPATH};
+use xarchive_testkit::{free_port, zookeeper_java_args};
 
 use crate::Error;
 
@@ -144,19 +144,9 @@ impl Member {
             None => Command::new("java"),
         };
         let child = command
-            .args([
-                "-Xms16m",
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Djava.net.preferIPv4Stack=true",
-                "-Dzookeeper.jmx.log4j.disable=true",
-                "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
-                "-cp",
-                ZOOKEEPER_CLASSPATH,
+            .args(zookeeper_java_args(
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-            ])
+            ))
             .arg(&cfg)
             .current_dir(&self.dir)
             .stdin(Stdio::null())

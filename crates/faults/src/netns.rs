@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use xarchive_testkit::ZOOKEEPER_CLASSPATH;
+use xarchive_testkit::zookeeper_java_args;
 
 use crate::Error;
 
@@ -437,19 +437,9 @@ impl NsZooKeeper {
         let err = log.try_clone().map_err(io(&log_path))?;
         let child = Command::new("ip")
             .args(["netns", "exec", &self.netns, "java"])
-            .args([
-                "-Xms16m",
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Djava.net.preferIPv4Stack=true",
-                "-Dzookeeper.jmx.log4j.disable=true",
-                "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
-                "-cp",
-                ZOOKEEPER_CLASSPATH,
+            .args(zookeeper_java_args(
                 "org.apache.zookeeper.server.ZooKeeperServerMain",
-            ])
+            ))
             .arg(&cfg)
             .current_dir(&self.dir)
             .stdin(Stdio::null())

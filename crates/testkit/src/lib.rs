@@ -11,7 +11,9 @@ mod signal;
 
 pub use link::LoopbackLink;
 pub use process::{free_port, DomainProcess, Spawn};
-pub use servers::{RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH};
+pub use servers::{
+    zookeeper_java_args, RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH,
+};
 pub use tempfile::{tempdir, TempDir};
 
 /// A short stand-in for `bytes` (to compare files and bodies before and

@@ -25,4 +25,4 @@ mod zookeeper;
 
 pub use redis::RedisServer;
 pub use zk_wire::ZkSession;
-pub use zookeeper::{ZooKeeperServer, ZOOKEEPER_CLASSPATH};
+pub use zookeeper::{zookeeper_java_args, ZooKeeperServer, ZOOKEEPER_CLASSPATH};

@@ -26,6 +26,26 @@ pub const ZOOKEEPER_CLASSPATH: &str =
 
 const ZOOKEEPER_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
+/// The `java` arguments that run Debian's ZooKeeper class `main`
+/// (`ZooKeeperServerMain`, or `QuorumPeerMain` for an ensemble), to be
+/// followed by its config file: a small heap and a quick start, IPv4, and
+/// times in the log.
+pub fn zookeeper_java_args(main: &str) -> [&str; 11] {
+    [
+        "-Xms16m",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.net.preferIPv4Stack=true",
+        "-Dzookeeper.jmx.log4j.disable=true",
+        "-Dorg.slf4j.simpleLogger.showDateTime=true",
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+        "-cp",
+        ZOOKEEPER_CLASSPATH,
+        main,
+    ]
+}
+
 /// A standalone ZooKeeper 3.8 server (Debian's), on a free loopback port,
 /// with its config, data and log in its own temp dir.
 ///
@@ -216,19 +236,7 @@ impl ServerKind for ZooKeeper {
         let log = open_log(&log_path);
         let err = log.try_clone().expect("cannot duplicate the log handle");
         let child = Command::new("java")
-            .args([
-                "-Xms16m",
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Djava.net.preferIPv4Stack=true",
-                "-Dzookeeper.jmx.log4j.disable=true",
-                "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
-                "-cp",
-                ZOOKEEPER_CLASSPATH,
-                ZOOKEEPER_MAIN,
-            ])
+            .args(zookeeper_java_args(ZOOKEEPER_MAIN))
             .arg(&cfg)
             .current_dir(server.dir())
             .stdin(Stdio::null())
