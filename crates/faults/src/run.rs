@@ -361,3 +361,41 @@ pub fn run(config: &RunConfig, say: &(dyn Fn(&str) + Sync)) -> Result<RunReport,
         ensemble: config.ensemble,
     })
 }
+
+/// A bounded run as the tests make it: the workspace's `xarchive`, a run
+/// directory named after `label` and `seed` (kept on a failure, removed
+/// otherwise), `adjust` for the modes, the summary printed; panics with
+/// the seed when the nemesis injected nothing or the checker found a
+/// violation. `hint` goes with a setup failure.
+pub fn run_as_test(
+    label: &str,
+    duration: std::time::Duration,
+    seed: u64,
+    hint: &str,
+    adjust: impl FnOnce(RunConfig) -> RunConfig,
+) -> RunReport {
+    let bin = crate::xarchive_binary().unwrap_or_else(|e| {
+        panic!("{e}; `cargo test --workspace` builds it along with the cli crate's tests")
+    });
+    let dir = std::env::temp_dir().join(format!(
+        "xarchive-{label}-test-{seed}-{}",
+        std::process::id()
+    ));
+    let config = adjust(RunConfig::new(bin, dir.clone(), duration, seed));
+    eprintln!("seed = {seed}");
+    let say = |line: &str| eprintln!("{line}");
+    let report = run(&config, &say).unwrap_or_else(|e| panic!("seed = {seed}: {e}{hint}"));
+    eprintln!("\n{report}");
+    assert!(
+        !report.history.faults.is_empty(),
+        "the nemesis injected no fault"
+    );
+    assert!(
+        report.passed(),
+        "seed = {seed}: {} violations (summary above; history and domain logs kept in {})",
+        report.violations.len(),
+        dir.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    report
+}

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use xarchive_faults::{run, xarchive_binary, RunConfig};
+use xarchive_faults::run::run_as_test;
 
 /// Fixed, so that a failure in CI replays with
 /// `cargo run -p xarchive-faults -- --ensemble --duration 120s --seed 20261124`.
@@ -14,27 +14,7 @@ const SEED: u64 = 20_261_124;
 
 #[test]
 fn randomized_faults_never_lose_an_acknowledged_record() {
-    let bin = xarchive_binary().unwrap_or_else(|e| {
-        panic!("{e}; `cargo test --workspace` builds it along with the cli crate's tests")
+    run_as_test("faults", Duration::from_secs(120), SEED, "", |config| {
+        config.with_ensemble()
     });
-    let dir = std::env::temp_dir().join(format!(
-        "xarchive-faults-test-{SEED}-{}",
-        std::process::id()
-    ));
-    let config = RunConfig::new(bin, dir.clone(), Duration::from_secs(120), SEED).with_ensemble();
-    eprintln!("seed = {SEED}");
-    let say = |line: &str| eprintln!("{line}");
-    let report = run(&config, &say).unwrap_or_else(|e| panic!("seed = {SEED}: {e}"));
-    eprintln!("\n{report}");
-    assert!(
-        !report.history.faults.is_empty(),
-        "the nemesis injected no fault"
-    );
-    assert!(
-        report.passed(),
-        "seed = {SEED}: {} violations (summary above; history and domain logs kept in {})",
-        report.violations.len(),
-        dir.display()
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use nix::sched::{setns, CloneFlags};
 use xarchive_faults::netns::{Network, CLIENTS};
-use xarchive_faults::{run, xarchive_binary, FaultKind, RunConfig};
+use xarchive_faults::run::run_as_test;
+use xarchive_faults::FaultKind;
 
 /// Fixed (its first rounds plan every kind of partition and a leader
 /// kill), so that a failure replays with
@@ -34,27 +35,17 @@ const KINDS: [FaultKind; 7] = [
 
 #[test]
 fn partitions_leader_kills_and_the_cache_never_lose_an_acknowledged_record() {
-    let bin = xarchive_binary().unwrap_or_else(|e| {
-        panic!("{e}; `cargo test --workspace` builds it along with the cli crate's tests")
-    });
-    let dir = std::env::temp_dir().join(format!(
-        "xarchive-partitions-test-{SEED}-{}",
-        std::process::id()
-    ));
-    let mut config = RunConfig::new(bin, dir.clone(), Duration::from_secs(75), SEED)
-        .with_network()
-        .with_ensemble()
-        .with_memory_cache();
-    config.kinds = KINDS.to_vec();
-    eprintln!("seed = {SEED}");
-    let say = |line: &str| eprintln!("{line}");
-    let report = run(&config, &say).unwrap_or_else(|e| {
-        panic!("seed = {SEED}: {e} (network namespaces need root and iproute2)")
-    });
-    eprintln!("\n{report}");
-    assert!(
-        !report.history.faults.is_empty(),
-        "the nemesis injected no fault"
+    let hint = " (network namespaces need root and iproute2)";
+    let report = run_as_test(
+        "partitions",
+        Duration::from_secs(75),
+        SEED,
+        hint,
+        |config| {
+            let mut config = config.with_network().with_ensemble().with_memory_cache();
+            config.kinds = KINDS.to_vec();
+            config
+        },
     );
     assert!(
         report
@@ -64,13 +55,6 @@ fn partitions_leader_kills_and_the_cache_never_lose_an_acknowledged_record() {
             .any(|f| FaultKind::NETWORK.contains(&f.kind)),
         "seed = {SEED}: no network fault was injected"
     );
-    assert!(
-        report.passed(),
-        "seed = {SEED}: {} violations (summary above; history and domain logs kept in {})",
-        report.violations.len(),
-        dir.display()
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs `f` on a thread of its own inside namespace `netns` (none: the
