@@ -22,9 +22,13 @@ version zookeeper "dpkg-query -W -f '\${Version}' zookeeper"
 version redis 'redis-server --version'
 echo
 node --test web/test/
+# Build every test target first: this also builds target/debug/xarchive,
+# the binary the page test starts, with the same features (a separate
+# `cargo build` would resolve other features and build the dependencies a
+# second time, doubling the disk a clean build needs).
+cargo test --workspace --locked --no-run
 cargo test --workspace --locked "$@"
 
-# The page in a real browser: the binary it starts, the driver, the test.
-cargo build -p xarchive --locked
+# The page in a real browser: the driver, then the test.
 npm ci --prefix web/e2e --no-audit --no-fund
 node --test web/e2e/
