@@ -577,6 +577,7 @@ mod tests {
                 target: "B".into(),
                 start_us: 0,
                 healed_us: 10,
+                whole_us: None,
                 converged_us: None,
             }],
         };

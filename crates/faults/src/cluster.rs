@@ -4,6 +4,7 @@
 //! where clients and peers already look for it. With a [`Network`], each
 //! process runs in a network namespace of its own instead (phase 2).
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use reqwest::blocking::Client;
 use xarchive_node::wire::ClusterView;
 use xarchive_testkit::{free_port, DomainProcess, Spawn, ZooKeeperServer};
 
-use crate::ensemble::{Ensemble, MemberSpec};
+use crate::ensemble::{serves, Ensemble, MemberSpec};
 use crate::http;
 use crate::netns::{Network, NsZooKeeper};
 use crate::Error;
@@ -59,6 +60,16 @@ impl Coordinator {
             Coordinator::Loopback(zk) => zk.kill(),
             Coordinator::Namespaced(zk) => zk.kill(),
             Coordinator::Ensemble(zk) => zk.kill_all(),
+        }
+    }
+
+    /// Whether every server serves clients now (`srvr`: leader, follower
+    /// or standalone).
+    pub fn serving(&self) -> bool {
+        match self {
+            Coordinator::Loopback(zk) => serves(Ipv4Addr::LOCALHOST, zk.port()),
+            Coordinator::Namespaced(zk) => zk.serving(),
+            Coordinator::Ensemble(zk) => zk.serving(),
         }
     }
 
@@ -213,6 +224,25 @@ impl Cluster {
         self.names.iter().position(|n| n == name)
     }
 
+    /// Whether ZooKeeper serves and every domain answers `/healthz`: the
+    /// system whole again, from where convergence is timed. `Err` says
+    /// what is not there yet.
+    pub fn whole_now(&self, client: &Client) -> Result<(), String> {
+        if !self.zk.serving() {
+            return Err("ZooKeeper is not serving".to_owned());
+        }
+        for url in &self.urls {
+            let alive = client
+                .get(format!("{url}/healthz"))
+                .send()
+                .is_ok_and(|r| r.status().is_success());
+            if !alive {
+                return Err(format!("{url}: /healthz does not answer"));
+            }
+        }
+        Ok(())
+    }
+
     /// Where domain `i` logs (over all its starts).
     pub fn log_path(&self, i: usize) -> PathBuf {
         self.domains[i].spawn.data.with_extension("log")
@@ -280,9 +310,18 @@ pub fn wait_converged(
     urls: &[String],
     patience: Duration,
 ) -> Result<Instant, String> {
+    poll(patience, || converged_now(client, urls))
+}
+
+/// Polls `check` every 50 ms until it holds (`Ok` with when) or
+/// `patience` runs out (`Err` with the last reason).
+pub fn poll(
+    patience: Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Result<Instant, String> {
     let deadline = Instant::now() + patience;
     loop {
-        match converged_now(client, urls) {
+        match check() {
             Ok(()) => return Ok(Instant::now()),
             Err(why) if Instant::now() >= deadline => return Err(why),
             Err(_) => std::thread::sleep(Duration::from_millis(50)),

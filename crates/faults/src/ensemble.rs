@@ -80,13 +80,8 @@ impl Member {
             .is_none_or(|c| !matches!(c.try_wait(), Ok(None)))
     }
 
-    /// What `srvr` says its mode is (`leader`, `follower`), if it serves.
     fn mode(&self) -> Option<String> {
-        let reply = four_letter(self.spec.host, self.spec.client_port, b"srvr")?;
-        reply
-            .lines()
-            .find_map(|l| l.strip_prefix("Mode:"))
-            .map(|m| m.trim().to_owned())
+        mode(self.spec.host, self.spec.client_port)
     }
 
     fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
@@ -174,6 +169,25 @@ impl Member {
     }
 }
 
+/// What `srvr` says the server's mode is (`leader`, `follower`,
+/// `standalone`), if it serves: a server without its data loaded or
+/// without a quorum answers that it is not serving, with no mode.
+fn mode(host: Ipv4Addr, port: u16) -> Option<String> {
+    let reply = four_letter(host, port, b"srvr")?;
+    reply
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode:"))
+        .map(|m| m.trim().to_owned())
+}
+
+/// Whether the ZooKeeper server at `host:port` serves clients now.
+pub(crate) fn serves(host: Ipv4Addr, port: u16) -> bool {
+    matches!(
+        mode(host, port).as_deref(),
+        Some("leader" | "follower" | "standalone")
+    )
+}
+
 /// Sends a four-letter word and reads the reply to the end.
 fn four_letter(host: Ipv4Addr, port: u16, word: &[u8]) -> Option<String> {
     let addr = SocketAddr::from((host, port));
@@ -230,6 +244,11 @@ impl Ensemble {
         self.members
             .iter()
             .position(|m| m.child.is_some() && m.mode().as_deref() == Some("leader"))
+    }
+
+    /// Whether every server serves (as leader or follower).
+    pub fn serving(&self) -> bool {
+        self.specs.iter().all(|s| serves(s.host, s.client_port))
     }
 
     /// SIGKILL of server `i`.

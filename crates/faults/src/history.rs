@@ -244,8 +244,9 @@ impl fmt::Display for FaultKind {
     }
 }
 
-/// One fault, from its start to its heal, and when the cluster had
-/// converged again (none if it did not within the nemesis's patience).
+/// One fault, from its start to its heal, when ZooKeeper and the domains
+/// were whole again after the round's last heal, and when the cluster had
+/// converged (none if it did not within the nemesis's patience).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Fault {
     pub n: usize,
@@ -254,6 +255,12 @@ pub struct Fault {
     pub target: String,
     pub start_us: u64,
     pub healed_us: u64,
+    /// Every fault of the round healed, every ZooKeeper server serving
+    /// (`srvr`: leader, follower or standalone) and every domain answering
+    /// `/healthz`: where the 5 s convergence target starts. None in
+    /// histories written before it was recorded.
+    #[serde(default)]
+    pub whole_us: Option<u64>,
     pub converged_us: Option<u64>,
 }
 
@@ -476,7 +483,8 @@ mod tests {
             target: "C".into(),
             start_us: 5,
             healed_us: 50,
-            converged_us: None,
+            whole_us: None,
+                converged_us: None,
         });
         rec.finish().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

@@ -20,7 +20,7 @@ use nix::unistd::Pid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::cluster::{wait_converged, Cluster, ZK_NODE};
+use crate::cluster::{poll, wait_converged, Cluster, ZK_NODE};
 use crate::history::{Fault, FaultKind, Recorder};
 use crate::http;
 use crate::netns::{Network, CLIENTS};
@@ -383,6 +383,7 @@ pub fn run(
                     target,
                     start_us,
                     healed_us: start_us,
+                    whole_us: None,
                     converged_us: None,
                 });
                 start(cluster, p, victims[i])?;
@@ -396,12 +397,24 @@ pub fn run(
             }
         }
         n += plan.len();
+        let since_start =
+            |at: Instant| u64::try_from(at.saturating_duration_since(rec.instant(0)).as_micros());
+        // Convergence is timed from the moment the system is whole again
+        // (every fault healed, ZooKeeper serving, every domain alive), not
+        // from each heal: a restarted ensemble first elects a leader, a
+        // restarted domain first opens its store, and a fault healed early
+        // in a round waits for the round's other faults.
+        let whole = poll(config.converge_patience, || cluster.whole_now(&client));
+        if let Err(why) = &whole {
+            say(&format!(
+                "NOT WHOLE within {} s of the heal: {why}",
+                config.converge_patience.as_secs()
+            ));
+        }
+        let whole_us = whole.ok().map(|at| since_start(at).unwrap_or(u64::MAX));
         let converged = wait_converged(&client, &cluster.urls, config.converge_patience);
         let converged_us = match &converged {
-            Ok(at) => Some(
-                u64::try_from(at.saturating_duration_since(rec.instant(0)).as_micros())
-                    .unwrap_or(u64::MAX),
-            ),
+            Ok(at) => Some(since_start(*at).unwrap_or(u64::MAX)),
             Err(why) => {
                 say(&format!(
                     "NOT CONVERGED within {} s: {why}",
@@ -411,6 +424,7 @@ pub fn run(
             }
         };
         for mut f in faults {
+            f.whole_us = whole_us;
             f.converged_us = converged_us;
             rec.fault(f);
         }

@@ -380,6 +380,11 @@ impl NsZooKeeper {
         self.dir.join("zookeeper.log")
     }
 
+    /// Whether it serves clients now (`srvr`).
+    pub fn serving(&self) -> bool {
+        crate::ensemble::serves(self.addr, self.port)
+    }
+
     /// SIGKILL.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -417,7 +422,7 @@ impl NsZooKeeper {
              minSessionTimeout=400\n\
              maxSessionTimeout=20000\n\
              admin.enableServer=false\n\
-             4lw.commands.whitelist=ruok\n\
+             4lw.commands.whitelist=srvr,ruok\n\
              forceSync=no\n",
             data = self.data_dir().display(),
             port = self.port,

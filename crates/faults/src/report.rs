@@ -60,11 +60,19 @@ pub fn writes_during(history: &History, fault: &Fault) -> Writes {
     w
 }
 
-/// Seconds from heal to convergence, if it converged.
+/// Seconds from the system being whole again (or, in histories without
+/// that moment, from the heal) to convergence, if it converged.
 pub fn convergence(fault: &Fault) -> Option<f64> {
+    let from = fault.whole_us.unwrap_or(fault.healed_us);
+    fault.converged_us.map(|c| secs(c.saturating_sub(from)))
+}
+
+/// Seconds from the fault's heal to the system being whole again: the
+/// round's later heals, an ensemble's election, a domain's start.
+pub fn to_whole(fault: &Fault) -> Option<f64> {
     fault
-        .converged_us
-        .map(|c| secs(c.saturating_sub(fault.healed_us)))
+        .whole_us
+        .map(|w| secs(w.saturating_sub(fault.healed_us)))
 }
 
 fn median(mut xs: Vec<f64>) -> Option<(f64, f64, f64)> {
@@ -121,14 +129,23 @@ impl fmt::Display for RunReport {
         writeln!(f, "\nFaults")?;
         writeln!(
             f,
-            "  {:>3}  {:<20} {:<9} {:>8} {:>7} {:>7} {:>12} {:>9} {:>10}",
-            "#", "kind", "target", "start s", "held s", "writes", "503", "no answer", "converge s"
+            "  {:>3}  {:<20} {:<9} {:>8} {:>7} {:>7} {:>12} {:>9} {:>7} {:>10}",
+            "#",
+            "kind",
+            "target",
+            "start s",
+            "held s",
+            "writes",
+            "503",
+            "no answer",
+            "whole s",
+            "converge s"
         )?;
         for fault in h.faults.iter().take(FAULT_ROWS) {
             let w = writes_during(h, fault);
             writeln!(
                 f,
-                "  {:>3}  {:<20} {:<9} {:>8.1} {:>7.1} {:>7} {:>12} {:>9} {:>10}",
+                "  {:>3}  {:<20} {:<9} {:>8.1} {:>7.1} {:>7} {:>12} {:>9} {:>7} {:>10}",
                 fault.n,
                 fault.kind.to_string(),
                 fault.target,
@@ -137,6 +154,7 @@ impl fmt::Display for RunReport {
                 w.total,
                 format!("{} ({})", w.refused, w.refused_percent()),
                 w.transport,
+                to_whole(fault).map_or_else(|| "-".to_owned(), |c| format!("{c:.2}")),
                 convergence(fault).map_or_else(|| "NEVER".to_owned(), |c| format!("{c:.2}")),
             )?;
         }
@@ -147,8 +165,8 @@ impl fmt::Display for RunReport {
         writeln!(f, "\nFaults by kind")?;
         writeln!(
             f,
-            "  {:<20} {:>5} {:>7} {:>12} {:>9}   converge s (min / median / max)",
-            "kind", "count", "writes", "503 refused", "no answer"
+            "  {:<20} {:>5} {:>7} {:>12} {:>9} {:>12}   converge s after whole (min / median / max)",
+            "kind", "count", "writes", "503 refused", "no answer", "whole s max"
         )?;
         for kind in FaultKind::ALL {
             let of_kind: Vec<&Fault> = h.faults.iter().filter(|x| x.kind == kind).collect();
@@ -160,6 +178,7 @@ impl fmt::Display for RunReport {
                 w.add(writes_during(h, fault));
             }
             let conv = median(of_kind.iter().filter_map(|x| convergence(x)).collect());
+            let whole = median(of_kind.iter().filter_map(|x| to_whole(x)).collect());
             let never = of_kind.iter().filter(|x| x.converged_us.is_none()).count();
             let mut conv_text = conv.map_or_else(
                 || "-".to_owned(),
@@ -170,12 +189,13 @@ impl fmt::Display for RunReport {
             }
             writeln!(
                 f,
-                "  {:<20} {:>5} {:>7} {:>12} {:>9}   {}",
+                "  {:<20} {:>5} {:>7} {:>12} {:>9} {:>12}   {}",
                 kind.to_string(),
                 of_kind.len(),
                 w.total,
                 format!("{} ({})", w.refused, w.refused_percent()),
                 w.transport,
+                whole.map_or_else(|| "-".to_owned(), |(_, _, hi)| format!("{hi:.2}")),
                 conv_text
             )?;
         }
@@ -353,6 +373,7 @@ mod tests {
             target: "zk".into(),
             start_us: 10,
             healed_us: 30,
+            whole_us: Some(530),
             converged_us: Some(1_030),
         };
         let w = writes_during(&h, &fault);
@@ -365,6 +386,12 @@ mod tests {
             }
         );
         assert_eq!(w.refused_percent(), "33 %");
-        assert_eq!(convergence(&fault), Some(0.001));
+        assert_eq!(to_whole(&fault), Some(0.0005));
+        assert_eq!(convergence(&fault), Some(0.0005));
+        let before_whole_was_recorded = Fault {
+            whole_us: None,
+            ..fault
+        };
+        assert_eq!(convergence(&before_whole_was_recorded), Some(0.001));
     }
 }
