@@ -484,7 +484,7 @@ mod tests {
             start_us: 5,
             healed_us: 50,
             whole_us: None,
-                converged_us: None,
+            converged_us: None,
         });
         rec.finish().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

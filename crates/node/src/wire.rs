@@ -6,8 +6,11 @@
 //! Epochs are written as decimal strings (`local::epoch` says why).
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use xarchive_filter::{DecodeError, Delta};
 
+use crate::cluster::cache::CacheStats;
+use crate::local::domain::DomainStats;
 use crate::local::filter::FilterKind;
 use crate::local::id::{ArchiveId, InvalidId};
 use crate::local::record::Record;
@@ -68,15 +71,18 @@ pub fn split_delta_with_ids(body: &[u8]) -> Result<(Delta, Vec<ArchiveId>), Fram
     Ok((delta, changed))
 }
 
-/// Every error body: a stable `code` for programs, a `message` for people.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Every error body: a stable `code` for programs, a `message` for people,
+/// and for some codes more fields (`id`, the current `epoch` and `version`
+/// of a 409 `snapshot_required`, the `route` of a lookup, the `index` of a
+/// bad ID in a batch).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     pub code: String,
     pub message: String,
 }
 
 /// How a lookup is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Ask only the domains whose replicas may hold the ID.
@@ -87,7 +93,7 @@ pub enum Strategy {
 }
 
 /// How a lookup went, returned with its answer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct Route {
     pub strategy: Strategy,
     /// Answered from this domain's own store.
@@ -128,7 +134,7 @@ pub struct Route {
 /// found (200); otherwise the error's `code` and `message`, with the
 /// domains that could not be reached (503 `unavailable`). The route
 /// comes with every answer.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LookupBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<Record>,
@@ -148,14 +154,14 @@ pub struct LookupBody {
 
 /// `GET /v1/archives?after=ID&limit=N`: IDs in order; `next` is where
 /// the next page starts (absent on the last page).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ArchiveList {
     pub ids: Vec<String>,
     pub next: Option<String>,
 }
 
 /// `GET /v1/route/{id}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RouteBody {
     pub id: String,
     pub local: bool,
@@ -163,7 +169,7 @@ pub struct RouteBody {
 }
 
 /// `GET /v1/cluster`: every domain this one knows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterView {
     /// The domain answering.
     pub domain: String,
@@ -192,7 +198,7 @@ impl ClusterView {
 
 /// One domain in a [`ClusterView`]. The replica fields are absent for the
 /// domain answering.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct DomainView {
     pub name: String,
     pub address: String,
@@ -203,6 +209,7 @@ pub struct DomainView {
     pub kind: FilterKind,
     /// The position it last published.
     #[serde(with = "crate::local::epoch::opt_u64_string")]
+    #[schema(value_type = Option<String>)]
     pub epoch: Option<u64>,
     pub version: Option<u64>,
     /// The position of the copy held here.
@@ -211,6 +218,7 @@ pub struct DomainView {
         skip_serializing_if = "Option::is_none",
         with = "crate::local::epoch::opt_u64_string"
     )]
+    #[schema(value_type = Option<String>)]
     pub replica_epoch: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_version: Option<u64>,
@@ -227,7 +235,7 @@ pub struct DomainView {
 }
 
 /// `GET /readyz` when ready.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Ready {
     pub ready: bool,
     pub coordinator: String,
@@ -236,7 +244,7 @@ pub struct Ready {
 }
 
 /// `GET /v1/contains/{id}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Contains {
     pub id: String,
     pub domain: String,
@@ -244,20 +252,20 @@ pub struct Contains {
 }
 
 /// `POST /v1/contains`: the answers in request order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ContainsMany {
     pub domain: String,
     pub results: Vec<ContainsResult>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ContainsResult {
     pub id: String,
     pub maybe: bool,
 }
 
 /// One line's outcome in a bulk import.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct LineResult {
     /// 1-based line number in the request body (blank lines not counted).
     pub line: usize,
@@ -271,7 +279,7 @@ pub struct LineResult {
     pub message: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct BulkSummary {
     pub lines: usize,
     pub created: usize,
@@ -282,10 +290,18 @@ pub struct BulkSummary {
 }
 
 /// `POST /v1/archives/_bulk`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct BulkReport {
     pub summary: BulkSummary,
     pub results: Vec<LineResult>,
+}
+
+/// `GET /v1/stats`: the domain's store and filter, and its cache.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+pub struct Stats {
+    #[serde(flatten)]
+    pub domain: DomainStats,
+    pub cache: CacheStats,
 }
 
 #[cfg(test)]

@@ -13,10 +13,11 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use crate::local::id::ArchiveId;
+use crate::local::record::Record;
 use crate::local::record::{BulkLine, RecordInput};
 use crate::local::store::{Outcome, Write};
 use crate::node::Node;
-use crate::wire::{ArchiveList, BulkReport, BulkSummary, LineResult};
+use crate::wire::{ArchiveList, BulkReport, BulkSummary, ErrorBody, LineResult};
 
 /// Records committed per store transaction during a bulk import.
 pub const BULK_BATCH: usize = 2_000;
@@ -57,6 +58,22 @@ pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Arch
     ArchiveId::parse(&raw).map_err(ApiError::invalid_id)
 }
 
+/// `PUT /v1/archives/{id}`: stores the record, acknowledged once the
+/// cluster can learn of it.
+#[utoipa::path(
+    put,
+    path = "/v1/archives/{id}",
+    tag = "records",
+    params(("id" = String, Path, description = "The archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`")),
+    request_body = RecordInput,
+    responses(
+        (status = 201, description = "Created", body = Record),
+        (status = 200, description = "Replaced", body = Record),
+        (status = 400, description = "`invalid_id`, `invalid_json`, `invalid_record`, `invalid_body`", body = ErrorBody),
+        (status = 413, description = "`content_too_large` or `body_too_large`", body = ErrorBody),
+        (status = 503, description = "`coordinator_unavailable` (nothing changed) or `not_published` (stored; repeating is safe)", body = ErrorBody),
+    )
+)]
 pub async fn put(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
@@ -83,6 +100,18 @@ pub async fn put(
     Ok((status, Json(record)).into_response())
 }
 
+/// `GET /v1/archives/{id}`: a record this domain holds.
+#[utoipa::path(
+    get,
+    path = "/v1/archives/{id}",
+    tag = "records",
+    params(("id" = String, Path, description = "The archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`")),
+    responses(
+        (status = 200, description = "The record", body = Record),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 404, description = "`not_found`: not in this domain (`/v1/lookup` searches the cluster)", body = ErrorBody),
+    )
+)]
 pub async fn get(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
@@ -95,6 +124,19 @@ pub async fn get(
     }
 }
 
+/// `DELETE /v1/archives/{id}`: erases the record and its filter entry.
+#[utoipa::path(
+    delete,
+    path = "/v1/archives/{id}",
+    tag = "records",
+    params(("id" = String, Path, description = "The archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 503, description = "`coordinator_unavailable` (nothing changed) or `not_published` (deleted; repeating is safe)", body = ErrorBody),
+    )
+)]
 pub async fn delete(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
@@ -114,14 +156,27 @@ pub async fn delete(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Start after this ID (the previous page's `next`).
     after: Option<String>,
+    /// IDs per page, 1 to 10 000 (default 1000).
     limit: Option<usize>,
 }
 
 /// `GET /v1/archives?after=ID&limit=N`: IDs in order, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/archives",
+    tag = "records",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of IDs", body = ArchiveList),
+        (status = 400, description = "`invalid_parameter`", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(node): State<Arc<Node>>,
     params: Result<Query<ListParams>, QueryRejection>,
@@ -218,6 +273,17 @@ impl Bulk {
 /// streams in and committed in batches of [`BULK_BATCH`]. Each line gets a
 /// result (by line number); a bad line fails alone. Lines past the
 /// request's limit are not read and are counted as `beyond_limit`.
+#[utoipa::path(
+    post,
+    path = "/v1/archives/_bulk",
+    tag = "records",
+    request_body(content = String, content_type = "application/x-ndjson", description = "One JSON record per line, each with its `id` (as `RecordInput` plus `id`)"),
+    responses(
+        (status = 200, description = "Each line's result; bad lines fail alone", body = BulkReport),
+        (status = 400, description = "`invalid_body`", body = ErrorBody),
+        (status = 503, description = "`coordinator_unavailable` (nothing changed) or `not_published` (stored; repeating is safe)", body = ErrorBody),
+    )
+)]
 pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response, ApiError> {
     let limits = &node.config.limits;
     let max_line = limits.max_content_bytes / 3 * 4 + 64 * 1024;

@@ -13,17 +13,32 @@ use super::archives::parse_id;
 use super::error::ApiError;
 use crate::cluster::lookup::{Outcome, Strategy};
 use crate::node::Node;
-use crate::wire::{ClusterView, LookupBody, RouteBody};
+use crate::wire::{ClusterView, ErrorBody, LookupBody, RouteBody};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct LookupParams {
+    /// `routed` (default) or `broadcast` (the seed paper's way).
     #[serde(default)]
+    #[param(inline)]
     strategy: Strategy,
 }
 
 /// `GET /v1/lookup/{id}[?strategy=broadcast]`: the record from whichever
 /// domain holds it, with the route the lookup took.
+#[utoipa::path(
+    get,
+    path = "/v1/lookup/{id}",
+    tag = "lookup",
+    params(("id" = String, Path, description = "The archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`"), LookupParams),
+    responses(
+        (status = 200, description = "Found: the record, its owner and the route", body = LookupBody),
+        (status = 400, description = "`invalid_id` or `invalid_parameter`", body = ErrorBody),
+        (status = 404, description = "`not_found`: every domain that might hold it was ruled out, with the membership confirmed", body = LookupBody),
+        (status = 503, description = "`unavailable` (a domain that might hold it could not be reached) or `not_ready` (the membership is not confirmed); never \"not found\"", body = LookupBody),
+    )
+)]
 pub async fn lookup(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
@@ -80,6 +95,16 @@ pub async fn lookup(
 
 /// `GET /v1/route/{id}`: the domains whose replicas may hold the ID, from
 /// this domain's replicas alone (no remote call).
+#[utoipa::path(
+    get,
+    path = "/v1/route/{id}",
+    tag = "lookup",
+    params(("id" = String, Path, description = "The archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`")),
+    responses(
+        (status = 200, description = "The candidates", body = RouteBody),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+    )
+)]
 pub async fn route(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
@@ -95,6 +120,12 @@ pub async fn route(
 
 /// `GET /v1/cluster`: every domain known, up or down, with the position
 /// it published and the copy held here.
+#[utoipa::path(
+    get,
+    path = "/v1/cluster",
+    tag = "lookup",
+    responses((status = 200, description = "The cluster as this domain sees it", body = ClusterView))
+)]
 pub async fn cluster(State(node): State<Arc<Node>>) -> Json<ClusterView> {
     Json(node.cluster_view())
 }

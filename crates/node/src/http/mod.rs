@@ -5,6 +5,7 @@
 pub(crate) mod archives;
 pub(crate) mod error;
 pub(crate) mod lookup;
+pub(crate) mod openapi;
 pub(crate) mod ops;
 pub(crate) mod replication;
 pub(crate) mod web;
@@ -19,7 +20,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
 use tower::ServiceBuilder;
@@ -47,28 +48,11 @@ pub fn router(node: Arc<Node>) -> Router {
     let limits = &node.config.limits;
     // A record's JSON: base64 content (4 bytes per 3) plus room for the rest.
     let max_body = limits.max_content_bytes / 3 * 4 + 64 * 1024;
-    let timed = Router::new()
-        .route("/v1/archives", get(archives::list))
-        .route(
-            "/v1/archives/{id}",
-            get(archives::get)
-                .put(archives::put)
-                .delete(archives::delete),
-        )
-        .route("/v1/contains/{id}", get(replication::contains_one))
-        .route("/v1/contains", post(replication::contains_many))
-        .route("/v1/filter", get(replication::snapshot))
-        .route("/v1/filter/delta", get(replication::delta))
-        .route("/v1/filter/verify", get(replication::verify))
-        .route("/v1/lookup/{id}", get(lookup::lookup))
-        .route("/v1/route/{id}", get(lookup::route))
-        .route("/v1/cluster", get(lookup::cluster))
-        .route("/v1/stats", get(ops::stats))
-        .route("/metrics", get(ops::metrics))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/", get(web::index))
-        .route("/assets/{file}", get(web::asset))
+    let timed = timed_routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, handlers)| {
+            router.route(path, handlers)
+        })
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(refused))
@@ -76,7 +60,7 @@ pub fn router(node: Arc<Node>) -> Router {
         );
     Router::new()
         .route(
-            "/v1/archives/_bulk",
+            BULK,
             post(archives::bulk).layer(DefaultBodyLimit::disable()),
         )
         .merge(timed)
@@ -97,6 +81,46 @@ pub fn router(node: Arc<Node>) -> Router {
         .layer(tower_http::compression::CompressionLayer::new())
         .layer(cors())
         .with_state(node)
+}
+
+/// The bulk import's route: the one without a time or size limit.
+const BULK: &str = "/v1/archives/_bulk";
+
+/// Every other route and its handlers, in one list that the router is
+/// built from and the OpenAPI test reads.
+fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
+    vec![
+        ("/v1/archives", get(archives::list)),
+        (
+            "/v1/archives/{id}",
+            get(archives::get)
+                .put(archives::put)
+                .delete(archives::delete),
+        ),
+        ("/v1/contains/{id}", get(replication::contains_one)),
+        ("/v1/contains", post(replication::contains_many)),
+        ("/v1/filter", get(replication::snapshot)),
+        ("/v1/filter/delta", get(replication::delta)),
+        ("/v1/filter/verify", get(replication::verify)),
+        ("/v1/lookup/{id}", get(lookup::lookup)),
+        ("/v1/route/{id}", get(lookup::route)),
+        ("/v1/cluster", get(lookup::cluster)),
+        ("/v1/stats", get(ops::stats)),
+        ("/v1/openapi.json", get(openapi::openapi_json)),
+        ("/metrics", get(ops::metrics)),
+        ("/healthz", get(ops::healthz)),
+        ("/readyz", get(ops::readyz)),
+        ("/", get(web::index)),
+        ("/assets/{file}", get(web::asset)),
+    ]
+}
+
+/// Every route's path.
+#[cfg(test)]
+pub(crate) fn route_paths() -> Vec<&'static str> {
+    let mut paths: Vec<&str> = timed_routes().into_iter().map(|(path, _)| path).collect();
+    paths.push(BULK);
+    paths
 }
 
 /// A request the server would not (or could not in time) handle.

@@ -9,17 +9,31 @@ use axum::Json;
 
 use super::error::ApiError;
 use crate::node::Node;
-use crate::wire::Ready;
+use crate::wire::{ErrorBody, Ready, Stats};
 
 /// `GET /v1/stats`: the domain's store and filter, and its cache.
+#[utoipa::path(
+    get,
+    path = "/v1/stats",
+    tag = "operations",
+    responses((status = 200, description = "Store, filter and cache figures", body = Stats))
+)]
 pub async fn stats(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
-    let stats = super::blocking(&node, |node| Ok(node.domain.stats()?)).await?;
-    let mut body = serde_json::to_value(stats).map_err(ApiError::internal)?;
-    body["cache"] = serde_json::to_value(node.cluster.cache.stats()).map_err(ApiError::internal)?;
-    Ok(Json(body).into_response())
+    let domain = super::blocking(&node, |node| Ok(node.domain.stats()?)).await?;
+    Ok(Json(Stats {
+        domain,
+        cache: node.cluster.cache.stats(),
+    })
+    .into_response())
 }
 
 /// `GET /metrics` in the Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "Prometheus / OpenMetrics text (docs/OPERATIONS.md lists the series)", body = String, content_type = "application/openmetrics-text"))
+)]
 pub async fn metrics(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let stats = super::blocking(&node, |node| Ok(node.domain.stats()?)).await?;
     let text = node.metrics.render(&stats);
@@ -34,6 +48,12 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Result<Response, ApiError
 }
 
 /// `GET /healthz`: the process is alive and serving.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain"))
+)]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -43,6 +63,15 @@ pub async fn healthz() -> &'static str {
 /// its current session. Before that (just started, a new ZooKeeper
 /// session) and while the coordinator is unreachable: 503 `not_ready`
 /// (records are still found then; only "not found" is withheld).
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Ready: the membership is confirmed", body = Ready),
+        (status = 503, description = "`not_ready`", body = ErrorBody),
+    )
+)]
 pub async fn readyz(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let view = node.cluster.coordinator.view().borrow().clone();
     let coordinator = node.cluster.coordinator.describe();

@@ -14,14 +14,25 @@ use serde::Deserialize;
 use super::archives::parse_id;
 use super::error::ApiError;
 use crate::local::domain::DeltaRefusal;
+use crate::local::domain::VerifyReport;
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
-    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, DELTA_WITH_IDS, EPOCH_HEADER,
-    FROM_VERSION_HEADER, KIND_HEADER, VERSION_HEADER,
+    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, DELTA_WITH_IDS,
+    EPOCH_HEADER, FROM_VERSION_HEADER, KIND_HEADER, VERSION_HEADER,
 };
 
 /// `GET /v1/contains/{id}`: the filter's answer, without touching the store.
+#[utoipa::path(
+    get,
+    path = "/v1/contains/{id}",
+    tag = "filter",
+    params(("id" = String, Path, description = "The archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`")),
+    responses(
+        (status = 200, description = "`maybe`: false means certainly not here", body = Contains),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+    )
+)]
 pub async fn contains_one(
     State(node): State<Arc<Node>>,
     path: Result<Path<String>, PathRejection>,
@@ -37,6 +48,17 @@ pub async fn contains_one(
 }
 
 /// `POST /v1/contains` with a JSON array of IDs.
+#[utoipa::path(
+    post,
+    path = "/v1/contains",
+    tag = "filter",
+    request_body(content = Vec<String>, description = "IDs to check, at most `limits.max_contains_ids`"),
+    responses(
+        (status = 200, description = "The answers in request order", body = ContainsMany),
+        (status = 400, description = "`invalid_json`, `invalid_record` (not an array of strings), `invalid_id` (with its `index`)", body = ErrorBody),
+        (status = 413, description = "`too_many_ids` or `body_too_large`", body = ErrorBody),
+    )
+)]
 pub async fn contains_many(
     State(node): State<Arc<Node>>,
     body: Result<Bytes, BytesRejection>,
@@ -78,6 +100,21 @@ fn position_headers(response: &mut Response, epoch: u64, version: u64) {
 }
 
 /// `GET /v1/filter`: the published filter (docs/FORMAT.md), position in headers.
+#[utoipa::path(
+    get,
+    path = "/v1/filter",
+    tag = "filter",
+    responses((
+        status = 200,
+        description = "The published filter: `XABL` (counting) or `XACK` (cuckoo), docs/FORMAT.md; compressed if asked",
+        content_type = "application/octet-stream",
+        headers(
+            ("x-xarchive-epoch" = String, description = "The filter's epoch"),
+            ("x-xarchive-version" = u64, description = "The filter's version"),
+            ("x-xarchive-filter-kind" = String, description = "`counting` or `cuckoo`"),
+        )
+    ))
+)]
 pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
     let published = node.domain.published();
     let mut response = (
@@ -97,11 +134,15 @@ pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
     response
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DeltaParams {
+    /// The epoch of the copy held.
     epoch: u64,
+    /// The version of the copy held.
     since: u64,
+    /// Also send the IDs replaced or deleted in the span (for caches).
     #[serde(default)]
     ids: bool,
 }
@@ -109,6 +150,29 @@ pub struct DeltaParams {
 /// `GET /v1/filter/delta?epoch=E&since=V[&ids=true]`: the changes since
 /// version V as an `XADL` delta, or 409 `snapshot_required` when they are
 /// not held (another epoch, or older than the log).
+#[utoipa::path(
+    get,
+    path = "/v1/filter/delta",
+    tag = "filter",
+    params(DeltaParams),
+    responses(
+        (
+            status = 200,
+            description = "An `XADL` delta (docs/FORMAT.md); with `ids=true`, framed with the changed IDs as `application/x-xarchive-delta-ids`",
+            content(
+                (Vec<u8> = "application/octet-stream"),
+                (Vec<u8> = "application/x-xarchive-delta-ids"),
+            ),
+            headers(
+                ("x-xarchive-epoch" = String, description = "The epoch"),
+                ("x-xarchive-from-version" = u64, description = "The version the delta starts from"),
+                ("x-xarchive-version" = u64, description = "The version it brings the copy to"),
+            )
+        ),
+        (status = 400, description = "`invalid_parameter`", body = ErrorBody),
+        (status = 409, description = "`snapshot_required`, with the current `epoch` and `version`", body = ErrorBody),
+    )
+)]
 pub async fn delta(
     State(node): State<Arc<Node>>,
     params: Result<Query<DeltaParams>, QueryRejection>,
@@ -142,6 +206,12 @@ pub async fn delta(
 }
 
 /// `GET /v1/filter/verify`: compares the filter with one rebuilt from the store.
+#[utoipa::path(
+    get,
+    path = "/v1/filter/verify",
+    tag = "filter",
+    responses((status = 200, description = "`missing` must be 0", body = VerifyReport))
+)]
 pub async fn verify(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let report = super::blocking(&node, |node| Ok(node.domain.verify()?)).await?;
     Ok(Json(report).into_response())

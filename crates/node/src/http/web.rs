@@ -139,11 +139,39 @@ fn serve(asset: &Asset, request: &HeaderMap) -> Response {
 }
 
 /// `GET /`: the page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "page",
+    responses(
+        (status = 200, description = "The page", body = String, content_type = "text/html"),
+        (status = 304, description = "Not modified (`If-None-Match` matched its ETag)"),
+    )
+)]
 pub async fn index(headers: HeaderMap) -> Response {
     serve(&INDEX, &headers)
 }
 
 /// `GET /assets/{file}`: a script, the style sheet or the icon.
+#[utoipa::path(
+    get,
+    path = "/assets/{file}",
+    tag = "page",
+    params(("file" = String, Path, description = "`app.js`, `style.css`, ...")),
+    responses(
+        (
+            status = 200,
+            description = "The file",
+            content(
+                (String = "text/javascript"),
+                (String = "text/css"),
+                (String = "image/svg+xml"),
+            )
+        ),
+        (status = 304, description = "Not modified (`If-None-Match` matched its ETag)"),
+        (status = 404, description = "`asset_not_found`", body = crate::wire::ErrorBody),
+    )
+)]
 pub async fn asset(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,

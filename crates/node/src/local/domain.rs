@@ -68,7 +68,7 @@ pub enum DeltaRefusal {
 }
 
 /// Result of comparing the filter with one rebuilt from the store.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct VerifyReport {
     pub consistent: bool,
     pub store_records: u64,
@@ -78,7 +78,7 @@ pub struct VerifyReport {
 }
 
 /// What the domain knows of itself, for `/v1/stats`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct DomainStats {
     pub domain: String,
     pub records: u64,

@@ -12,7 +12,7 @@ use xarchive_filter::{
 use crate::local::id::ArchiveId;
 
 /// Which filter a domain keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FilterKind {
     /// Counting Bloom filter; publishes its bit view (`XABL`).
@@ -279,7 +279,7 @@ impl LocalFilter {
 }
 
 /// The filter's figures for `/v1/stats` and `/metrics`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct FilterStats {
     pub kind: FilterKind,
     /// Counters (counting) or slots (cuckoo).
@@ -295,6 +295,7 @@ pub struct FilterStats {
     pub stuck_counters: Option<u64>,
     pub version: u64,
     #[serde(with = "crate::local::epoch::u64_string")]
+    #[schema(value_type = String)]
     pub epoch: u64,
     pub oldest_delta_version: u64,
 }

@@ -10,11 +10,13 @@ use crate::local::id::ArchiveId;
 pub const MAX_TITLE_BYTES: usize = 4096;
 
 /// The body of `PUT /v1/archives/{id}`, and of each `_bulk` line (with `id`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecordInput {
     pub title: String,
+    /// Any JSON object.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// Base64 (standard alphabet, padded).
     #[serde(default)]
@@ -185,20 +187,27 @@ impl StoredRecord {
 }
 
 /// A record as clients see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Record {
+    #[schema(value_type = String)]
     pub id: ArchiveId,
     pub title: String,
+    #[schema(value_type = Object)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Base64 (standard alphabet, padded).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "base64_option"
     )]
+    #[schema(value_type = Option<String>)]
     pub content: Option<Vec<u8>>,
+    /// RFC 3339 in UTC, to the millisecond.
     #[serde(with = "millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: OffsetDateTime,
     #[serde(with = "millis")]
+    #[schema(value_type = String, format = DateTime)]
     pub updated_at: OffsetDateTime,
     /// The domain that holds the record.
     pub domain: String,

@@ -139,7 +139,7 @@ pub enum Need {
 pub fn need(method: &Method, route: &str) -> Need {
     match (method, route) {
         (&Method::OPTIONS, _) => Need::Open,
-        (_, "/healthz" | "/readyz" | "/") => Need::Open,
+        (_, "/healthz" | "/readyz" | "/" | "/v1/openapi.json") => Need::Open,
         (_, r) if r.starts_with("/assets/") => Need::Open,
         (_, "/metrics") => Need::Metrics,
         (

@@ -143,7 +143,8 @@ impl CacheCounters {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The cache's counters, for `/v1/stats`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct CacheStats {
     pub backend: String,
     pub hits: u64,

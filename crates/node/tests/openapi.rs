@@ -1,0 +1,481 @@
+//! Real responses checked against `/v1/openapi.json`: every answer's
+//! status is documented for its operation, its media type is one the
+//! document names, and a JSON body matches the document's schema. Every
+//! documented operation is exercised.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use xarchive_node::security::auth::{sha256_hex, Role, TokenEntry};
+use xarchive_node::shutdown::CancellationToken;
+use xarchive_node::{Node, NodeConfig};
+
+struct Checked {
+    node: Arc<Node>,
+    doc: Value,
+    /// `(METHOD, path template)` of every operation called so far.
+    exercised: BTreeSet<(String, String)>,
+    _background: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+struct Reply {
+    status: StatusCode,
+    /// The media type of `Content-Type`, without parameters.
+    media: Option<String>,
+    body: Bytes,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+impl Checked {
+    async fn start(f: impl FnOnce(&mut NodeConfig)) -> Checked {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = NodeConfig {
+            name: "A".into(),
+            data: dir.path().join("A"),
+            ..NodeConfig::default()
+        };
+        config.filter.expected_items = 1_000;
+        config.limits.max_content_bytes = 64;
+        config.limits.max_contains_ids = 3;
+        f(&mut config);
+        let node = Node::open(config, "http://127.0.0.1:1").expect("node");
+        let background = CancellationToken::new();
+        node.start(&background);
+        let mut checked = Checked {
+            node,
+            doc: Value::Null,
+            exercised: BTreeSet::new(),
+            _background: background,
+            _dir: dir,
+        };
+        let reply = checked
+            .raw(Method::GET, "/v1/openapi.json", Body::empty(), None)
+            .await;
+        assert_eq!(reply.status, StatusCode::OK);
+        checked.doc = reply.json();
+        assert_eq!(checked.doc["openapi"], "3.1.0");
+        checked
+    }
+
+    async fn raw(&self, method: Method, uri: &str, body: Body, token: Option<&str>) -> Reply {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let response = xarchive_node::router(self.node.clone())
+            .oneshot(request.body(body).expect("request"))
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let media = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or_default().trim().to_owned());
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        Reply {
+            status,
+            media,
+            body,
+        }
+    }
+
+    /// Calls `method uri` (an instance of the documented `template`) and
+    /// checks the answer against the document.
+    async fn call(
+        &mut self,
+        method: Method,
+        template: &str,
+        uri: &str,
+        body: impl Into<Body>,
+        token: Option<&str>,
+    ) -> Reply {
+        let reply = self.raw(method.clone(), uri, body.into(), token).await;
+        let operation = &self.doc["paths"][template][method.as_str().to_lowercase()];
+        assert!(
+            operation.is_object(),
+            "{method} {template} is not in the document"
+        );
+        let status = reply.status.as_str().to_owned();
+        let response = &operation["responses"][&status];
+        assert!(
+            response.is_object(),
+            "{method} {uri} answered {status}, which the document does not list for \
+             {template}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        if let Some(content) = response.get("content").and_then(Value::as_object) {
+            let media = reply.media.clone().unwrap_or_default();
+            let Some(media_type) = content.get(&media) else {
+                panic!(
+                    "{method} {uri} ({status}) answered {media:?}; the document names {:?}",
+                    content.keys().collect::<Vec<_>>()
+                )
+            };
+            if media == "application/json" {
+                self.validate(&media_type["schema"], &reply, &format!("{method} {uri}"));
+            }
+        }
+        self.exercised
+            .insert((method.as_str().to_owned(), template.to_owned()));
+        reply
+    }
+
+    /// Validates a JSON body against a schema of the document (its
+    /// `$ref`s resolve against the document's components).
+    fn validate(&self, schema: &Value, reply: &Reply, what: &str) {
+        let mut root = json!({ "components": self.doc["components"] });
+        if let (Some(root), Some(schema)) = (root.as_object_mut(), schema.as_object()) {
+            root.extend(schema.clone());
+        }
+        let validator = jsonschema::draft202012::new(&root)
+            .unwrap_or_else(|e| panic!("the schema for {what} does not compile: {e}"));
+        let body: Value = serde_json::from_slice(&reply.body)
+            .unwrap_or_else(|e| panic!("{what}: the body is not JSON: {e}"));
+        let errors: Vec<String> = validator
+            .iter_errors(&body)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{what} does not match the document: {errors:?}\nbody: {body}"
+        );
+    }
+
+    /// Operations in the document not called yet.
+    fn not_exercised(&self) -> Vec<(String, String)> {
+        let mut missing = Vec::new();
+        for (path, item) in self.doc["paths"].as_object().expect("paths") {
+            for method in ["get", "put", "post", "delete"] {
+                let key = (method.to_uppercase(), path.clone());
+                if item.get(method).is_some() && !self.exercised.contains(&key) {
+                    missing.push(key);
+                }
+            }
+        }
+        missing
+    }
+}
+
+#[tokio::test]
+async fn every_answer_matches_the_openapi_document() {
+    use Method as M;
+    let mut api = Checked::start(|_| {}).await;
+    let record = json!({"title": "婚姻登记", "metadata": {"year": 1998}, "content": "aGVsbG8="});
+
+    // Records.
+    let r = api
+        .call(
+            M::PUT,
+            "/v1/archives/{id}",
+            "/v1/archives/J-1",
+            record.to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = api
+        .call(
+            M::PUT,
+            "/v1/archives/{id}",
+            "/v1/archives/J-1",
+            record.to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    for (body, status) in [
+        ("{not json", StatusCode::BAD_REQUEST),
+        (r#"{"title": 1}"#, StatusCode::BAD_REQUEST),
+        (
+            r#"{"title": "t", "content": "aGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8gaGVsbG8="}"#,
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+    ] {
+        let r = api
+            .call(M::PUT, "/v1/archives/{id}", "/v1/archives/J-2", body, None)
+            .await;
+        assert_eq!(r.status, status);
+    }
+    let r = api
+        .call(
+            M::PUT,
+            "/v1/archives/{id}",
+            "/v1/archives/..",
+            record.to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = api
+        .call(
+            M::GET,
+            "/v1/archives/{id}",
+            "/v1/archives/J-1",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = api
+        .call(
+            M::GET,
+            "/v1/archives/{id}",
+            "/v1/archives/J-9",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = api
+        .call(
+            M::GET,
+            "/v1/archives",
+            "/v1/archives?limit=10",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = api
+        .call(
+            M::GET,
+            "/v1/archives",
+            "/v1/archives?limit=0",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let bulk =
+        "{\"id\": \"B-1\", \"title\": \"t\"}\nnot json\n{\"id\": \"..\", \"title\": \"t\"}\n";
+    let r = api
+        .call(
+            M::POST,
+            "/v1/archives/_bulk",
+            "/v1/archives/_bulk",
+            bulk,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["summary"]["failed"], 2);
+
+    // The filter.
+    let r = api
+        .call(
+            M::GET,
+            "/v1/contains/{id}",
+            "/v1/contains/J-1",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.json()["maybe"], true);
+    let r = api
+        .call(
+            M::POST,
+            "/v1/contains",
+            "/v1/contains",
+            r#"["J-1", "J-9"]"#,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    for (body, status) in [
+        (r#"["J-1", ".."]"#, StatusCode::BAD_REQUEST),
+        (r#"["a", "b", "c", "d"]"#, StatusCode::PAYLOAD_TOO_LARGE),
+    ] {
+        let r = api
+            .call(M::POST, "/v1/contains", "/v1/contains", body, None)
+            .await;
+        assert_eq!(r.status, status);
+    }
+    let r = api
+        .call(M::GET, "/v1/filter", "/v1/filter", Body::empty(), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let epoch = api.node.domain().position().epoch;
+    for (query, status) in [
+        (format!("epoch={epoch}&since=0"), StatusCode::OK),
+        (format!("epoch={epoch}&since=0&ids=true"), StatusCode::OK),
+        (format!("epoch={}&since=0", epoch ^ 1), StatusCode::CONFLICT),
+        ("epoch=x".to_owned(), StatusCode::BAD_REQUEST),
+    ] {
+        let uri = format!("/v1/filter/delta?{query}");
+        let r = api
+            .call(M::GET, "/v1/filter/delta", &uri, Body::empty(), None)
+            .await;
+        assert_eq!(r.status, status, "{uri}");
+    }
+    let r = api
+        .call(
+            M::GET,
+            "/v1/filter/verify",
+            "/v1/filter/verify",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.json()["consistent"], true);
+
+    // Lookups.
+    for (uri, status) in [
+        ("/v1/lookup/J-1", StatusCode::OK),
+        ("/v1/lookup/J-1?strategy=broadcast", StatusCode::OK),
+        ("/v1/lookup/J-9", StatusCode::NOT_FOUND),
+        (
+            "/v1/lookup/J-1?strategy=everywhere",
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let r = api
+            .call(M::GET, "/v1/lookup/{id}", uri, Body::empty(), None)
+            .await;
+        assert_eq!(r.status, status, "{uri}");
+    }
+    let r = api
+        .call(
+            M::GET,
+            "/v1/route/{id}",
+            "/v1/route/J-1",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.json()["local"], true);
+    api.call(M::GET, "/v1/cluster", "/v1/cluster", Body::empty(), None)
+        .await;
+
+    // Operations and the page.
+    for path in [
+        "/v1/stats",
+        "/metrics",
+        "/healthz",
+        "/readyz",
+        "/v1/openapi.json",
+        "/",
+    ] {
+        let r = api.call(M::GET, path, path, Body::empty(), None).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+    }
+    for (uri, status) in [
+        ("/assets/app.js", StatusCode::OK),
+        ("/assets/style.css", StatusCode::OK),
+        ("/assets/favicon.svg", StatusCode::OK),
+        ("/assets/nothing.js", StatusCode::NOT_FOUND),
+    ] {
+        let r = api
+            .call(M::GET, "/assets/{file}", uri, Body::empty(), None)
+            .await;
+        assert_eq!(r.status, status, "{uri}");
+    }
+
+    let r = api
+        .call(
+            M::DELETE,
+            "/v1/archives/{id}",
+            "/v1/archives/J-1",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = api
+        .call(
+            M::DELETE,
+            "/v1/archives/{id}",
+            "/v1/archives/J-1",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    let missing = api.not_exercised();
+    assert!(
+        missing.is_empty(),
+        "documented but not exercised: {missing:?}"
+    );
+}
+
+#[tokio::test]
+async fn refusals_of_a_domain_with_tokens_match_the_document() {
+    use Method as M;
+    let reader = "xa_reader-token";
+    let mut api = Checked::start(|config| {
+        config.auth.tokens = vec![TokenEntry {
+            name: "reader".into(),
+            role: Role::Read,
+            sha256: sha256_hex(reader),
+        }];
+        config.auth.rate_per_second = 1;
+        config.auth.rate_burst = 1;
+    })
+    .await;
+    let r = api
+        .call(M::GET, "/v1/stats", "/v1/stats", Body::empty(), None)
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = api
+        .call(
+            M::PUT,
+            "/v1/archives/{id}",
+            "/v1/archives/J-1",
+            r#"{"title": "t"}"#,
+            Some(reader),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // One request a second, a burst of one: the second in a row waits.
+    let r = api
+        .call(
+            M::GET,
+            "/v1/stats",
+            "/v1/stats",
+            Body::empty(),
+            Some(reader),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = api
+        .call(
+            M::GET,
+            "/v1/stats",
+            "/v1/stats",
+            Body::empty(),
+            Some(reader),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    // Open routes need no token.
+    let r = api
+        .call(
+            M::GET,
+            "/v1/openapi.json",
+            "/v1/openapi.json",
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
