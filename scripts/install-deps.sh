@@ -3,7 +3,8 @@
 # ZooKeeper (and its Java runtime) and Redis for the cluster tests;
 # Node.js and npm for the JavaScript tests; Chromium (and a Chinese font,
 # so that screenshots show the page's text) for the browser test; iproute2
-# for the fault test's network namespaces. Safe to
+# for the fault test's network namespaces; Prometheus's promtool for the
+# alert rules. Safe to
 # run again: it installs nothing that is present.
 set -euo pipefail
 
@@ -16,6 +17,10 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 # Network namespaces, veth pairs and bridges for the fault test's partitions.
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# promtool, for scripts/check-ops.sh (the alert rules and the dashboard's queries).
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# check-ops.sh reads the dashboard with jq, or python3 if present.
+command -v jq >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 || need+=(jq)
 if [ -z "$(fc-list :lang=zh 2>/dev/null || true)" ]; then
   need+=(fonts-wqy-microhei)
 fi
@@ -34,7 +39,7 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # Debian starts the services it installs; the tests start their own.
-for svc in zookeeper redis-server; do
+for svc in zookeeper redis-server prometheus; do
   if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done

@@ -2,7 +2,7 @@
 # The whole test suite: installs what the tests need when it is missing
 # (scripts/install-deps.sh), then runs every Rust test (unit, property,
 # in-process handler tests, process-level tests against real ZooKeeper and
-# Redis servers), the JavaScript tests (the browser's filter reader against
+# Redis servers), the alert rules' tests (promtool), the JavaScript tests (the browser's filter reader against
 # vectors written by the Rust library) and the page's end-to-end test in
 # headless Chromium against a real `xarchive up` (screenshots in
 # test-artifacts/).
@@ -20,6 +20,7 @@ version node 'node --version'
 version java 'java -version'
 version zookeeper "dpkg-query -W -f '\${Version}' zookeeper"
 version redis 'redis-server --version'
+version promtool 'promtool --version'
 echo
 node --test web/test/
 # Build every test target first: this also builds target/debug/xarchive,
@@ -28,6 +29,11 @@ node --test web/test/
 # second time, doubling the disk a clean build needs).
 cargo test --workspace --locked --no-run
 cargo test --workspace --locked "$@"
+
+# The Prometheus alert rules (promtool's rule tests) and the Grafana
+# dashboard's queries; the metric names they use are checked against a real
+# /metrics by tests/ops.rs, already run above.
+scripts/check-ops.sh --no-cargo
 
 # The page in a real browser: the driver, then the test.
 npm ci --prefix web/e2e --no-audit --no-fund

@@ -1,18 +1,26 @@
 //! Prometheus metrics. Counters are updated as work happens; the domain's
-//! gauges (records, filter figures) are read when `/metrics` is scraped.
+//! gauges (records, filter figures) and the cluster's (coordinator
+//! connected, each peer's registration and replica lag) are read when
+//! `/metrics` is scraped. `docs/OPERATIONS.md` lists them; the alerts and
+//! the dashboard under `ops/` use them.
 
+use std::fmt;
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::cluster::lookup::Lookup;
+use crate::cluster::Cluster;
 use crate::local::domain::DomainStats;
 use crate::local::store::Outcome;
 
@@ -37,6 +45,61 @@ struct LookupLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PeerLabels {
+    peer: String,
+}
+
+/// The cluster's gauges, read from it at every scrape.
+struct ClusterGauges(Arc<Cluster>);
+
+impl fmt::Debug for ClusterGauges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ClusterGauges").field(&self.0.me).finish()
+    }
+}
+
+impl Collector for ClusterGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let connected = ConstGauge::new(i64::from(self.0.writable().is_ok()));
+        connected.encode(encoder.encode_descriptor(
+            "coordinator_connected",
+            "1 while the coordinator (ZooKeeper) session is connected; 0 while writes are refused.",
+            None,
+            connected.metric_type(),
+        )?)?;
+        // Copied out of the lock before anything is written.
+        let peers = self.0.replicas.read().health();
+        let mut up = encoder.encode_descriptor(
+            "peer_up",
+            "1 while the peer is registered with the coordinator, by peer.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for peer in &peers {
+            let labels = PeerLabels {
+                peer: peer.name.clone(),
+            };
+            ConstGauge::new(i64::from(peer.up)).encode(up.encode_family(&labels)?)?;
+        }
+        let mut lag = encoder.encode_descriptor(
+            "replica_lag_seconds",
+            "How long this domain's copy of the peer's filter has been behind what the peer \
+             published (0 while current), by peer.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for peer in &peers {
+            let Some(behind) = peer.lag else { continue };
+            let labels = PeerLabels {
+                peer: peer.name.clone(),
+            };
+            ConstGauge::new(behind.as_secs_f64()).encode(lag.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
 }
 
 pub struct Metrics {
@@ -142,6 +205,22 @@ impl Metrics {
             filter_fpr,
             filter_stuck,
         }
+    }
+
+    /// The metrics of a domain in `cluster` whose filter was sized for a
+    /// false-positive rate of `fpr_target`: these, the cache's counters,
+    /// the target, and the cluster's gauges.
+    pub(crate) fn for_domain(cluster: &Arc<Cluster>, fpr_target: f64) -> Self {
+        let mut metrics = Self::new();
+        let registry = metrics.registry_mut();
+        cluster.cache.counters.register(registry);
+        registry.register(
+            "filter_target_false_positive_rate",
+            "The false-positive rate the filter was sized for (the fpr setting)",
+            ConstGauge::new(fpr_target),
+        );
+        registry.register_collector(Box::new(ClusterGauges(cluster.clone())));
+        metrics
     }
 
     /// The registry, for other parts (cluster, cache) to add their metrics.

@@ -111,12 +111,12 @@ impl Node {
             Some(config.data.join("peers.json")),
         )?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
-        let mut metrics = Metrics::new();
-        cluster.cache.counters.register(metrics.registry_mut());
+        let cluster = Arc::new(cluster);
+        let metrics = Metrics::for_domain(&cluster, domain.settings().fpr);
         Ok(Arc::new(Node {
             config,
             domain,
-            cluster: Arc::new(cluster),
+            cluster,
             auth,
             metrics,
         }))

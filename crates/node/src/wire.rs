@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use xarchive_filter::{DecodeError, Delta};
 
-use crate::cluster::cache::CacheStats;
 use crate::local::domain::DomainStats;
 use crate::local::filter::FilterKind;
 use crate::local::id::{ArchiveId, InvalidId};
@@ -294,6 +293,19 @@ pub struct BulkSummary {
 pub struct BulkReport {
     pub summary: BulkSummary,
     pub results: Vec<LineResult>,
+}
+
+/// The cache's counters, for `/v1/stats`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+pub struct CacheStats {
+    pub backend: String,
+    pub hits: u64,
+    pub misses: u64,
+    pub admissions: u64,
+    pub evictions: u64,
+    pub errors: u64,
+    /// Cached copies refused because the owner's filter copy lagged.
+    pub stale_refusals: u64,
 }
 
 /// `GET /v1/stats`: the domain's store and filter, and its cache.

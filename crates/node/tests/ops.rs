@@ -1,9 +1,10 @@
-//! The operators' side of `/metrics`: the cluster's gauges, and the
-//! metrics that the alert rules (`ops/prometheus/alerts.yml`) and the
+//! The operators' side of `/metrics`: the cluster's gauges; the metrics
+//! that the alert rules (`ops/prometheus/alerts.yml`, their tests) and the
 //! Grafana dashboard (`ops/grafana/xarchive.json`) name, each of which a
-//! domain must export (scripts/check-ops.sh runs this with promtool's
-//! checks). Two domains share an in-process hub; B's address refuses
-//! connections, so A's copy of B's filter stays behind.
+//! domain must export; the dashboard's data source. scripts/check-ops.sh
+//! runs these beside promtool's checks. Two domains share an in-process
+//! hub; B's address refuses connections, so A's copy of B's filter stays
+//! behind.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -222,7 +223,9 @@ fn the_dashboard_imports_anywhere_taking_its_prometheus_from_a_variable() {
     let dashboard: serde_json::Value =
         serde_json::from_str(&ops_file("ops/grafana/xarchive.json")).expect("JSON");
     assert!(dashboard["uid"].as_str().is_some_and(|u| !u.is_empty()));
-    let variables = dashboard["templating"]["list"].as_array().expect("variables");
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
     let source = variables
         .iter()
         .find(|v| v["type"] == "datasource" && v["query"] == "prometheus")
@@ -236,8 +239,17 @@ fn the_dashboard_imports_anywhere_taking_its_prometheus_from_a_variable() {
         assert_eq!(s["type"], "prometheus", "{s}");
         assert_eq!(s["uid"], uid.as_str(), "{s}");
     }
-    let mut ids = Vec::new();
-    every(&dashboard, "id", &mut ids);
-    let unique: BTreeSet<u64> = ids.iter().filter_map(|id| id.as_u64()).collect();
-    assert_eq!(unique.len(), ids.len(), "panel ids repeat or are not numbers");
+    let mut panels = Vec::new();
+    every(&dashboard, "panels", &mut panels);
+    let panels: Vec<_> = panels
+        .iter()
+        .filter_map(|p| p.as_array())
+        .flatten()
+        .collect();
+    let ids: BTreeSet<u64> = panels.iter().filter_map(|p| p["id"].as_u64()).collect();
+    assert_eq!(
+        ids.len(),
+        panels.len(),
+        "panel ids repeat or are not numbers"
+    );
 }

@@ -123,6 +123,18 @@ pub struct PeerInfo {
     pub position: Option<Position>,
 }
 
+/// A peer as `/metrics` shows it, copied out of the lock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerHealth {
+    pub name: String,
+    /// Registered with the coordinator now.
+    pub up: bool,
+    /// For how long the copy has not covered what the peer last
+    /// published (zero while it does); `None` while nothing it published
+    /// is known here (a peer remembered from an earlier run only).
+    pub lag: Option<std::time::Duration>,
+}
+
 pub struct Replicas {
     me: String,
     index: SlicedIndex,
@@ -240,6 +252,20 @@ impl Replicas {
                 address: p.address.clone(),
                 lagging: p.lagging(),
                 position: p.position,
+            })
+            .collect()
+    }
+
+    /// Every peer known, with its lag clock read now.
+    pub fn health(&self) -> Vec<PeerHealth> {
+        self.peers
+            .iter()
+            .map(|(name, p)| PeerHealth {
+                name: name.clone(),
+                up: p.up(),
+                lag: p
+                    .last_published
+                    .map(|_| p.lagging().unwrap_or(std::time::Duration::ZERO)),
             })
             .collect()
     }
@@ -440,5 +466,47 @@ mod tests {
         assert!(!peer.up() && peer.current());
         assert_eq!(r.candidates("B-1"), vec!["B".to_string()]);
         assert!(r.candidates("nowhere").is_empty());
+    }
+
+    #[test]
+    fn health_reports_the_lag_clock_of_each_peer_and_whether_it_is_registered() {
+        let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
+        let mut r = Replicas::new("A", g);
+        let remembered = Remembered {
+            address: "http://C".into(),
+            kind: FilterKind::Counting,
+        };
+        r.remember(&BTreeMap::from([("C".to_string(), remembered)]));
+        let mut b = CountingBloomFilter::new(g);
+        b.set_epoch(7);
+        b.insert("B-1");
+        r.update_view(&view(&[("A", 1, 1), ("B", 7, b.version())]));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let health = r.health();
+        assert_eq!(health.len(), 2);
+        assert!(health[0].name == "B" && health[0].up);
+        assert!(health[0].lag.is_some_and(|lag| lag.as_millis() >= 5));
+        // Nothing C published is known: no lag to report, and not up.
+        assert_eq!(
+            health[1],
+            PeerHealth {
+                name: "C".into(),
+                up: false,
+                lag: None
+            }
+        );
+
+        let fetched = FetchedFilter {
+            kind: FilterKind::Counting,
+            position: Position {
+                epoch: 7,
+                version: b.version(),
+            },
+            bytes: Bytes::from(b.bit_view().encode()),
+        };
+        r.install("B", &fetched).unwrap();
+        assert_eq!(r.health()[0].lag, Some(std::time::Duration::ZERO));
+        r.update_view(&view(&[("A", 1, 1)]));
+        assert!(!r.health()[0].up);
     }
 }

@@ -11,6 +11,7 @@
 mod memory;
 mod redis;
 
+pub use crate::wire::CacheStats;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -141,19 +142,6 @@ impl CacheCounters {
             self.errors.clone(),
         );
     }
-}
-
-/// The cache's counters, for `/v1/stats`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct CacheStats {
-    pub backend: String,
-    pub hits: u64,
-    pub misses: u64,
-    pub admissions: u64,
-    pub evictions: u64,
-    pub errors: u64,
-    /// Cached copies refused because the owner's filter copy lagged.
-    pub stale_refusals: u64,
 }
 
 /// Lookups seen per ID in the current window: a counting Bloom filter,
