@@ -313,6 +313,13 @@ impl CuckooFilter {
         self.items as f64 / self.geometry.num_slots() as f64
     }
 
+    /// Bytes the table occupies in memory: the packed fingerprints and the
+    /// padding that lets a bucket be read with one load (the change log
+    /// is not counted).
+    pub fn table_len(&self) -> usize {
+        self.table.len()
+    }
+
     pub fn version(&self) -> u64 {
         self.version
     }
@@ -516,6 +523,13 @@ mod tests {
         for id in &held[1..] {
             assert!(f.contains(id));
         }
+    }
+
+    #[test]
+    fn table_len_is_the_packed_slots_and_padding() {
+        // 100 buckets × 4 slots × 12 bits = 600 bytes.
+        let f = CuckooFilter::new(CuckooGeometry::new(100, 12, 0).unwrap());
+        assert_eq!(f.table_len(), 600 + PADDING);
     }
 
     /// Fuzz find (decode_cuckoo): decoding these 62 bytes (one bucket of

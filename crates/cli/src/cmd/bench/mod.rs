@@ -1,6 +1,8 @@
 //! `xarchive bench`: measured, not assumed.
 
+mod child;
 mod lookup;
+mod memory;
 mod svg;
 mod sync;
 
@@ -16,12 +18,16 @@ pub enum BenchCommand {
     /// Time from an acknowledged write at one domain until another routes
     /// the ID to it, through a real ZooKeeper.
     Sync(sync::SyncBenchArgs),
+    /// The seed paper's Table 3: memory for 100 000 to 1 000 000 IDs, of
+    /// each filter kind and of a whole domain process.
+    Memory(memory::MemoryBenchArgs),
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
     match command {
         BenchCommand::Lookup(args) => lookup::run(*args).await,
         BenchCommand::Sync(args) => sync::run(args).await,
+        BenchCommand::Memory(args) => memory::run(args).await,
     }
 }
 
