@@ -40,6 +40,22 @@ pub struct View {
     /// Whether changes are being followed right now (for ZooKeeper: the
     /// session is connected). While false the view may be behind.
     pub connected: bool,
+    /// When the view last stopped following changes (the connection was
+    /// lost, or an event could not be read), if it ever did. Kept after
+    /// reconnecting: a copy found behind afterwards may have been behind
+    /// since then, unseen (the lookup's cache rule counts from here).
+    pub lost_at: Option<std::time::Instant>,
+}
+
+impl View {
+    /// Marks the view as no longer following changes, from now unless it
+    /// already stopped earlier.
+    pub fn lose(&mut self) {
+        if self.connected || self.lost_at.is_none() {
+            self.lost_at = Some(std::time::Instant::now());
+        }
+        self.connected = false;
+    }
 }
 
 /// The membership read from the coordinator itself, at one moment.
@@ -128,4 +144,28 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// A line for logs and `/v1/cluster`.
     fn describe(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::View;
+
+    #[test]
+    fn a_lost_view_remembers_when_it_first_stopped_following() {
+        let mut view = View {
+            connected: true,
+            ..View::default()
+        };
+        view.lose();
+        let first = view.lost_at;
+        assert!(!view.connected && first.is_some());
+        // Still lost: the gap started at the first loss.
+        view.lose();
+        assert_eq!(view.lost_at, first);
+        // Reconnected, then lost again: a new gap.
+        view.connected = true;
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        view.lose();
+        assert!(view.lost_at > first);
+    }
 }

@@ -26,6 +26,7 @@ impl Hub {
             view: watch::channel(View {
                 members: BTreeMap::new(),
                 connected: true,
+                lost_at: None,
             })
             .0,
         })
@@ -45,6 +46,7 @@ impl Hub {
         self.view.send_replace(View {
             members: roster.members.clone(),
             connected: true,
+            lost_at: None,
         });
     }
 }

@@ -196,12 +196,21 @@ impl Cluster {
         cache.seen(id.as_str());
         // It is served only while the owner's copy here is (nearly)
         // current, and the coordinator tells of the owner's writes: else a
-        // delete at the owner may not have reached this domain.
-        let connected = cluster.coordinator.view().borrow().connected;
+        // delete at the owner may not have reached this domain. A copy
+        // found behind after the view stopped following changes (a lost
+        // connection) may have been behind, unseen, since then: its lag
+        // counts from that moment, not from when it was noticed.
+        let (connected, lost_at) = {
+            let view = cluster.coordinator.view();
+            let view = view.borrow();
+            (view.connected, view.lost_at)
+        };
         let mut stale = false;
         for owner in &route.candidates {
             let lagging = match peers.iter().find(|p| p.name == *owner) {
-                Some(p) if connected => p.lagging,
+                Some(p) if connected => p
+                    .lagging
+                    .map(|lag| lost_at.map_or(lag, |at| lag.max(at.elapsed()))),
                 _ => Some(std::time::Duration::MAX),
             };
             match cache.get(owner, id.as_str(), lagging).await {

@@ -428,6 +428,7 @@ mod tests {
                 })
                 .collect(),
             connected: true,
+            lost_at: None,
         }
     }
 

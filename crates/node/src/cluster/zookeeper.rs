@@ -202,12 +202,19 @@ impl ZooKeeperCoordinator {
         mode.with_acls(zk::Acls::anyone_all())
     }
 
-    /// Reads every member into the view, marking it connected.
+    /// Reads every member into the view, marking it connected if the
+    /// session still is. The state is read inside the view's lock, which
+    /// the state follower (see `session`) takes too: a disconnection
+    /// cannot be overwritten by a read that finished just before it.
     async fn reread(&self, client: &zk::Client) -> Result<(), CoordError> {
         let members = read_members(client, &self.folder()).await?;
-        self.view.send_replace(View {
-            members,
-            connected: true,
+        self.view.send_modify(|v| {
+            v.members = members;
+            if following(client.state()) {
+                v.connected = true;
+            } else {
+                v.lose();
+            }
         });
         Ok(())
     }
@@ -332,6 +339,26 @@ impl ZooKeeperCoordinator {
             .await
             .map_err(failed)?;
         let mut state = client.state_watcher();
+        // The loop below may wait on ZooKeeper (a read, a publish) while
+        // the connection drops. The view must say so at once: a lookup
+        // trusts cached records only while the view follows every change,
+        // and a read of the membership must fail fast rather than wait.
+        let _follower = {
+            let view = self.view.clone();
+            let mut state = client.state_watcher();
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                loop {
+                    let now = state.changed().await;
+                    if !following(now) {
+                        view.send_modify(View::lose);
+                    }
+                    // A terminal state must not be polled again.
+                    if now.is_terminated() {
+                        break;
+                    }
+                }
+            }))
+        };
         self.register(
             &client,
             &own,
@@ -413,6 +440,7 @@ impl ZooKeeperCoordinator {
                     if let Err(e) = self.on_event(&client, event).await {
                         // The view may have missed a change: read it all
                         // again, or start over in a new session.
+                        self.view.send_modify(View::lose);
                         tracing::warn!(error = %e, "cannot read a member's znode; reading the membership again");
                         if self.reread(&client).await.is_err() {
                             return Ok(End::Lost);
@@ -446,7 +474,7 @@ impl ZooKeeperCoordinator {
                     }
                     zk::SessionState::Disconnected => {
                         tracing::warn!("ZooKeeper connection lost; serving from the replicas held");
-                        self.view.send_modify(|v| v.connected = false);
+                        self.view.send_modify(View::lose);
                         lost = Some(None);
                     }
                     other => {
@@ -457,6 +485,14 @@ impl ZooKeeperCoordinator {
             }
         }
     }
+}
+
+/// Whether a session in this state follows changes.
+fn following(state: zk::SessionState) -> bool {
+    matches!(
+        state,
+        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
+    )
 }
 
 /// Every member znode under `folder`, by name.
@@ -543,13 +579,13 @@ impl Coordinator for ZooKeeperCoordinator {
                     }
                 }
                 *self.client.lock() = None;
-                self.view.send_modify(|v| v.connected = false);
+                self.view.send_modify(View::lose);
                 if shutdown.is_cancelled() {
                     break;
                 }
             }
             *self.client.lock() = None;
-            self.view.send_modify(|v| v.connected = false);
+            self.view.send_modify(View::lose);
         }
         .boxed()
     }
