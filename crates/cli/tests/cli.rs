@@ -3,8 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use xarchive_node::local::domain::DomainStats;
-use xarchive_node::{FilterKind, Record};
+use xarchive_node::{DomainStats, FilterKind, Record};
 use xarchive_testkit::{tempdir, Spawn};
 
 fn bin() -> &'static Path {

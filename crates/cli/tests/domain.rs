@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use xarchive_node::local::domain::VerifyReport;
+use xarchive_node::VerifyReport;
 use xarchive_node::wire::ErrorBody;
 use xarchive_node::Client;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use xarchive_node::local::domain::VerifyReport;
+use xarchive_node::VerifyReport;
 
 use crate::checker::{check_history_with, Rules, StaleReads, Violation, ViolationKind};
 use crate::cluster::{wait_converged, Cluster, ClusterConfig};

@@ -11,13 +11,14 @@
 //! - [`security`]: tokens, roles, rate limits, TLS;
 //! - [`wire`]: the HTTP API's header names and bodies, shared by the
 //!   server, the peer client, the CLI and the tests;
-//! - [`local`]: the domain on its own: IDs, records, the store, the filter;
+//! - `local`: the domain on its own: IDs, records, the store, the filter
+//!   (crate-private; what the CLI and tests need is re-exported here);
 //! - [`shutdown`]: the stop signal every background task follows.
 
 pub mod cluster;
 pub mod config;
 mod http;
-pub mod local;
+pub(crate) mod local;
 pub mod metrics;
 pub mod node;
 pub mod security;
@@ -28,9 +29,10 @@ pub mod wire;
 pub use cluster::client::{Client, ClientError};
 pub use config::{Limits, NodeConfig};
 pub use http::router;
-pub use local::domain::{Domain, DomainError, Position};
+pub use local::domain::{Domain, DomainError, DomainStats, Position, VerifyReport};
 pub use local::filter::{FilterKind, FilterSettings};
 pub use local::id::ArchiveId;
-pub use local::record::Record;
+pub use local::record::{Record, RecordInput};
 pub use local::sample;
+pub use local::store::Write;
 pub use node::Node;

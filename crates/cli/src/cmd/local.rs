@@ -9,11 +9,9 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::task::JoinHandle;
 use xarchive_node::cluster::Coordinator;
-use xarchive_node::local::record::RecordInput;
-use xarchive_node::local::store::Write;
 use xarchive_node::server::ServeError;
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::{sample, ArchiveId, Node, NodeConfig};
+use xarchive_node::{sample, ArchiveId, Node, NodeConfig, RecordInput, Write};
 
 /// Domain names: A, B, … Z, then D27, D28, …
 pub fn domain_name(i: usize) -> String {

@@ -172,10 +172,6 @@ impl Store {
         Ok(txn.open_table(RECORDS)?.len()?)
     }
 
-    pub fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(self.len()? == 0)
-    }
-
     /// Calls `f` with every ID in the store, in order, from one snapshot.
     pub fn for_each_id(&self, mut f: impl FnMut(&str)) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
