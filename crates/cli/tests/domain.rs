@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use xarchive_node::VerifyReport;
 use xarchive_node::wire::ErrorBody;
 use xarchive_node::Client;
+use xarchive_node::VerifyReport;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
 
 fn bin() -> &'static Path {
