@@ -4,7 +4,7 @@
 # Node.js and npm for the JavaScript tests; Chromium (and a Chinese font,
 # so that screenshots show the page's text) for the browser test; iproute2
 # for the fault test's network namespaces; Prometheus's promtool for the
-# alert rules. Safe to
+# alert rules; what the Debian package's test needs. Safe to
 # run again: it installs nothing that is present.
 set -euo pipefail
 
@@ -24,6 +24,15 @@ command -v jq >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 || need+=(jq
 if [ -z "$(fc-list :lang=zh 2>/dev/null || true)" ]; then
   need+=(fonts-wqy-microhei)
 fi
+# The Debian package's test (scripts/test-package.sh): dpkg-shlibdeps and
+# objcopy for cargo-deb, adduser for the package, systemd-analyze for its
+# unit, strace for its system call filter, curl for the domain's health.
+command -v dpkg-shlibdeps >/dev/null 2>&1 || need+=(dpkg-dev)
+command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+command -v adduser >/dev/null 2>&1 || need+=(adduser)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v strace >/dev/null 2>&1 || need+=(strace)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -2,10 +2,11 @@
 # The whole test suite: installs what the tests need when it is missing
 # (scripts/install-deps.sh), then runs every Rust test (unit, property,
 # in-process handler tests, process-level tests against real ZooKeeper and
-# Redis servers), the alert rules' tests (promtool), the JavaScript tests (the browser's filter reader against
-# vectors written by the Rust library) and the page's end-to-end test in
-# headless Chromium against a real `xarchive up` (screenshots in
-# test-artifacts/).
+# Redis servers), the alert rules' tests (promtool), the JavaScript tests
+# (the browser's filter reader against vectors written by the Rust
+# library), the page's end-to-end test in headless Chromium against a real
+# `xarchive up` (screenshots in test-artifacts/), and the Debian package
+# (scripts/test-package.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,3 +39,7 @@ scripts/check-ops.sh --no-cargo
 # The page in a real browser: the driver, then the test.
 npm ci --prefix web/e2e --no-audit --no-fund
 node --test web/e2e/
+
+# The Debian package: built with cargo-deb (a release build), its contents,
+# metadata and unit checked, installed into this system and purged (root).
+scripts/test-package.sh

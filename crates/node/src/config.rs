@@ -149,4 +149,56 @@ mod tests {
         assert!(NodeConfig::from_toml("nmae = \"A\"").is_err());
         assert!(NodeConfig::from_toml("name = \"a b\"").is_err());
     }
+
+    /// The Debian package's config file shows every setting commented out
+    /// (`#key = value`) with its real default, or an example where there
+    /// is no default: uncommented, it names every key there is and reads
+    /// as the defaults but for the examples.
+    #[test]
+    fn the_packaged_config_file_shows_every_setting_with_its_default() {
+        let shipped = include_str!("../../../packaging/debian/domain.toml");
+        assert_eq!(
+            NodeConfig::from_toml(shipped).unwrap(),
+            NodeConfig::default()
+        );
+
+        let uncommented = shipped
+            .lines()
+            .map(|line| match line.strip_prefix('#') {
+                Some(rest) if rest.starts_with(|c: char| c.is_ascii_lowercase() || c == '[') => {
+                    rest
+                }
+                _ => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let file: toml::Table = uncommented.parse().unwrap();
+        let defaults = toml::Table::try_from(NodeConfig::default()).unwrap();
+        for (key, value) in &defaults {
+            match value {
+                toml::Value::Table(section) => {
+                    for inner in section.keys() {
+                        assert!(
+                            file[key].as_table().unwrap().contains_key(inner),
+                            "{key}.{inner} is not in the packaged config file"
+                        );
+                    }
+                }
+                _ => assert!(
+                    file.contains_key(key),
+                    "{key} is not in the packaged config file"
+                ),
+            }
+        }
+
+        let mut every = NodeConfig::from_toml(&uncommented).unwrap();
+        assert!(every.cluster.zk.take().is_some());
+        assert!(every.cluster.advertise.take().is_some());
+        assert!(every.auth.cluster_secret_file.take().is_some());
+        assert_eq!(std::mem::take(&mut every.auth.tokens).len(), 1);
+        assert!(every.tls.cert.take().is_some());
+        assert!(every.tls.key.take().is_some());
+        assert!(every.tls.ca.take().is_some());
+        assert_eq!(every, NodeConfig::default());
+    }
 }
