@@ -51,8 +51,15 @@ impl View {
     /// Marks the view as no longer following changes, from now unless it
     /// already stopped earlier.
     pub fn lose(&mut self) {
+        self.lose_since(std::time::Instant::now());
+    }
+
+    /// Marks the view as no longer following changes since `at` (a
+    /// disconnection noticed late is dated back), unless it already
+    /// stopped earlier.
+    pub fn lose_since(&mut self, at: std::time::Instant) {
         if self.connected || self.lost_at.is_none() {
-            self.lost_at = Some(std::time::Instant::now());
+            self.lost_at = Some(at);
         }
         self.connected = false;
     }

@@ -186,29 +186,27 @@ impl Cluster {
         // Candidates and the positions of the copies they came from, read
         // together: a copy updated after its candidates were read must not
         // then pass as current, or an ID it gained would be missed.
-        let peers = {
+        let (peers, follows, lost_at) = {
+            let view = cluster.coordinator.view();
+            let view = view.borrow();
             let replicas = cluster.replicas.read();
             route.candidates = replicas.candidates(id.as_str());
-            replicas.infos()
+            (replicas.infos(), replicas.follows(&view), view.lost_at)
         };
         // A cached copy from a domain that may hold the ID needs no call.
         let cache = &cluster.cache;
         cache.seen(id.as_str());
         // It is served only while the owner's copy here is (nearly)
-        // current, and the coordinator tells of the owner's writes: else a
-        // delete at the owner may not have reached this domain. A copy
-        // found behind after the view stopped following changes (a lost
-        // connection) may have been behind, unseen, since then: its lag
-        // counts from that moment, not from when it was noticed.
-        let (connected, lost_at) = {
-            let view = cluster.coordinator.view();
-            let view = view.borrow();
-            (view.connected, view.lost_at)
-        };
+        // current, and the positions held here follow the coordinator's
+        // (connected, and read since its last gap): else a delete at the
+        // owner may not have reached this domain. A copy found behind
+        // after a gap (a lost connection) may have been behind, unseen,
+        // since then: its lag counts from that moment, not from when it
+        // was noticed.
         let mut stale = false;
         for owner in &route.candidates {
             let lagging = match peers.iter().find(|p| p.name == *owner) {
-                Some(p) if connected => p
+                Some(p) if follows => p
                     .lagging
                     .map(|lag| lost_at.map_or(lag, |at| lag.max(at.elapsed()))),
                 _ => Some(std::time::Duration::MAX),

@@ -140,6 +140,10 @@ pub struct Replicas {
     index: SlicedIndex,
     slot_owner: Vec<Option<String>>,
     peers: BTreeMap<String, Peer>,
+    /// The `lost_at` of the last connected view taken in (None while the
+    /// last view taken in was not connected): whether the published
+    /// positions here are those read since the coordinator's last gap.
+    taken: Option<Option<Instant>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +166,16 @@ impl Replicas {
             index: SlicedIndex::new(geometry, SLOT_STEP),
             slot_owner: vec![None; SLOT_STEP],
             peers: BTreeMap::new(),
+            taken: None,
         }
+    }
+
+    /// Whether the positions held here follow `view` (the coordinator's
+    /// view now): it is connected, and the view taken in last was read
+    /// after its last gap. A view that reconnected but was not taken in
+    /// yet may carry positions the copies are behind, unnoticed.
+    pub fn follows(&self, view: &View) -> bool {
+        view.connected && self.taken == Some(view.lost_at)
     }
 
     /// Peers remembered from an earlier run (no copy, not known up): asked
@@ -192,6 +205,7 @@ impl Replicas {
     /// Takes in the coordinator's view: new peers, addresses, published
     /// positions; peers that left are kept (marked down) with their copy.
     pub fn update_view(&mut self, view: &View) {
+        self.taken = view.connected.then_some(view.lost_at);
         for (name, member) in view.members.iter().filter(|(n, _)| **n != self.me) {
             let peer = self
                 .peers
@@ -467,6 +481,27 @@ mod tests {
         assert!(!peer.up() && peer.current());
         assert_eq!(r.candidates("B-1"), vec!["B".to_string()]);
         assert!(r.candidates("nowhere").is_empty());
+    }
+
+    #[test]
+    fn positions_follow_the_coordinator_only_once_a_view_read_after_its_last_gap_is_taken_in() {
+        let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
+        let mut r = Replicas::new("A", g);
+        let mut live = view(&[("A", 1, 1), ("B", 7, 3)]);
+        assert!(!r.follows(&live), "nothing taken in yet");
+        r.update_view(&live);
+        assert!(r.follows(&live));
+        // The connection drops: nothing follows, taken in or not.
+        live.lose();
+        assert!(!r.follows(&live));
+        r.update_view(&live);
+        assert!(!r.follows(&live));
+        // Reconnected and read again, but not yet taken in here: B may
+        // have published positions that the copies are behind, unseen.
+        live.connected = true;
+        assert!(!r.follows(&live));
+        r.update_view(&live);
+        assert!(r.follows(&live));
     }
 
     #[test]

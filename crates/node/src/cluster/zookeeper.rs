@@ -207,6 +207,9 @@ impl ZooKeeperCoordinator {
     /// the state follower (see `session`) takes too: a disconnection
     /// cannot be overwritten by a read that finished just before it.
     async fn reread(&self, client: &zk::Client) -> Result<(), CoordError> {
+        // The server this session reached may be behind the leader (after
+        // a partition heals): catch it up before reading.
+        client.sync(&self.folder()).await.map_err(failed)?;
         let members = read_members(client, &self.folder()).await?;
         self.view.send_modify(|v| {
             v.members = members;
@@ -343,6 +346,11 @@ impl ZooKeeperCoordinator {
         // the connection drops. The view must say so at once: a lookup
         // trusts cached records only while the view follows every change,
         // and a read of the membership must fail fast rather than wait.
+        // The client notices a silent connection only after a read timeout
+        // (2/5 of the session timeout in zookeeper-client 0.11; half is
+        // taken): changes may have been missed since then, so the loss is
+        // dated back by it.
+        let unnoticed = s.session_timeout / 2;
         let _follower = {
             let view = self.view.clone();
             let mut state = client.state_watcher();
@@ -350,7 +358,9 @@ impl ZooKeeperCoordinator {
                 loop {
                     let now = state.changed().await;
                     if !following(now) {
-                        view.send_modify(View::lose);
+                        let now = std::time::Instant::now();
+                        let since = now.checked_sub(unnoticed).unwrap_or(now);
+                        view.send_modify(|v| v.lose_since(since));
                     }
                     // A terminal state must not be polled again.
                     if now.is_terminated() {

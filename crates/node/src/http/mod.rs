@@ -24,6 +24,7 @@ use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
 use tower::ServiceBuilder;
+use tower_http::compression::predicate::Predicate;
 
 use crate::node::Node;
 use crate::security::auth::Refusal;
@@ -78,9 +79,26 @@ pub fn router(node: Arc<Node>) -> Router {
         // Filters are mostly zeros until full (a domain of 10 000 records
         // sized for a million ships 1.2 MB raw, under 100 KB compressed);
         // zstd, br or gzip by what the caller accepts (the page, the peers).
-        .layer(tower_http::compression::CompressionLayer::new())
+        // Small answers (a filter check, most records) are sent as they
+        // are: compressing them costs more CPU than the bytes it saves.
+        .layer(compression())
         .layer(cors())
         .with_state(node)
+}
+
+/// Bodies smaller than this are not compressed.
+const COMPRESS_ABOVE: u16 = 4096;
+
+/// tower-http's compression (its default predicate: not images, gRPC or
+/// event streams) for bodies of [`COMPRESS_ABOVE`] bytes or more.
+fn compression() -> tower_http::compression::CompressionLayer<impl Predicate> {
+    use tower_http::compression::predicate::{NotForContentType, SizeAbove};
+    tower_http::compression::CompressionLayer::new().compress_when(
+        SizeAbove::new(COMPRESS_ABOVE)
+            .and(NotForContentType::GRPC)
+            .and(NotForContentType::IMAGES)
+            .and(NotForContentType::const_new("text/event-stream")),
+    )
 }
 
 /// The bulk import's route: the one without a time or size limit.
