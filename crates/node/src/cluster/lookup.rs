@@ -202,11 +202,14 @@ impl Cluster {
         // owner may not have reached this domain. A copy found behind
         // after a gap (a lost connection) may have been behind, unseen,
         // since then: its lag counts from that moment, not from when it
-        // was noticed.
+        // was noticed. An owner not registered now may have published
+        // writes this domain never saw (it died, or its registration
+        // expired, during a gap here): its records are not served from
+        // the cache at all.
         let mut stale = false;
         for owner in &route.candidates {
             let lagging = match peers.iter().find(|p| p.name == *owner) {
-                Some(p) if follows => p
+                Some(p) if follows && p.up => p
                     .lagging
                     .map(|lag| lost_at.map_or(lag, |at| lag.max(at.elapsed()))),
                 _ => Some(std::time::Duration::MAX),
@@ -420,6 +423,7 @@ mod tests {
             address: format!("http://{name}"),
             lagging: None,
             position: version.map(|version| Position { epoch: 7, version }),
+            up: true,
         }
     }
 

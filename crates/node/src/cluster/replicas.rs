@@ -121,6 +121,8 @@ pub struct PeerInfo {
     /// For how long the copy has lagged the last published position.
     pub lagging: Option<std::time::Duration>,
     pub position: Option<Position>,
+    /// Registered with the coordinator now.
+    pub up: bool,
 }
 
 /// A peer as `/metrics` shows it, copied out of the lock.
@@ -266,6 +268,7 @@ impl Replicas {
                 address: p.address.clone(),
                 lagging: p.lagging(),
                 position: p.position,
+                up: p.up(),
             })
             .collect()
     }
