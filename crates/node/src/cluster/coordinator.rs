@@ -55,12 +55,14 @@ impl View {
     }
 
     /// Marks the view as no longer following changes since `at` (a
-    /// disconnection noticed late is dated back), unless it already
-    /// stopped earlier.
+    /// disconnection noticed late is dated back), or since an earlier
+    /// moment if it already stopped then: the gap's start is the earliest
+    /// any observer dates it to, whichever marks it first.
     pub fn lose_since(&mut self, at: std::time::Instant) {
-        if self.connected || self.lost_at.is_none() {
-            self.lost_at = Some(at);
-        }
+        self.lost_at = match self.lost_at {
+            Some(earlier) if !self.connected => Some(earlier.min(at)),
+            _ => Some(at),
+        };
         self.connected = false;
     }
 }
@@ -169,6 +171,11 @@ mod tests {
         // Still lost: the gap started at the first loss.
         view.lose();
         assert_eq!(view.lost_at, first);
+        // Dated back by a later observer: the earlier moment wins.
+        let earlier = first.map(|t| t - std::time::Duration::from_millis(1));
+        view.lose_since(earlier.unwrap());
+        assert_eq!(view.lost_at, earlier);
+        let first = earlier;
         // Reconnected, then lost again: a new gap.
         view.connected = true;
         std::thread::sleep(std::time::Duration::from_millis(2));

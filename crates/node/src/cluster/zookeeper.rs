@@ -483,8 +483,8 @@ impl ZooKeeperCoordinator {
                         }
                     }
                     zk::SessionState::Disconnected => {
+                        // The state follower has marked the view lost.
                         tracing::warn!("ZooKeeper connection lost; serving from the replicas held");
-                        self.view.send_modify(View::lose);
                         lost = Some(None);
                     }
                     other => {
