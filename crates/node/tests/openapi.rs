@@ -140,6 +140,12 @@ impl Checked {
         reply
     }
 
+    /// `GET uri` without a token (`template` as in [`call`](Self::call)).
+    async fn get(&mut self, template: &str, uri: &str) -> Reply {
+        self.call(Method::GET, template, uri, Body::empty(), None)
+            .await
+    }
+
     /// Validates a JSON body against a schema of the document (its
     /// `$ref`s resolve against the document's components).
     fn validate(&self, schema: &Value, reply: &Reply, what: &str) {
@@ -226,45 +232,13 @@ async fn every_answer_matches_the_openapi_document() {
         )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    let r = api
-        .call(
-            M::GET,
-            "/v1/archives/{id}",
-            "/v1/archives/J-1",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/archives/{id}", "/v1/archives/J-1").await;
     assert_eq!(r.status, StatusCode::OK);
-    let r = api
-        .call(
-            M::GET,
-            "/v1/archives/{id}",
-            "/v1/archives/J-9",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/archives/{id}", "/v1/archives/J-9").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
-    let r = api
-        .call(
-            M::GET,
-            "/v1/archives",
-            "/v1/archives?limit=10",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/archives", "/v1/archives?limit=10").await;
     assert_eq!(r.status, StatusCode::OK);
-    let r = api
-        .call(
-            M::GET,
-            "/v1/archives",
-            "/v1/archives?limit=0",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/archives", "/v1/archives?limit=0").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     let bulk =
         "{\"id\": \"B-1\", \"title\": \"t\"}\nnot json\n{\"id\": \"..\", \"title\": \"t\"}\n";
@@ -281,15 +255,7 @@ async fn every_answer_matches_the_openapi_document() {
     assert_eq!(r.json()["summary"]["failed"], 2);
 
     // The filter.
-    let r = api
-        .call(
-            M::GET,
-            "/v1/contains/{id}",
-            "/v1/contains/J-1",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/contains/{id}", "/v1/contains/J-1").await;
     assert_eq!(r.json()["maybe"], true);
     let r = api
         .call(
@@ -310,9 +276,7 @@ async fn every_answer_matches_the_openapi_document() {
             .await;
         assert_eq!(r.status, status);
     }
-    let r = api
-        .call(M::GET, "/v1/filter", "/v1/filter", Body::empty(), None)
-        .await;
+    let r = api.get("/v1/filter", "/v1/filter").await;
     assert_eq!(r.status, StatusCode::OK);
     let epoch = api.node.domain().position().epoch;
     for (query, status) in [
@@ -322,20 +286,10 @@ async fn every_answer_matches_the_openapi_document() {
         ("epoch=x".to_owned(), StatusCode::BAD_REQUEST),
     ] {
         let uri = format!("/v1/filter/delta?{query}");
-        let r = api
-            .call(M::GET, "/v1/filter/delta", &uri, Body::empty(), None)
-            .await;
+        let r = api.get("/v1/filter/delta", &uri).await;
         assert_eq!(r.status, status, "{uri}");
     }
-    let r = api
-        .call(
-            M::GET,
-            "/v1/filter/verify",
-            "/v1/filter/verify",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/filter/verify", "/v1/filter/verify").await;
     assert_eq!(r.json()["consistent"], true);
 
     // Lookups.
@@ -348,23 +302,12 @@ async fn every_answer_matches_the_openapi_document() {
             StatusCode::BAD_REQUEST,
         ),
     ] {
-        let r = api
-            .call(M::GET, "/v1/lookup/{id}", uri, Body::empty(), None)
-            .await;
+        let r = api.get("/v1/lookup/{id}", uri).await;
         assert_eq!(r.status, status, "{uri}");
     }
-    let r = api
-        .call(
-            M::GET,
-            "/v1/route/{id}",
-            "/v1/route/J-1",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/route/{id}", "/v1/route/J-1").await;
     assert_eq!(r.json()["local"], true);
-    api.call(M::GET, "/v1/cluster", "/v1/cluster", Body::empty(), None)
-        .await;
+    api.get("/v1/cluster", "/v1/cluster").await;
 
     // Operations and the page.
     for path in [
@@ -375,7 +318,7 @@ async fn every_answer_matches_the_openapi_document() {
         "/v1/openapi.json",
         "/",
     ] {
-        let r = api.call(M::GET, path, path, Body::empty(), None).await;
+        let r = api.get(path, path).await;
         assert_eq!(r.status, StatusCode::OK, "{path}");
     }
     for (uri, status) in [
@@ -384,9 +327,7 @@ async fn every_answer_matches_the_openapi_document() {
         ("/assets/favicon.svg", StatusCode::OK),
         ("/assets/nothing.js", StatusCode::NOT_FOUND),
     ] {
-        let r = api
-            .call(M::GET, "/assets/{file}", uri, Body::empty(), None)
-            .await;
+        let r = api.get("/assets/{file}", uri).await;
         assert_eq!(r.status, status, "{uri}");
     }
 
@@ -432,9 +373,7 @@ async fn refusals_of_a_domain_with_tokens_match_the_document() {
         config.auth.rate_burst = 1;
     })
     .await;
-    let r = api
-        .call(M::GET, "/v1/stats", "/v1/stats", Body::empty(), None)
-        .await;
+    let r = api.get("/v1/stats", "/v1/stats").await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     let r = api
         .call(
@@ -468,14 +407,6 @@ async fn refusals_of_a_domain_with_tokens_match_the_document() {
         .await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     // Open routes need no token.
-    let r = api
-        .call(
-            M::GET,
-            "/v1/openapi.json",
-            "/v1/openapi.json",
-            Body::empty(),
-            None,
-        )
-        .await;
+    let r = api.get("/v1/openapi.json", "/v1/openapi.json").await;
     assert_eq!(r.status, StatusCode::OK);
 }
