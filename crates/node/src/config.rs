@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::cache::CacheConfig;
 use crate::cluster::ClusterConfig;
 use crate::local::filter::FilterSettings;
+use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
 use crate::security::auth::AuthConfig;
 use crate::security::tls::TlsConfig;
 
@@ -58,6 +59,26 @@ pub struct NodeConfig {
     pub cache: CacheConfig,
     pub auth: AuthConfig,
     pub tls: TlsConfig,
+    /// The key types records may carry besides their archive number
+    /// (`[[keys]]`), the same at every domain of a cluster.
+    pub keys: Vec<KeyType>,
+}
+
+/// The key types a domain declares unless its configuration says
+/// otherwise: the two by which people most often ask for their records.
+pub fn default_key_types() -> Vec<KeyType> {
+    vec![
+        KeyType {
+            name: "id_card".into(),
+            visibility: Visibility::Private,
+            format: KeyFormat::IdCard,
+        },
+        KeyType {
+            name: "name_birth".into(),
+            visibility: Visibility::Private,
+            format: KeyFormat::Text,
+        },
+    ]
 }
 
 impl Default for NodeConfig {
@@ -72,6 +93,7 @@ impl Default for NodeConfig {
             cache: CacheConfig::default(),
             auth: AuthConfig::default(),
             tls: TlsConfig::default(),
+            keys: default_key_types(),
         }
     }
 }
@@ -83,6 +105,8 @@ pub enum ConfigError {
     Toml(#[from] toml::de::Error),
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    #[error("invalid configuration: keys: {0}")]
+    Keys(#[from] crate::local::keys::KeyTypesError),
 }
 
 impl NodeConfig {
@@ -90,6 +114,11 @@ impl NodeConfig {
         let config: NodeConfig = toml::from_str(text)?;
         config.check()?;
         Ok(config)
+    }
+
+    /// The declared key types, checked.
+    pub fn key_types(&self) -> Result<KeyTypes, ConfigError> {
+        Ok(KeyTypes::new(self.keys.clone())?)
     }
 
     /// Checks what serde cannot: names and limits that make sense.
@@ -123,6 +152,7 @@ impl NodeConfig {
                 )));
             }
         }
+        self.key_types()?;
         if !(self.filter.fpr > 0.0 && self.filter.fpr <= 0.5) {
             return Err(ConfigError::Invalid(format!(
                 "filter.fpr must be in (0, 0.5], got {}",

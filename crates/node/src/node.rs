@@ -2,6 +2,7 @@
 //! its tokens and its metrics. Handlers share one `Arc<Node>`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use xarchive_filter::{BloomGeometry, GeometryError};
 
@@ -10,12 +11,14 @@ use crate::cluster::client::ClientError;
 use crate::cluster::lookup::{Lookup, Outcome, Started, Strategy};
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
+use crate::local::audit::{AuditEntry, AuditError, AuditLog, Requester};
 use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
+use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Visibility};
 use crate::metrics::Metrics;
 use crate::security::auth::{AuthError, Authority};
 use crate::security::tls::TlsError;
-use crate::wire::{ClusterView, DomainView};
+use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
 
 /// Why a domain could not be opened, by the part that failed.
@@ -33,6 +36,21 @@ pub enum NodeError {
     Cache(#[from] CacheError),
     #[error("the client for peers: {0}")]
     Peers(#[from] ClientError),
+    #[error("the declared key types: {0}")]
+    Keys(#[from] KeyTypesError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+}
+
+/// Why a search could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error(transparent)]
+    Key(#[from] InvalidKey),
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("the search could not be put on record: {0}")]
+    Audit(#[from] AuditError),
 }
 
 pub struct Node {
@@ -41,6 +59,8 @@ pub struct Node {
     pub(crate) cluster: Arc<Cluster>,
     pub(crate) auth: Authority,
     pub(crate) metrics: Metrics,
+    pub(crate) key_types: KeyTypes,
+    pub(crate) audit: AuditLog,
 }
 
 impl Node {
@@ -96,6 +116,7 @@ impl Node {
     ) -> Result<Arc<Node>, NodeError> {
         let geometry =
             BloomGeometry::for_capacity(config.filter.expected_items, config.filter.fpr)?;
+        let key_types = KeyTypes::new(config.keys.clone())?;
         let auth = Authority::new(&config.auth, &config.cluster.name)?;
         let trust = config.tls.trust()?;
         let cache = Cache::new(&config.cache, &config.cluster.name, &config.name)?;
@@ -111,6 +132,7 @@ impl Node {
             Some(config.data.join("peers.json")),
         )?;
         let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
+        let audit = AuditLog::open(&config.data)?;
         let cluster = Arc::new(cluster);
         let metrics = Metrics::for_domain(&cluster, domain.settings().fpr);
         Ok(Arc::new(Node {
@@ -119,7 +141,14 @@ impl Node {
             cluster,
             auth,
             metrics,
+            key_types,
+            audit,
         }))
+    }
+
+    /// The key types records may carry here.
+    pub fn key_types(&self) -> &KeyTypes {
+        &self.key_types
     }
 
     /// Starts the background work (registration and replica sync), which
@@ -149,6 +178,66 @@ impl Node {
             }
         }
         Ok(self.cluster.find(id, started).await)
+    }
+
+    /// Every record whose key is `request.value` (normalised first): this
+    /// domain's, and unless `request.local`, every other domain's. The
+    /// answer names the domains that could not be asked.
+    pub async fn search(
+        self: &Arc<Self>,
+        request: &SearchRequest,
+        requester: Requester,
+    ) -> Result<SearchBody, SearchError> {
+        let started = Instant::now();
+        let value = self
+            .key_types
+            .normalise(&request.key_type, &request.value)?;
+        let private = self
+            .key_types
+            .get(&request.key_type)
+            .is_some_and(|t| t.visibility == Visibility::Private);
+        let request = SearchRequest {
+            value,
+            requester: Some(requester),
+            ..request.clone()
+        };
+        let (node, mine) = (self.clone(), request.clone());
+        let mut records = tokio::task::spawn_blocking(move || {
+            let records = node.domain.search(&mine.key_type, &mine.value)?;
+            if private {
+                node.audit.append(AuditEntry {
+                    at_us: crate::local::record::now_us(),
+                    value_digest: node
+                        .auth
+                        .key_hasher()
+                        .audit_digest(&mine.key_type, &mine.value),
+                    requester: mine.requester.unwrap_or_default(),
+                    key_type: mine.key_type,
+                    records: records.iter().map(|r| r.id.to_string()).collect(),
+                })?;
+            }
+            Ok::<_, SearchError>(records)
+        })
+        .await
+        .map_err(DomainError::from)??;
+        let mut body = SearchBody {
+            key_type: request.key_type.clone(),
+            asked: vec![self.cluster.me.clone()],
+            ..SearchBody::default()
+        };
+        if !request.local {
+            let others = self.cluster.search_others(&request).await;
+            records.extend(others.records);
+            body.remote_calls = others.asked.len();
+            body.asked.extend(others.asked);
+            body.unreachable = others.unreachable;
+            body.errors = others.errors;
+            body.unconfirmed = others.unconfirmed;
+        }
+        records.sort_by(|a, b| (&a.domain, &a.id).cmp(&(&b.domain, &b.id)));
+        body.records = records;
+        body.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(body)
     }
 
     /// Every domain this one knows, itself first (`/v1/cluster`).

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use xarchive_filter::{DecodeError, Delta};
 
+pub use crate::local::audit::{AuditEntry, Requester};
 use crate::local::domain::DomainStats;
 use crate::local::filter::FilterKind;
 use crate::local::id::{ArchiveId, InvalidId};
@@ -149,6 +150,64 @@ pub struct LookupBody {
     pub unavailable: Vec<String>,
     #[serde(default)]
     pub route: Route,
+}
+
+/// The body of `POST /v1/search` (a POST, so that personal data stays
+/// out of URLs, access logs and browser history).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// A key type the cluster declares.
+    pub key_type: String,
+    /// The key's value; normalised as its type says before the search.
+    pub value: String,
+    /// Only this domain's own records: what one domain asks another.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
+    /// Who the search is for, for the audit log: set only by a member
+    /// domain passing on its client's search (refused from anyone else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<Requester>,
+}
+
+/// `POST /v1/search`, every status: the records found in every domain
+/// that answered (200 when every domain that could hold the key did;
+/// 503 `unavailable` or `not_ready` with what was found, and the domains
+/// that did not answer named: never a silent partial answer).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub key_type: String,
+    /// Every record found, by domain, then by ID.
+    pub records: Vec<Record>,
+    /// The domains asked, this one included.
+    pub asked: Vec<String>,
+    /// Domains that could not be reached: they may hold more records.
+    pub unreachable: Vec<String>,
+    /// Why each unreachable domain could not answer.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub errors: std::collections::BTreeMap<String, String>,
+    /// Why the membership could not be confirmed with the coordinator
+    /// (then every domain known was asked, but one unknown here may hold
+    /// more records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
+    pub remote_calls: usize,
+    pub elapsed_ms: f64,
+}
+
+/// `GET /v1/audit?since=...&limit=N`: searches by private key that
+/// reached this domain, oldest first; `next` is the `since` of the next
+/// page (absent on the last).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AuditPage {
+    pub domain: String,
+    pub entries: Vec<AuditEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `GET /v1/archives?after=ID&limit=N`: IDs in order; `next` is where

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use xarchive_node::cluster::Hub;
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::wire::LookupBody;
+use xarchive_node::wire::{LookupBody, SearchBody, SearchRequest};
 use xarchive_node::Client;
 use xarchive_node::{Node, NodeConfig};
 
@@ -243,4 +243,135 @@ async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
     }
     assert!(acknowledged.lock().len() > 100);
     assert_eq!(misses.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+async fn search(d: &Domain, key_type: &str, value: &str) -> (u16, SearchBody) {
+    let request = SearchRequest {
+        key_type: key_type.into(),
+        value: value.into(),
+        local: false,
+        requester: None,
+    };
+    d.client.search(&request).await.unwrap()
+}
+
+fn ids(body: &SearchBody) -> Vec<(String, String)> {
+    body.records
+        .iter()
+        .map(|r| (r.domain.clone(), r.id.to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_search() {
+    let c = Cluster::start(3).await;
+    let person = "11010519491231002X";
+    // As people type it: a lower-case check letter, full-width digits.
+    for (d, id, typed) in [
+        (0, "A-婚姻-1", "11010519491231002x"),
+        (1, "B-学籍-1", "１１０１０５１９４９１２３１００２Ｘ"),
+        (2, "C-工作-1", person),
+    ] {
+        c.domains[d]
+            .client
+            .put(id, &json!({"title": "t", "keys": {"id_card": typed}}))
+            .await
+            .unwrap();
+    }
+    c.domains[2]
+        .client
+        .put(
+            "C-other",
+            &json!({"title": "t", "keys": {"id_card": "440524198001010013"}}),
+        )
+        .await
+        .unwrap();
+    let (status, found) = search(&c.domains[1], "id_card", person).await;
+    assert_eq!(status, 200, "{found:?}");
+    assert_eq!(
+        ids(&found),
+        [
+            ("A".into(), "A-婚姻-1".into()),
+            ("B".into(), "B-学籍-1".into()),
+            ("C".into(), "C-工作-1".into())
+        ]
+    );
+    assert_eq!(found.asked, ["B", "A", "C"]);
+    assert_eq!(found.records[0].keys["id_card"], person);
+
+    // Replaced with another person's number, and deleted: the key follows.
+    c.domains[0]
+        .client
+        .put(
+            "A-婚姻-1",
+            &json!({"title": "t", "keys": {"id_card": "440524198001010013"}}),
+        )
+        .await
+        .unwrap();
+    assert!(c.domains[1].client.delete("B-学籍-1").await.unwrap());
+    let (status, found) = search(&c.domains[0], "id_card", person).await;
+    assert_eq!(status, 200);
+    assert_eq!(ids(&found), [("C".into(), "C-工作-1".into())]);
+    let (_, found) = search(&c.domains[0], "id_card", "440524198001010013").await;
+    assert_eq!(found.records.len(), 2, "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_that_could_not_reach_a_domain_says_so_with_what_it_found() {
+    let mut c = Cluster::start(3).await;
+    let person = "11010519491231002X";
+    for (d, id) in [(0, "A-1"), (2, "C-1")] {
+        c.domains[d]
+            .client
+            .put(id, &json!({"title": "t", "keys": {"id_card": person}}))
+            .await
+            .unwrap();
+    }
+    c.settle().await;
+    c.stop(2).await;
+    let (status, found) = search(&c.domains[1], "id_card", person).await;
+    assert_eq!(status, 503, "{found:?}");
+    assert_eq!(found.code.as_deref(), Some("unavailable"));
+    assert_eq!(found.unreachable, ["C"]);
+    assert_eq!(ids(&found), [("A".into(), "A-1".into())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_domain_logs_the_private_searches_that_reached_it_without_the_value() {
+    let c = Cluster::start(3).await;
+    let person = "11010519491231002X";
+    c.domains[0]
+        .client
+        .put("A-1", &json!({"title": "t", "keys": {"id_card": person}}))
+        .await
+        .unwrap();
+    let (status, _) = search(&c.domains[1], "id_card", person).await;
+    assert_eq!(status, 200);
+    for d in &c.domains {
+        let page = d.client.audit(None).await.unwrap();
+        assert_eq!(page.entries.len(), 1, "{page:?}");
+        let entry = &page.entries[0];
+        // Made at B for B's caller, wherever it is logged.
+        assert_eq!(
+            (entry.requester.domain.as_str(), entry.key_type.as_str()),
+            ("B", "id_card")
+        );
+        let expected: &[&str] = if d.node.config().name == "A" {
+            &["A-1"]
+        } else {
+            &[]
+        };
+        assert_eq!(entry.records, expected);
+        let text = serde_json::to_string(&page).unwrap();
+        assert!(!text.contains(&person[..6]), "{text}");
+    }
+    // The same value gives the same digest everywhere: one person's
+    // searches can be followed across domains without the number.
+    let digests: std::collections::BTreeSet<String> =
+        futures::future::join_all(c.domains.iter().map(|d| d.client.audit(None)))
+            .await
+            .into_iter()
+            .map(|page| page.unwrap().entries[0].value_digest.clone())
+            .collect();
+    assert_eq!(digests.len(), 1);
 }

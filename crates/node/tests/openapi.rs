@@ -309,6 +309,48 @@ async fn every_answer_matches_the_openapi_document() {
     assert_eq!(r.json()["local"], true);
     api.get("/v1/cluster", "/v1/cluster").await;
 
+    // Searches by key, and their log.
+    let person = json!({"title": "人事档案", "keys": {"id_card": "11010519491231002x"}});
+    let r = api
+        .call(
+            M::PUT,
+            "/v1/archives/{id}",
+            "/v1/archives/P-1",
+            person.to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.json()["keys"]["id_card"], "11010519491231002X");
+    for (body, status) in [
+        (
+            r#"{"key_type": "id_card", "value": "11010519491231002X"}"#,
+            StatusCode::OK,
+        ),
+        (
+            r#"{"key_type": "id_card", "value": "110105194912310021"}"#,
+            StatusCode::BAD_REQUEST,
+        ),
+        (r#"{"key_type": "id_card"}"#, StatusCode::BAD_REQUEST),
+        ("{not json", StatusCode::BAD_REQUEST),
+    ] {
+        let r = api
+            .call(M::POST, "/v1/search", "/v1/search", body, None)
+            .await;
+        assert_eq!(r.status, status, "{body}");
+    }
+    for (uri, status) in [
+        ("/v1/audit", StatusCode::OK),
+        (
+            "/v1/audit?since=2026-01-01T00:00:00Z&limit=1",
+            StatusCode::OK,
+        ),
+        ("/v1/audit?since=yesterday", StatusCode::BAD_REQUEST),
+    ] {
+        let r = api.get("/v1/audit", uri).await;
+        assert_eq!(r.status, status, "{uri}");
+    }
+
     // Operations and the page.
     for path in [
         "/v1/stats",

@@ -53,7 +53,7 @@ fn load_samples(node: &Node, index: usize, count: u64, bar: &ProgressBar) -> any
                 let input: RecordInput = serde_json::from_value(sample::body(index, n))?;
                 Ok(Write::Put(
                     ArchiveId::parse(&sample::id(index, n))?,
-                    input.validate(max)?,
+                    input.validate(max, node.key_types())?,
                 ))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;

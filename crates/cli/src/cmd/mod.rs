@@ -6,6 +6,7 @@ mod import;
 mod local;
 mod lookup;
 mod sample;
+mod search;
 mod serve;
 mod token;
 mod up;
@@ -75,6 +76,10 @@ enum Command {
     Get(client::IdArgs),
     /// Find a record in whichever domain holds it.
     Lookup(lookup::LookupArgs),
+    /// Find every record with a key (an identity number, say), in every domain.
+    Search(search::SearchArgs),
+    /// The searches by private key that reached the domain.
+    Audit(search::AuditArgs),
     /// Delete a record.
     Rm(client::IdArgs),
     /// Print the domain's figures (records, filter).
@@ -96,6 +101,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Up(args) => up::run(args).await,
         Command::Serve(args) => serve::run(*args).await,
         Command::Lookup(args) => lookup::run(args).await,
+        Command::Search(args) => search::run(args).await,
+        Command::Audit(args) => search::audit(args).await,
         Command::Put(args) => client::put(args).await,
         Command::Get(args) => client::get(args).await,
         Command::Rm(args) => client::rm(args).await,

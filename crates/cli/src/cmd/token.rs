@@ -17,7 +17,9 @@ pub enum TokenCommand {
 
 #[derive(clap::Args)]
 pub struct CreateArgs {
-    /// `read` (lookups, reads, filters) or `write` (also puts, deletes, imports).
+    /// `read` (lookups, reads, filters), `write` (also puts, deletes,
+    /// imports), `search` (also searches by key) or `audit` (also the log
+    /// of searches).
     #[arg(long)]
     role: Role,
     /// A name for the token, shown in logs and metrics.
@@ -35,10 +37,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         "--name must be a plain name"
     );
     let token = generate_token();
-    let role = match args.role {
-        Role::Read => "read",
-        Role::Write => "write",
-    };
+    let role = args.role.as_str();
     let entry = format!(
         "\n[[auth.tokens]]\nname = \"{}\"\nrole = \"{role}\"\nsha256 = \"{}\"\n",
         args.name,

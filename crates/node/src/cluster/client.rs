@@ -14,8 +14,9 @@ use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::wire::{
-    split_delta_with_ids, ArchiveList, BulkReport, ClusterView, Contains, ContainsMany, LookupBody,
-    DELTA_WITH_IDS, EPOCH_HEADER, KIND_HEADER, VERSION_HEADER,
+    split_delta_with_ids, ArchiveList, AuditPage, BulkReport, ClusterView, Contains, ContainsMany,
+    LookupBody, SearchBody, SearchRequest, DELTA_WITH_IDS, EPOCH_HEADER, KIND_HEADER,
+    VERSION_HEADER,
 };
 
 /// Why a call failed: the server said no (with its JSON error), or the
@@ -339,6 +340,31 @@ impl Client {
             return Ok((status, Self::json(response, &url).await?));
         }
         Err(Self::api_error(response, &url).await)
+    }
+
+    /// `POST /v1/search`: the records with a key and the status (200
+    /// every domain that could hold one answered, 503 some could not).
+    pub async fn search(&self, request: &SearchRequest) -> Result<(u16, SearchBody), ClientError> {
+        let url = self.url("/v1/search");
+        let response = self
+            .send_raw(self.http.post(&url).json(request), &url)
+            .await?;
+        let status = response.status().as_u16();
+        if matches!(status, 200 | 503) {
+            return Ok((status, Self::json(response, &url).await?));
+        }
+        Err(Self::api_error(response, &url).await)
+    }
+
+    /// `GET /v1/audit`: a page of the searches by private key logged, from
+    /// `since` (RFC 3339, or the `next` of the page before).
+    pub async fn audit(&self, since: Option<&str>) -> Result<AuditPage, ClientError> {
+        let mut url = self.url("/v1/audit");
+        if let Some(since) = since {
+            url.push_str(&format!("?since={}", encode_id(since)));
+        }
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
     }
 
     /// Sends NDJSON lines to `_bulk`; returns the server's report.

@@ -355,7 +355,7 @@ pub(crate) fn not_ruled_out(
 
 /// Every other domain in the roster or held as a copy, with its address:
 /// the seed paper's broadcast asks them all.
-fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
+pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
     let mut all: std::collections::BTreeMap<String, String> = peers
         .iter()
         .map(|p| (p.name.clone(), p.address.clone()))
@@ -372,7 +372,7 @@ fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, Strin
 
 /// Every other domain this one knows of without the coordinator: the
 /// last view of the membership and the copies held.
-fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
+pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
     let members = cluster.coordinator.view().borrow().members.clone();
     everyone(
         &Roster {

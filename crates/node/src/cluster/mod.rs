@@ -9,6 +9,7 @@ pub(crate) mod inprocess;
 pub(crate) mod lookup;
 mod peers;
 pub(crate) mod replicas;
+pub(crate) mod search;
 pub(crate) mod sync;
 pub(crate) mod zookeeper;
 

@@ -83,7 +83,7 @@ pub async fn put(
     let body = body.map_err(ApiError::body)?;
     let input: RecordInput = serde_json::from_slice(&body).map_err(ApiError::from_json)?;
     let body = input
-        .validate(node.config.limits.max_content_bytes)
+        .validate(node.config.limits.max_content_bytes, &node.key_types)
         .map_err(ApiError::invalid_record)?;
     writable(&node)?;
     let (outcome, record) = super::blocking(&node, move |node| {
@@ -225,7 +225,10 @@ impl Bulk {
             Ok(id) => id,
             Err(e) => return self.fail(line, Some(raw_id), ApiError::invalid_id(e)),
         };
-        match input.validate(self.node.config.limits.max_content_bytes) {
+        match input.validate(
+            self.node.config.limits.max_content_bytes,
+            &self.node.key_types,
+        ) {
             Ok(body) => self.pending.push((line, Write::Put(id, body))),
             Err(e) => self.fail(line, Some(raw_id), ApiError::invalid_record(e)),
         }

@@ -8,6 +8,7 @@ pub(crate) mod lookup;
 pub(crate) mod openapi;
 pub(crate) mod ops;
 pub(crate) mod replication;
+pub(crate) mod search;
 pub(crate) mod web;
 
 use std::sync::Arc;
@@ -122,6 +123,8 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
         ("/v1/filter/verify", get(replication::verify)),
         ("/v1/lookup/{id}", get(lookup::lookup)),
         ("/v1/route/{id}", get(lookup::route)),
+        ("/v1/search", post(search::search)),
+        ("/v1/audit", get(search::audit)),
         ("/v1/cluster", get(lookup::cluster)),
         ("/v1/stats", get(ops::stats)),
         ("/v1/openapi.json", get(openapi::openapi_json)),
@@ -162,7 +165,7 @@ async fn refused(e: tower::BoxError) -> ApiError {
 
 /// Who is calling, whether they may, and whether they are within their
 /// rate; before any handler, so a refused request changes nothing.
-async fn authenticate(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {
+async fn authenticate(State(node): State<Arc<Node>>, mut request: Request, next: Next) -> Response {
     use crate::security::auth::{need, Principal};
     let auth = &node.auth;
     let route = request
@@ -189,6 +192,8 @@ async fn authenticate(State(node): State<Arc<Node>>, request: Request, next: Nex
             return challenge(e);
         }
     }
+    // The handlers that log who asked (searches) read it here.
+    request.extensions_mut().insert(who);
     next.run(request).await
 }
 

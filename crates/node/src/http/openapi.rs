@@ -12,7 +12,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{archives, lookup, ops, replication, web};
+use super::{archives, lookup, ops, replication, search, web};
 use crate::wire::ErrorBody;
 
 #[derive(OpenApi)]
@@ -37,6 +37,8 @@ use crate::wire::ErrorBody;
         lookup::lookup,
         lookup::route,
         lookup::cluster,
+        search::search,
+        search::audit,
         ops::stats,
         ops::metrics,
         ops::healthz,

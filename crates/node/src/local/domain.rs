@@ -268,6 +268,16 @@ impl Domain {
             .map(|stored| stored.into_record(id.clone(), &self.name)))
     }
 
+    /// The records here whose key `key_type` is `value` (normalised).
+    pub fn search(&self, key_type: &str, value: &str) -> Result<Vec<Record>, DomainError> {
+        Ok(self
+            .store
+            .with_key(key_type, value)?
+            .into_iter()
+            .map(|(id, stored)| stored.into_record(id, &self.name))
+            .collect())
+    }
+
     /// The filter's answer: false means the domain certainly lacks `id`.
     pub fn contains(&self, id: &str) -> bool {
         self.state.read().filter.contains(id)
@@ -410,6 +420,7 @@ mod tests {
                 title: id.into(),
                 metadata: Default::default(),
                 content: None,
+                keys: Default::default(),
             },
         )
     }

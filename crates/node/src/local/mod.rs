@@ -7,12 +7,16 @@
 //! - [`domain`]: store and filter together (the filter changes only when
 //!   the store does), positions and deltas for peers;
 //! - [`epoch`]: how epochs are written in JSON;
+//! - [`keys`]: declared key types, normalisation of key values, digests;
+//! - [`audit`]: the append-only log of searches by private key;
 //! - [`sample`]: realistic sample records.
 
+pub(crate) mod audit;
 pub mod domain;
 pub(crate) mod epoch;
 pub(crate) mod filter;
 pub mod id;
+pub(crate) mod keys;
 pub mod record;
 pub mod sample;
 pub mod store;

@@ -1,10 +1,13 @@
 //! Archive records: what clients send, what is stored, what is returned.
 
+use std::collections::BTreeMap;
+
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::local::id::ArchiveId;
+use crate::local::keys::{InvalidKey, KeyTypes};
 
 /// Longest title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 4096;
@@ -21,6 +24,10 @@ pub struct RecordInput {
     /// Base64 (standard alphabet, padded).
     #[serde(default)]
     pub content: Option<String>,
+    /// Exact keys besides the archive number, by declared key type
+    /// (`{"id_card": "110101199003071234"}`); found by `POST /v1/search`.
+    #[serde(default)]
+    pub keys: Option<BTreeMap<String, String>>,
 }
 
 /// One line of a bulk import.
@@ -33,6 +40,8 @@ pub struct BulkLine {
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
     pub content: Option<String>,
+    #[serde(default)]
+    pub keys: Option<BTreeMap<String, String>>,
 }
 
 impl BulkLine {
@@ -43,6 +52,7 @@ impl BulkLine {
                 title: self.title,
                 metadata: self.metadata,
                 content: self.content,
+                keys: self.keys,
             },
         )
     }
@@ -57,6 +67,8 @@ pub enum InvalidRecord {
     ContentEncoding(String),
     #[error("content is {size} bytes; the limit is {limit}")]
     ContentTooLarge { size: usize, limit: usize },
+    #[error(transparent)]
+    Key(#[from] InvalidKey),
 }
 
 /// A record's fields as validated, before timestamps are known.
@@ -65,10 +77,17 @@ pub struct RecordBody {
     pub title: String,
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub content: Option<Vec<u8>>,
+    /// Normalised by the declared key types.
+    pub keys: BTreeMap<String, String>,
 }
 
 impl RecordInput {
-    pub fn validate(self, max_content: usize) -> Result<RecordBody, InvalidRecord> {
+    /// Checks sizes and encodings, and normalises the keys by `key_types`.
+    pub fn validate(
+        self,
+        max_content: usize,
+        key_types: &KeyTypes,
+    ) -> Result<RecordBody, InvalidRecord> {
         if self.title.len() > MAX_TITLE_BYTES {
             return Err(InvalidRecord::TitleTooLong(self.title.len()));
         }
@@ -95,10 +114,15 @@ impl RecordInput {
                 Some(bytes)
             }
         };
+        let keys = match &self.keys {
+            Some(keys) => key_types.normalise_all(keys)?,
+            None => BTreeMap::new(),
+        };
         Ok(RecordBody {
             title: self.title,
             metadata: self.metadata.unwrap_or_default(),
             content,
+            keys,
         })
     }
 }
@@ -113,15 +137,28 @@ pub struct StoredRecord {
     pub content: Option<Vec<u8>>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    pub keys: BTreeMap<String, String>,
 }
 
-/// First byte of every stored value.
-const STORED_VERSION: u8 = 1;
+/// First byte of every stored value written now.
+const STORED_VERSION: u8 = 2;
+/// Records written before keys existed: read as records without keys.
+const STORED_VERSION_WITHOUT_KEYS: u8 = 1;
+
+/// A record as version 1 stored it.
+#[derive(Deserialize)]
+struct StoredRecordWithoutKeys {
+    title: String,
+    metadata_json: String,
+    content: Option<Vec<u8>>,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+}
 
 /// Why a stored value could not be read back (a corrupt or foreign file).
 #[derive(Debug, thiserror::Error)]
 pub enum StoredRecordError {
-    #[error("stored record has version {0}, this build reads {STORED_VERSION}")]
+    #[error("stored record has version {0}, this build reads {STORED_VERSION_WITHOUT_KEYS} and {STORED_VERSION}")]
     Version(u8),
     #[error("stored record is empty")]
     Empty,
@@ -137,6 +174,7 @@ impl StoredRecord {
             content: body.content.clone(),
             created_at_ms,
             updated_at_ms,
+            keys: body.keys.clone(),
         }
     }
 
@@ -149,6 +187,7 @@ impl StoredRecord {
             content: r.content.clone(),
             created_at_ms: ms(r.created_at),
             updated_at_ms: ms(r.updated_at),
+            keys: r.keys.clone(),
         }
     }
 
@@ -160,10 +199,20 @@ impl StoredRecord {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, StoredRecordError> {
+        let malformed = |e: postcard::Error| StoredRecordError::Malformed(e.to_string());
         match bytes.split_first() {
             None => Err(StoredRecordError::Empty),
-            Some((&STORED_VERSION, rest)) => {
-                postcard::from_bytes(rest).map_err(|e| StoredRecordError::Malformed(e.to_string()))
+            Some((&STORED_VERSION, rest)) => postcard::from_bytes(rest).map_err(malformed),
+            Some((&STORED_VERSION_WITHOUT_KEYS, rest)) => {
+                let old: StoredRecordWithoutKeys = postcard::from_bytes(rest).map_err(malformed)?;
+                Ok(StoredRecord {
+                    title: old.title,
+                    metadata_json: old.metadata_json,
+                    content: old.content,
+                    created_at_ms: old.created_at_ms,
+                    updated_at_ms: old.updated_at_ms,
+                    keys: BTreeMap::new(),
+                })
             }
             Some((&v, _)) => Err(StoredRecordError::Version(v)),
         }
@@ -182,6 +231,7 @@ impl StoredRecord {
             created_at: from_ms(self.created_at_ms),
             updated_at: from_ms(self.updated_at_ms),
             domain: domain.to_owned(),
+            keys: self.keys,
         }
     }
 }
@@ -211,6 +261,14 @@ pub struct Record {
     pub updated_at: OffsetDateTime,
     /// The domain that holds the record.
     pub domain: String,
+    /// The record's keys, normalised (absent when it has none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub keys: BTreeMap<String, String>,
+}
+
+/// Microseconds since the Unix epoch (0 before it).
+pub fn now_us() -> u64 {
+    u64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000).unwrap_or(0)
 }
 
 pub fn now_ms() -> i64 {
@@ -286,8 +344,9 @@ mod tests {
                     .unwrap(),
             ),
             content: Some("aGVsbG8=".into()),
+            keys: None,
         }
-        .validate(100)
+        .validate(100, &KeyTypes::default())
         .unwrap();
         let stored = StoredRecord::new(&body, 1, 2);
         assert_eq!(StoredRecord::decode(&stored.encode()).unwrap(), stored);
@@ -297,22 +356,46 @@ mod tests {
     }
 
     #[test]
+    fn records_stored_before_keys_existed_read_back_without_keys() {
+        #[derive(Serialize)]
+        struct Old<'a>(&'a str, &'a str, Option<Vec<u8>>, i64, i64);
+        let mut bytes = vec![STORED_VERSION_WITHOUT_KEYS];
+        bytes.extend(postcard::to_stdvec(&Old("t", "{}", Some(vec![1]), 5, 6)).unwrap());
+        let r = StoredRecord::decode(&bytes).unwrap();
+        assert_eq!(
+            (
+                r.title.as_str(),
+                r.content,
+                r.created_at_ms,
+                r.updated_at_ms
+            ),
+            ("t", Some(vec![1]), 5, 6)
+        );
+        assert!(r.keys.is_empty());
+    }
+
+    #[test]
     fn content_limits_hold() {
         let input = |c: &str| RecordInput {
             title: "t".into(),
             metadata: None,
             content: Some(c.into()),
+            keys: None,
         };
         assert!(matches!(
-            input("aGVsbG8=").validate(4),
+            input("aGVsbG8=").validate(4, &KeyTypes::default()),
             Err(InvalidRecord::ContentTooLarge { size: 5, limit: 4 })
         ));
         assert!(matches!(
-            input("!!").validate(4),
+            input("!!").validate(4, &KeyTypes::default()),
             Err(InvalidRecord::ContentEncoding(_))
         ));
         assert_eq!(
-            input("aGVsbG8=").validate(5).unwrap().content.unwrap(),
+            input("aGVsbG8=")
+                .validate(5, &KeyTypes::default())
+                .unwrap()
+                .content
+                .unwrap(),
             b"hello"
         );
     }

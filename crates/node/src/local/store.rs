@@ -3,13 +3,24 @@
 
 use std::path::{Path, PathBuf};
 
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use std::collections::BTreeMap;
+
+use redb::{
+    Database, MultimapTableDefinition, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition,
+};
 
 use crate::local::id::ArchiveId;
+use crate::local::keys::KeyHasher;
 use crate::local::record::{RecordBody, StoredRecord, StoredRecordError};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Which records carry a key: the key's index digest (never the value)
+/// to the IDs. Written in the same transaction as the records, so it is
+/// exactly as durable as they are. (Stores written before keys existed
+/// hold no keys, so an empty index is right for them.)
+const KEYS: MultimapTableDefinition<&[u8], &str> = MultimapTableDefinition::new("keys");
 /// Rises with every committed write transaction: a saved filter snapshot is
 /// valid only for the sequence it was saved at.
 const SEQUENCE: &str = "sequence";
@@ -91,6 +102,7 @@ impl Store {
         })?;
         let txn = db.begin_write()?;
         txn.open_table(RECORDS)?;
+        txn.open_multimap_table(KEYS)?;
         txn.open_table(META)?;
         txn.commit()?;
         Ok(Store { db, path })
@@ -121,20 +133,30 @@ impl Store {
         let mut outcomes = Vec::with_capacity(writes.len());
         {
             let mut table = txn.open_table(RECORDS)?;
+            let mut keys = txn.open_multimap_table(KEYS)?;
             for write in writes {
+                // The record's old keys leave the index and its new keys
+                // enter it in the transaction that writes the record.
+                // (An unreadable old record keeps its index entries: a
+                // search reads each record and keeps only true matches.)
+                let previous = table
+                    .get(id_of(write).as_str())?
+                    .map(|old| StoredRecord::decode(old.value()).ok());
+                if let Some(Some(old)) = &previous {
+                    index_keys(&mut keys, id_of(write).as_str(), &old.keys, Index::Remove)?;
+                }
                 outcomes.push(match write {
                     Write::Put(id, body) => {
-                        let previous = table.get(id.as_str())?.map(|old| {
-                            StoredRecord::decode(old.value())
-                                .map(|r| r.created_at_ms)
-                                .unwrap_or(now_ms)
-                        });
-                        let (outcome, created_at) = match previous {
-                            Some(created_at) => (Outcome::Replaced, created_at),
+                        let (outcome, created_at) = match &previous {
+                            Some(old) => (
+                                Outcome::Replaced,
+                                old.as_ref().map_or(now_ms, |r| r.created_at_ms),
+                            ),
                             None => (Outcome::Created, now_ms),
                         };
                         let stored = StoredRecord::new(body, created_at, now_ms);
                         table.insert(id.as_str(), stored.encode().as_slice())?;
+                        index_keys(&mut keys, id.as_str(), &body.keys, Index::Add)?;
                         outcome
                     }
                     Write::Delete(id) => {
@@ -148,7 +170,7 @@ impl Store {
             }
             if outcomes.iter().all(|o| *o == Outcome::NotFound) {
                 // Nothing changed: leave the file exactly as it was.
-                drop(table);
+                drop((table, keys));
                 txn.abort()?;
                 return Ok(outcomes);
             }
@@ -158,6 +180,38 @@ impl Store {
         }
         txn.commit()?;
         Ok(outcomes)
+    }
+
+    /// The records whose key `key_type` is `value` (normalised), in ID
+    /// order, read from one snapshot.
+    pub fn with_key(
+        &self,
+        key_type: &str,
+        value: &str,
+    ) -> Result<Vec<(ArchiveId, StoredRecord)>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let keys = txn.open_multimap_table(KEYS)?;
+        let records = txn.open_table(RECORDS)?;
+        let mut found = Vec::new();
+        for id in keys.get(KeyHasher::index_digest(key_type, value).as_slice())? {
+            let id = id?;
+            let Some(bytes) = records.get(id.value())? else {
+                continue;
+            };
+            let stored =
+                StoredRecord::decode(bytes.value()).map_err(|source| StoreError::Corrupt {
+                    id: id.value().to_owned(),
+                    source,
+                })?;
+            // The index holds digests: keep only the records whose key
+            // is truly this value (and only valid IDs, as ever written).
+            if stored.keys.get(key_type).map(String::as_str) == Some(value) {
+                if let Ok(id) = ArchiveId::parse(id.value()) {
+                    found.push((id, stored));
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The number of committed write transactions so far.
@@ -201,6 +255,34 @@ impl Store {
     }
 }
 
+fn id_of(write: &Write) -> &ArchiveId {
+    match write {
+        Write::Put(id, _) | Write::Delete(id) => id,
+    }
+}
+
+enum Index {
+    Add,
+    Remove,
+}
+
+/// Adds or removes the index entries of one record's keys.
+fn index_keys(
+    table: &mut redb::MultimapTable<&[u8], &str>,
+    id: &str,
+    keys: &BTreeMap<String, String>,
+    how: Index,
+) -> Result<(), StoreError> {
+    for (key_type, value) in keys {
+        let digest = KeyHasher::index_digest(key_type, value);
+        match how {
+            Index::Add => table.insert(digest.as_slice(), id)?,
+            Index::Remove => table.remove(digest.as_slice(), id)?,
+        };
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +292,7 @@ mod tests {
             title: title.into(),
             metadata: Default::default(),
             content: None,
+            keys: Default::default(),
         }
     }
 
@@ -250,5 +333,131 @@ mod tests {
             [Outcome::Deleted]
         );
         assert!(store.get(&a).unwrap().is_none());
+    }
+
+    fn keyed(title: &str, keys: &[(&str, &str)]) -> RecordBody {
+        RecordBody {
+            keys: keys
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..body(title)
+        }
+    }
+
+    fn found(store: &Store, key_type: &str, value: &str) -> Vec<String> {
+        store
+            .with_key(key_type, value)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id.into_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_replaced_record_is_found_by_its_new_keys_only_and_a_deleted_one_by_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = ArchiveId::parse("A-1").unwrap();
+        let b = ArchiveId::parse("B-1").unwrap();
+        store
+            .apply(
+                &[
+                    Write::Put(a.clone(), keyed("a", &[("id_card", "X1"), ("cert", "c")])),
+                    Write::Put(b.clone(), keyed("b", &[("id_card", "X1")])),
+                ],
+                1,
+            )
+            .unwrap();
+        assert_eq!(found(&store, "id_card", "X1"), ["A-1", "B-1"]);
+        // Same value under another type is another key.
+        assert!(found(&store, "cert", "X1").is_empty());
+        store
+            .apply(
+                &[Write::Put(a.clone(), keyed("a", &[("id_card", "X2")]))],
+                2,
+            )
+            .unwrap();
+        assert_eq!(found(&store, "id_card", "X1"), ["B-1"]);
+        assert_eq!(found(&store, "id_card", "X2"), ["A-1"]);
+        assert!(found(&store, "cert", "c").is_empty());
+        store.apply(&[Write::Delete(b)], 3).unwrap();
+        assert!(found(&store, "id_card", "X1").is_empty());
+        // The index survives a reopen.
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(found(&store, "id_card", "X2"), ["A-1"]);
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::{BTreeMap, BTreeSet};
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Put(u8, Vec<(u8, u8)>),
+            Delete(u8),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (0u8..6, proptest::collection::vec((0u8..2, 0u8..3), 0..3))
+                    .prop_map(|(id, keys)| Op::Put(id, keys)),
+                (0u8..6).prop_map(Op::Delete),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            /// After any sequence of puts, replacements and deletes, in
+            /// batches, a search by key finds exactly the records that
+            /// carry it now.
+            #[test]
+            fn a_search_by_key_finds_exactly_the_records_that_carry_it(
+                batches in proptest::collection::vec(proptest::collection::vec(op(), 1..4), 1..8)
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let store = Store::open(dir.path()).unwrap();
+                let mut model: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+                for batch in &batches {
+                    let writes: Vec<Write> = batch
+                        .iter()
+                        .map(|op| match op {
+                            Op::Put(id, keys) => {
+                                let keys: BTreeMap<String, String> = keys
+                                    .iter()
+                                    .map(|(t, v)| (format!("t{t}"), format!("v{v}")))
+                                    .collect();
+                                let id = format!("R-{id}");
+                                model.insert(id.clone(), keys.clone());
+                                Write::Put(
+                                    ArchiveId::parse(&id).unwrap(),
+                                    RecordBody { keys, ..body("r") },
+                                )
+                            }
+                            Op::Delete(id) => {
+                                let id = format!("R-{id}");
+                                model.remove(&id);
+                                Write::Delete(ArchiveId::parse(&id).unwrap())
+                            }
+                        })
+                        .collect();
+                    store.apply(&writes, 1).unwrap();
+                }
+                for t in 0..2 {
+                    for v in 0..3 {
+                        let (t, v) = (format!("t{t}"), format!("v{v}"));
+                        let expected: BTreeSet<String> = model
+                            .iter()
+                            .filter(|(_, keys)| keys.get(&t) == Some(&v))
+                            .map(|(id, _)| id.clone())
+                            .collect();
+                        let got: BTreeSet<String> = found(&store, &t, &v).into_iter().collect();
+                        prop_assert_eq!(got, expected);
+                    }
+                }
+            }
+        }
     }
 }

@@ -17,6 +17,8 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::local::keys::KeyHasher;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -24,22 +26,50 @@ pub enum Role {
     Read,
     /// Also puts, deletes and bulk imports.
     Write,
+    /// Read, and also searches by key (`POST /v1/search`): keys are
+    /// personal data, so neither `read` nor `write` may search them.
+    Search,
+    /// Read, and also the log of searches (`GET /v1/audit`).
+    Audit,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Read, Role::Write, Role::Search, Role::Audit];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Write => "write",
+            Role::Search => "search",
+            Role::Audit => "audit",
+        }
+    }
+
+    /// Whether a client token of this role may do what `need` requires
+    /// (every role reads; each other permission belongs to one role).
+    fn grants(self, need: Need) -> bool {
+        match need {
+            Need::Open | Need::Read | Need::MemberOrRead | Need::Metrics => true,
+            Need::Write => self == Role::Write,
+            Need::MemberOrSearch => self == Role::Search,
+            Need::Audit => self == Role::Audit,
+        }
+    }
 }
 
 /// A name that is not a role.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a role (read or write)")]
+#[error("{0:?} is not a role (read, write, search or audit)")]
 pub struct UnknownRole(pub String);
 
 impl std::str::FromStr for Role {
     type Err = UnknownRole;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "read" => Ok(Role::Read),
-            "write" => Ok(Role::Write),
-            other => Err(UnknownRole(other.to_owned())),
-        }
+        Role::ALL
+            .into_iter()
+            .find(|role| role.as_str() == s)
+            .ok_or_else(|| UnknownRole(s.to_owned()))
     }
 }
 
@@ -130,6 +160,10 @@ pub enum Need {
     Write,
     /// What peers call: filters, deltas, membership checks, record fetches.
     MemberOrRead,
+    /// Searches by key: peers ask each other, clients need `search`.
+    MemberOrSearch,
+    /// The log of searches.
+    Audit,
     Metrics,
 }
 
@@ -148,6 +182,8 @@ pub fn need(method: &Method, route: &str) -> Need {
         ) => Need::MemberOrRead,
         (&Method::PUT | &Method::DELETE, "/v1/archives/{id}")
         | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
+        (&Method::POST, "/v1/search") => Need::MemberOrSearch,
+        (&Method::GET, "/v1/audit") => Need::Audit,
         _ => Need::Read,
     }
 }
@@ -175,6 +211,8 @@ pub struct Authority {
     zookeeper: Option<(String, String)>,
     open_metrics: bool,
     limiter: DefaultKeyedRateLimiter<String>,
+    /// Keyed digests of key values, under keys derived from the secret.
+    key_hasher: KeyHasher,
 }
 
 impl Authority {
@@ -221,6 +259,7 @@ impl Authority {
             Quota::per_second(NonZeroU32::new(config.rate_per_second).ok_or(AuthError::Rate)?)
                 .allow_burst(NonZeroU32::new(config.rate_burst).ok_or(AuthError::Rate)?);
         Ok(Authority {
+            key_hasher: KeyHasher::new(secret.as_deref()),
             enabled: !tokens.is_empty() || secret.is_some(),
             tokens,
             member_digest: member_token.as_deref().map(sha256_hex),
@@ -236,6 +275,11 @@ impl Authority {
     }
 
     /// What this domain presents to its peers.
+    /// Digests of key values keyed by the cluster secret.
+    pub fn key_hasher(&self) -> &KeyHasher {
+        &self.key_hasher
+    }
+
     pub fn member_token(&self) -> Option<&str> {
         self.member_token.as_deref()
     }
@@ -280,23 +324,20 @@ impl Authority {
         }
         match (who, need) {
             (Principal::Anonymous, _) => Err(Refusal::Unauthorized("a token is required")),
-            (Principal::Member, Need::MemberOrRead) => Ok(()),
+            (Principal::Member, Need::MemberOrRead | Need::MemberOrSearch) => Ok(()),
             (Principal::Member, _) => Err(Refusal::Forbidden(
-                "cluster members may only read filters and records",
+                "cluster members may only read filters and records, and search",
             )),
-            (
-                Principal::Client {
-                    role: Role::Write, ..
-                },
-                _,
-            ) => Ok(()),
-            (
-                Principal::Client {
-                    role: Role::Read, ..
-                },
-                Need::Write,
-            ) => Err(Refusal::Forbidden("this token may read but not write")),
-            (Principal::Client { .. }, _) => Ok(()),
+            (Principal::Client { role, .. }, need) if role.grants(need) => Ok(()),
+            (Principal::Client { .. }, Need::Write) => {
+                Err(Refusal::Forbidden("this token may read but not write"))
+            }
+            (Principal::Client { .. }, Need::MemberOrSearch) => Err(Refusal::Forbidden(
+                "searching by key needs a token with the search role",
+            )),
+            (Principal::Client { .. }, _) => Err(Refusal::Forbidden(
+                "reading the search log needs a token with the audit role",
+            )),
         }
     }
 
@@ -403,6 +444,37 @@ mod tests {
         assert_eq!(need(&Method::GET, "/v1/lookup/{id}"), Need::Read);
         assert_eq!(need(&Method::GET, "unmatched"), Need::Read);
         assert_eq!(need(&Method::GET, "/metrics"), Need::Metrics);
+        assert_eq!(need(&Method::POST, "/v1/search"), Need::MemberOrSearch);
+        assert_eq!(need(&Method::GET, "/v1/audit"), Need::Audit);
+    }
+
+    #[test]
+    fn only_the_search_role_and_members_search_and_only_the_audit_role_reads_the_log() {
+        let a = Authority::new(&AuthConfig::default(), "c").unwrap();
+        let a = Authority { enabled: true, ..a };
+        let client = |role| Principal::Client {
+            name: "t".into(),
+            role,
+        };
+        for role in Role::ALL {
+            assert!(a.allow(&client(role), Need::Read).is_ok());
+            assert_eq!(
+                a.allow(&client(role), Need::MemberOrSearch).is_ok(),
+                role == Role::Search
+            );
+            assert_eq!(
+                a.allow(&client(role), Need::Audit).is_ok(),
+                role == Role::Audit
+            );
+            assert_eq!(
+                a.allow(&client(role), Need::Write).is_ok(),
+                role == Role::Write
+            );
+            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+        }
+        assert!(a.allow(&Principal::Member, Need::MemberOrSearch).is_ok());
+        assert!(a.allow(&Principal::Member, Need::Audit).is_err());
+        assert!("admin".parse::<Role>().is_err());
     }
 
     #[test]

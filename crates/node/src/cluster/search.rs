@@ -1,0 +1,80 @@
+//! Finding every record that carries a key, in every domain: unlike a
+//! lookup, a search does not stop at the first domain that answers, and
+//! its answer is complete only when every domain that could hold such a
+//! record has answered.
+//!
+//! Which domains could: every other domain known. The filters replicated
+//! here hold archive IDs only, so none can be ruled out by them yet.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use super::lookup::{everyone, everyone_known};
+use super::Cluster;
+use crate::local::record::Record;
+use crate::wire::SearchRequest;
+
+/// What the other domains answered to one search.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    pub records: Vec<Record>,
+    pub asked: Vec<String>,
+    pub unreachable: Vec<String>,
+    pub errors: BTreeMap<String, String>,
+    /// Why the membership could not be confirmed: a domain not known
+    /// here may hold more.
+    pub unconfirmed: Option<String>,
+}
+
+impl Cluster {
+    /// Asks every other domain for its own records with the key of
+    /// `request` (already normalised), all at once.
+    pub async fn search_others(self: &Arc<Self>, request: &SearchRequest) -> Gathered {
+        let mut gathered = Gathered::default();
+        let peers = self.replicas.read().infos();
+        let targets = match self.coordinator.read_current().await {
+            Ok(roster) => everyone(&roster, &peers, &self.me),
+            Err(e) => {
+                gathered.unconfirmed = Some(e.to_string());
+                everyone_known(self, &peers)
+            }
+        };
+        let request = SearchRequest {
+            local: true,
+            ..request.clone()
+        };
+        let mut calls: FuturesUnordered<_> = targets
+            .iter()
+            .map(|(name, address)| {
+                let request = &request;
+                async move {
+                    let answer = match self.peer_client(address) {
+                        Ok(client) => client.search(request).await,
+                        Err(e) => Err(e),
+                    };
+                    (name.clone(), answer)
+                }
+            })
+            .collect();
+        gathered.asked = targets.iter().map(|(name, _)| name.clone()).collect();
+        while let Some((name, answer)) = calls.next().await {
+            match answer {
+                Ok((200, body)) => gathered.records.extend(body.records),
+                Ok((status, body)) => {
+                    let why = body.message.unwrap_or_else(|| format!("status {status}"));
+                    gathered.errors.insert(name.clone(), why);
+                    gathered.unreachable.push(name);
+                }
+                Err(e) => {
+                    tracing::debug!(peer = name, error = %e, "search failed");
+                    gathered.errors.insert(name.clone(), e.to_string());
+                    gathered.unreachable.push(name);
+                }
+            }
+        }
+        gathered.unreachable.sort();
+        gathered
+    }
+}

@@ -1,0 +1,193 @@
+//! Searches by key (every record about a person, in every domain) and the
+//! log of them.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+
+use super::error::ApiError;
+use crate::node::{Node, SearchError};
+use crate::security::auth::Principal;
+use crate::wire::{AuditPage, ErrorBody, Requester, SearchBody, SearchRequest};
+
+/// `POST /v1/search` with `{"key_type": "...", "value": "..."}`.
+#[utoipa::path(
+    post,
+    path = "/v1/search",
+    tag = "lookup",
+    request_body = SearchRequest,
+    responses(
+        (status = 200, description = "Every record with the key, from every domain that could hold one (possibly none)", body = SearchBody),
+        (status = 400, description = "`invalid_json`, `invalid_request` (not a search), `invalid_key` (an undeclared key type, or a value its format refuses; the value is never echoed)", body = ErrorBody),
+        (status = 503, description = "`unavailable` (some domains could not be reached) or `not_ready` (the membership is not confirmed): the records found, and who did not answer", body = SearchBody),
+    )
+)]
+pub async fn search(
+    State(node): State<Arc<Node>>,
+    who: Option<Extension<Principal>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(ApiError::body)?;
+    let request: SearchRequest = serde_json::from_slice(&body).map_err(|e| {
+        use serde_json::error::Category;
+        // serde's message would quote a value it refused: keep it out.
+        match e.classify() {
+            Category::Data => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "a search is {\"key_type\": \"...\", \"value\": \"...\"}",
+            ),
+            _ => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!(
+                    "the body is not JSON (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ),
+            ),
+        }
+    })?;
+    let requester = requester(&node, who.map(|w| w.0), request.requester.clone())?;
+    let mut found = node
+        .search(&request, requester)
+        .await
+        .map_err(|e| match e {
+            SearchError::Key(e) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_key", e.to_string())
+            }
+            e => ApiError::internal(e),
+        })?;
+    let problem = if !found.unreachable.is_empty() {
+        Some((
+            "unavailable",
+            format!(
+                "{} records found; these domains could not be reached and may hold more: {}",
+                found.records.len(),
+                found.unreachable.join(", ")
+            ),
+        ))
+    } else {
+        found.unconfirmed.as_ref().map(|reason| {
+            (
+                "not_ready",
+                format!(
+                    "{} records found in every domain known here, but this domain cannot \
+                     confirm the cluster's membership ({reason}), so a domain it does not \
+                     know of may hold more",
+                    found.records.len()
+                ),
+            )
+        })
+    };
+    Ok(match problem {
+        None => Json(found).into_response(),
+        Some((code, message)) => {
+            found.code = Some(code.to_owned());
+            found.message = Some(message);
+            (StatusCode::SERVICE_UNAVAILABLE, Json(found)).into_response()
+        }
+    })
+}
+
+/// Who the search is for: the caller's token at this domain, or, for a
+/// search passed on by a member domain, the client it names (on a domain
+/// without tokens or a secret, any caller may name one).
+fn requester(
+    node: &Node,
+    who: Option<Principal>,
+    named: Option<Requester>,
+) -> Result<Requester, ApiError> {
+    let here = |token: &str, role: &str| Requester {
+        token: token.to_owned(),
+        role: role.to_owned(),
+        domain: node.domain.name().to_owned(),
+    };
+    match (who.unwrap_or(Principal::Anonymous), named) {
+        (Principal::Member, Some(named)) => Ok(named),
+        // Where nothing is required (no tokens, no secret), nobody can
+        // be told from a member: the log holds what callers say.
+        (Principal::Anonymous, Some(named)) if !node.auth.enabled() => Ok(named),
+        (Principal::Member, None) => Ok(here("member", "member")),
+        (_, Some(_)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "only member domains name the requester of a search",
+        )),
+        (Principal::Client { name, role }, None) => Ok(here(&name, role.as_str())),
+        (Principal::Anonymous, None) => Ok(here("anonymous", "none")),
+    }
+}
+
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// Entries from this time on: RFC 3339 (`2026-11-25T08:00:00Z`) or
+    /// microseconds since the Unix epoch (what `next` gives); default all.
+    since: Option<String>,
+    /// At most this many entries (default and limit 1000).
+    limit: Option<usize>,
+}
+
+/// Most entries in one page.
+const AUDIT_PAGE: usize = 1000;
+
+/// `GET /v1/audit?since=...&limit=N`: the searches by private key that
+/// reached this domain, for a token with the `audit` role.
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    tag = "lookup",
+    params(AuditParams),
+    responses(
+        (status = 200, description = "The entries, oldest first, and where the next page starts", body = AuditPage),
+        (status = 400, description = "`invalid_parameter` (`since` is neither RFC 3339 nor microseconds)", body = ErrorBody),
+    )
+)]
+pub async fn audit(
+    State(node): State<Arc<Node>>,
+    params: Result<Query<AuditParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(ApiError::query)?;
+    let since_us = match params.since.as_deref() {
+        None => 0,
+        Some(text) => parse_since(text).ok_or_else(|| {
+            ApiError::invalid_parameter(format!(
+                "since {text:?} is neither an RFC 3339 time nor microseconds since the epoch"
+            ))
+        })?,
+    };
+    let limit = params.limit.unwrap_or(AUDIT_PAGE).clamp(1, AUDIT_PAGE);
+    let page = super::blocking(&node, move |node| {
+        // One more than asked tells whether there is a next page.
+        let mut entries = node
+            .audit
+            .since(since_us, limit + 1)
+            .map_err(ApiError::internal)?;
+        let next = (entries.len() > limit)
+            .then(|| entries.pop().map(|e| e.at_us.to_string()))
+            .flatten();
+        Ok(AuditPage {
+            domain: node.domain.name().to_owned(),
+            entries,
+            next,
+        })
+    })
+    .await?;
+    Ok(Json(page).into_response())
+}
+
+fn parse_since(text: &str) -> Option<u64> {
+    if let Ok(us) = text.parse::<u64>() {
+        return Some(us);
+    }
+    let at =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    u64::try_from(at.unix_timestamp_nanos() / 1_000).ok()
+}
