@@ -9,7 +9,10 @@ records=${1:-200000}
 seconds=${2:-10}
 command -v wrk >/dev/null || { sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo; $sudo apt-get install -y -qq wrk >/dev/null; }
 
-cargo build --release -q -p xarchive -p xarchive-node --example minimal_axum
+# Two builds: `--example` would restrict a combined one to the example,
+# leaving whatever xarchive binary was there before.
+cargo build --release -q -p xarchive
+cargo build --release -q -p xarchive-node --example minimal_axum
 bin=target/release/xarchive
 work=$(mktemp -d)
 pids=()
