@@ -1,16 +1,18 @@
 //! Security with real processes: tokens and roles, cluster membership
-//! (the secret and ZooKeeper's ACL), TLS on and off, rate limits; every
-//! refused request leaves the store and the filter byte-identical.
+//! (the secret and ZooKeeper's ACL), TLS on and off, rate limits, who may
+//! search people and read the log of it; every refused request leaves the
+//! store and the filter byte-identical.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
+use serde_json::json;
 use xarchive_node::cluster::client::http_client;
 use xarchive_node::security::auth::{AuthConfig, Authority};
 use xarchive_node::security::tls::LoopbackCa;
-use xarchive_node::wire::{ClusterView, ErrorBody};
+use xarchive_node::wire::{AuditPage, ClusterView, ErrorBody, SearchBody};
 use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
 
@@ -43,6 +45,8 @@ struct Secured {
     b: DomainProcess,
     read: String,
     write: String,
+    search: String,
+    audit: String,
     /// A write token of another cluster.
     foreign: String,
     /// What members present (derived from the secret).
@@ -66,6 +70,8 @@ impl Secured {
         .unwrap();
         let read = create_token(&config, "read", "clerk");
         let write = create_token(&config, "write", "archivist");
+        let search = create_token(&config, "search", "counter-3");
+        let audit = create_token(&config, "audit", "inspector");
         let other = dir.path().join("other.toml");
         let foreign = create_token(&other, "write", "archivist");
         let ca = tls.then(|| LoopbackCa::create(dir.path()).unwrap());
@@ -110,6 +116,8 @@ impl Secured {
             b,
             read,
             write,
+            search,
+            audit,
             foreign,
             member,
             ca,
@@ -448,4 +456,94 @@ async fn each_token_has_its_own_rate() {
             .status(),
         StatusCode::OK
     );
+}
+
+/// POSTs a search for `value` to `base` with `client`.
+async fn search_at(client: &reqwest::Client, base: &str, value: &str) -> (StatusCode, SearchBody) {
+    let reply = client
+        .post(format!("{base}/v1/search"))
+        .json(&json!({"key_type": "id_card", "value": value}))
+        .send()
+        .await
+        .unwrap();
+    (reply.status(), reply.json().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_search_role_searches_and_only_the_audit_role_sees_every_search() {
+    let s = Secured::start(false).await;
+    let person = "11010519491231002X";
+    let writer = s.client(Some(&s.write));
+    for (d, id) in [(&s.a, "A-1"), (&s.b, "B-1")] {
+        let put = writer
+            .put(format!("{}/v1/archives/{id}", s.url(d)))
+            .json(&json!({"title": "t", "keys": {"id_card": person}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), StatusCode::CREATED);
+    }
+    // read and write tokens may not search people; a search token may,
+    // and the member domains pass it on to each other.
+    for token in [&s.read, &s.write, &s.audit] {
+        let (status, _) = search_at(&s.client(Some(token)), &s.url(&s.a), person).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+    }
+    let searcher = s.client(Some(&s.search));
+    let (status, found) = search_at(&searcher, &s.url(&s.a), person).await;
+    assert_eq!(status, StatusCode::OK, "{found:?}");
+    let mut where_found: Vec<&str> = found.records.iter().map(|r| r.domain.as_str()).collect();
+    where_found.sort();
+    assert_eq!(where_found, ["A", "B"]);
+    // A client cannot pass itself off as someone else in the log.
+    let forged = searcher
+        .post(format!("{}/v1/search", s.url(&s.a)))
+        .json(&json!({"key_type": "id_card", "value": person,
+                      "requester": {"token": "x", "role": "search", "domain": "A"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::BAD_REQUEST);
+
+    // The log: only the audit role reads it; it names the searcher at
+    // every domain the search reached, and never holds the number.
+    for token in [&s.read, &s.write, &s.search] {
+        let reply = s
+            .client(Some(token))
+            .get(format!("{}/v1/audit", s.url(&s.b)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), StatusCode::FORBIDDEN);
+    }
+    for d in [&s.a, &s.b] {
+        let reply = s
+            .client(Some(&s.audit))
+            .get(format!("{}/v1/audit", s.url(d)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), StatusCode::OK);
+        let text = reply.text().await.unwrap();
+        let page: AuditPage = serde_json::from_str(&text).unwrap();
+        assert_eq!(page.entries.len(), 1, "{text}");
+        let who = &page.entries[0].requester;
+        assert_eq!(
+            (who.token.as_str(), who.role.as_str(), who.domain.as_str()),
+            ("counter-3", "search", "A")
+        );
+        assert!(!text.contains(&person[6..14]), "{text}");
+        // Nor does the domain's log or its metrics.
+        assert!(!d.log().contains(&person[6..14]));
+        let metrics = s
+            .client(Some(&s.read))
+            .get(format!("{}/metrics", s.url(d)))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!metrics.contains(&person[6..14]));
+    }
 }

@@ -29,6 +29,10 @@ pub struct PutArgs {
     /// A file whose bytes become the record's content.
     #[arg(long)]
     content_file: Option<PathBuf>,
+    /// Keys as a JSON object of strings by key type:
+    /// `{"id_card": "11010519491231002X"}`.
+    #[arg(long)]
+    keys: Option<String>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -46,6 +50,11 @@ pub async fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
             serde_json::from_str(m).context("--metadata is not valid JSON")?;
         anyhow::ensure!(metadata.is_object(), "--metadata must be a JSON object");
         body["metadata"] = metadata;
+    }
+    if let Some(k) = &args.keys {
+        let keys: std::collections::BTreeMap<String, String> = serde_json::from_str(k)
+            .context("--keys must be a JSON object of strings by key type")?;
+        body["keys"] = serde_json::to_value(keys)?;
     }
     if let Some(path) = &args.content_file {
         let bytes =
