@@ -36,10 +36,17 @@ pub enum ViolationKind {
     FilterInconsistent,
     /// The cluster had not converged long after a fault healed.
     NotConverged,
+    /// A search answered 200 without a record of that person whose PUT
+    /// was acknowledged before it started, with no DELETE of it started
+    /// before it ended.
+    SearchMissed,
+    /// A search answered 200 with a record whose DELETE was acknowledged
+    /// before it started (searches read the stores, never a cache).
+    SearchFoundDeleted,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 7] = [
+    pub const ALL: [ViolationKind; 9] = [
         ViolationKind::AcknowledgedThen404,
         ViolationKind::DeletedThen200,
         ViolationKind::Phantom,
@@ -47,6 +54,8 @@ impl ViolationKind {
         ViolationKind::LostRecord,
         ViolationKind::FilterInconsistent,
         ViolationKind::NotConverged,
+        ViolationKind::SearchMissed,
+        ViolationKind::SearchFoundDeleted,
     ];
 }
 
@@ -60,6 +69,8 @@ impl fmt::Display for ViolationKind {
             ViolationKind::LostRecord => "lost-record",
             ViolationKind::FilterInconsistent => "filter-inconsistent",
             ViolationKind::NotConverged => "not-converged",
+            ViolationKind::SearchMissed => "search-missed",
+            ViolationKind::SearchFoundDeleted => "search-found-deleted",
         })
     }
 }
@@ -97,6 +108,8 @@ fn by_id(history: &History) -> HashMap<&str, PerId<'_>> {
             OpKind::Put => entry.puts.push(op),
             OpKind::Delete => entry.deletes.push(op),
             OpKind::Lookup | OpKind::Get => entry.reads.push(op),
+            // By person, not by ID: see check_searches.
+            OpKind::Search => {}
         }
     }
     ids
@@ -160,9 +173,11 @@ pub fn check_history(history: &History) -> Vec<Violation> {
 pub fn check_history_with(history: &History, rules: &Rules) -> (Vec<Violation>, StaleReads) {
     let mut found = Vec::new();
     let mut stale = StaleReads::default();
-    for (id, ops) in by_id(history) {
-        check_id(id, &ops, rules, &mut stale, &mut found);
+    let ids = by_id(history);
+    for (id, ops) in &ids {
+        check_id(id, ops, rules, &mut stale, &mut found);
     }
+    check_searches(history, &ids, &mut found);
     for fault in &history.faults {
         if fault.converged_us.is_none() {
             found.push(Violation {
@@ -299,6 +314,74 @@ fn check_id(
     }
 }
 
+/// Every search that answered 200 must hold each record of its person
+/// acknowledged before it started and not deleted (no delete started)
+/// before it ended, and no record whose delete was acknowledged before it
+/// started (unless a PUT may have landed since), nor any never sent.
+fn check_searches(history: &History, ids: &HashMap<&str, PerId<'_>>, found: &mut Vec<Violation>) {
+    let mut by_person: HashMap<String, Vec<(&str, &PerId<'_>)>> = HashMap::new();
+    for (id, ops) in ids {
+        if !ops.puts.is_empty() {
+            by_person
+                .entry(crate::http::person_of(id))
+                .or_default()
+                .push((id, ops));
+        }
+    }
+    for s in history.ops.iter().filter(|o| o.kind == OpKind::Search) {
+        let Outcome::Ok {
+            found: Some(returned),
+            ..
+        } = &s.outcome
+        else {
+            continue;
+        };
+        let returned: std::collections::HashSet<&str> =
+            returned.iter().map(String::as_str).collect();
+        for (id, ops) in by_person.get(&s.id).map(Vec::as_slice).unwrap_or_default() {
+            let live_puts = || ops.puts.iter().filter(|p| p.worker != FINAL);
+            let acked = live_puts().find(|p| p.outcome.is_ok() && p.end_us < s.start_us);
+            let delete_started = ops.deletes.iter().any(|d| d.start_us < s.end_us);
+            if let (Some(p), false) = (acked, delete_started) {
+                if !returned.contains(id) {
+                    found.push(Violation {
+                        kind: ViolationKind::SearchMissed,
+                        id: (*id).to_owned(),
+                        at_us: s.start_us,
+                        message: format!("{s}; but {id} of that person was acknowledged: {p}"),
+                    });
+                }
+            }
+            let deleted = ops.deletes.iter().find(|d| {
+                d.outcome.is_ok()
+                    && d.end_us < s.start_us
+                    && !live_puts().any(|p| p.start_us < s.end_us && may_land_after(p, d.start_us))
+            });
+            if let (Some(d), true) = (deleted, returned.contains(id)) {
+                found.push(Violation {
+                    kind: ViolationKind::SearchFoundDeleted,
+                    id: (*id).to_owned(),
+                    at_us: s.start_us,
+                    message: format!("{s}; but {id} was deleted: {d}"),
+                });
+            }
+        }
+        for id in &returned {
+            let sent = ids
+                .get(id)
+                .is_some_and(|ops| ops.puts.iter().any(|p| p.start_us < s.end_us));
+            if !sent {
+                found.push(Violation {
+                    kind: ViolationKind::Phantom,
+                    id: (*id).to_owned(),
+                    at_us: s.start_us,
+                    message: format!("{s}; but no PUT of {id} had been sent"),
+                });
+            }
+        }
+    }
+}
+
 /// A final read of an ID: one acknowledged and never deleted must be found.
 fn check_final(id: &str, r: &Op, ops: &PerId<'_>, found: &mut Vec<Violation>) {
     let acked = ops
@@ -344,6 +427,7 @@ mod tests {
             status,
             owner: None,
             cache: None,
+            found: None,
         }
     }
 
@@ -352,6 +436,7 @@ mod tests {
             status: 200,
             owner: Some(owner.into()),
             cache: None,
+            found: None,
         }
     }
 
@@ -565,6 +650,66 @@ mod tests {
             (v[0].kind, v[0].id.as_str()),
             (ViolationKind::LostRecord, "A-2")
         );
+    }
+
+    fn searched(ids: &[&str]) -> Outcome {
+        Outcome::Ok {
+            status: 200,
+            owner: None,
+            cache: None,
+            found: Some(ids.iter().map(|id| id.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_search_must_return_every_acknowledged_record_of_its_person_and_no_deleted_one() {
+        // Two records of one person (found by trying IDs), one of another.
+        let person = crate::http::person_of("A-1");
+        let same = (2..200)
+            .map(|i| format!("B-{i}"))
+            .find(|id| crate::http::person_of(id) == person)
+            .unwrap();
+        let other = (2..200)
+            .map(|i| format!("C-{i}"))
+            .find(|id| crate::http::person_of(id) != person)
+            .unwrap();
+        let puts = || {
+            vec![
+                op(OpKind::Put, "A-1", "A", 0, 10, ok(201)),
+                op(OpKind::Put, &same, "B", 0, 10, ok(201)),
+                op(OpKind::Put, &other, "C", 0, 10, ok(201)),
+            ]
+        };
+        let search = |start, outcome| op(OpKind::Search, &person, "C", start, start + 10, outcome);
+
+        let mut ops = puts();
+        ops.push(search(20, searched(&["A-1", &same])));
+        assert!(kinds(&history(ops)).is_empty());
+
+        let mut ops = puts();
+        ops.push(search(20, searched(&["A-1"])));
+        assert_eq!(kinds(&history(ops)), [ViolationKind::SearchMissed]);
+
+        // A delete started before the search ended excuses a miss; one
+        // acknowledged before it started forbids the record.
+        let mut ops = puts();
+        ops.push(op(OpKind::Delete, &same, "B", 25, 40, ok(204)));
+        ops.push(search(20, searched(&["A-1"])));
+        ops.push(search(50, searched(&["A-1", &same])));
+        assert_eq!(kinds(&history(ops)), [ViolationKind::SearchFoundDeleted]);
+
+        // A 503 with what was found is not a violation; a record never
+        // sent is.
+        let mut ops = puts();
+        ops.push(search(
+            20,
+            Outcome::Http {
+                status: 503,
+                code: Some("unavailable".into()),
+            },
+        ));
+        ops.push(search(30, searched(&["A-1", &same, "Z-9"])));
+        assert_eq!(kinds(&history(ops)), [ViolationKind::Phantom]);
     }
 
     #[test]

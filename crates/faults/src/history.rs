@@ -25,6 +25,9 @@ pub enum OpKind {
     Lookup,
     /// `GET /v1/archives/{id}` at the owner (final checks).
     Get,
+    /// `POST /v1/search` at any domain for a person's `id_card`; the op's
+    /// `id` is the key's value (a synthetic person's).
+    Search,
 }
 
 impl fmt::Display for OpKind {
@@ -34,6 +37,7 @@ impl fmt::Display for OpKind {
             OpKind::Delete => "delete",
             OpKind::Lookup => "lookup",
             OpKind::Get => "get",
+            OpKind::Search => "search",
         })
     }
 }
@@ -43,13 +47,16 @@ impl fmt::Display for OpKind {
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum Outcome {
     /// A success status (200, 201, 204); `owner` is the domain a lookup
-    /// named, `cache` its `route.cache` (`hit` when a cached copy answered).
+    /// named, `cache` its `route.cache` (`hit` when a cached copy answered),
+    /// `found` the IDs a search returned.
     Ok {
         status: u16,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        found: Option<Vec<String>>,
     },
     /// Any other HTTP answer, with the JSON error's `code`.
     Http { status: u16, code: Option<String> },
@@ -106,8 +113,12 @@ impl fmt::Display for Outcome {
                 status,
                 owner,
                 cache,
+                found,
             } => {
                 write!(f, "{status}")?;
+                if let Some(found) = found {
+                    write!(f, " (found {})", found.join(","))?;
+                }
                 if let Some(owner) = owner {
                     write!(f, " (owner {owner})")?;
                 }

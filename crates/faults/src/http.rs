@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use xarchive_node::wire::{ErrorBody, LookupBody};
+use xarchive_node::wire::{ErrorBody, LookupBody, SearchBody};
 
 use crate::history::Outcome;
 use crate::Error;
@@ -32,12 +32,36 @@ pub fn client(timeout: Duration) -> Result<Client, Error> {
         .build()?)
 }
 
-/// The record body every PUT sends.
+/// The record body every PUT sends: it carries the `id_card` of the
+/// person the ID is about ([`person_of`]).
 fn record(id: &str) -> Value {
     serde_json::json!({
         "title": format!("fault test record {id}"),
         "metadata": {"test": "xarchive-faults"},
+        "keys": {"id_card": person_of(id)},
     })
+}
+
+/// How many people the records are about: few, so that each has records
+/// in every domain and searches find many.
+pub const PEOPLE: u64 = 40;
+
+/// The identity number of the person record `id` is about (a stable
+/// hash of the ID picks one of [`PEOPLE`]).
+pub fn person_of(id: &str) -> String {
+    // FNV-1a: stable across runs and builds, unlike std's hasher.
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    person(hash % PEOPLE)
+}
+
+/// The identity number of person `p` (of [`PEOPLE`]).
+pub fn person(p: u64) -> String {
+    xarchive_node::sample::person_keys(p)["id_card"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// `PUT {base}/v1/archives/{id}`.
@@ -65,6 +89,18 @@ pub fn lookup(client: &Client, base: &str, id: &str) -> Outcome {
     outcome(
         client.get(format!("{base}/v1/lookup/{id}")).send(),
         lookup_body,
+    )
+}
+
+/// `POST {base}/v1/search` for the person whose identity number is
+/// `value`; a success lists the IDs found.
+pub fn search(client: &Client, base: &str, value: &str) -> Outcome {
+    outcome(
+        client
+            .post(format!("{base}/v1/search"))
+            .json(&serde_json::json!({"key_type": "id_card", "value": value}))
+            .send(),
+        search_body,
     )
 }
 
@@ -99,12 +135,13 @@ pub fn get_typed<T: DeserializeOwned>(
 }
 
 /// What the test reads from a body: the owner (a lookup's success), the
-/// error code, the lookup's `route.cache`.
+/// error code, the lookup's `route.cache`, a search's IDs.
 #[derive(Default)]
 struct Read {
     owner: Option<String>,
     code: Option<String>,
     cache: Option<String>,
+    found: Option<Vec<String>>,
 }
 
 /// A lookup's body, any status: `wire::LookupBody`.
@@ -114,8 +151,21 @@ fn lookup_body(body: &str) -> Read {
             owner: b.owner,
             code: b.code,
             cache: b.route.cache,
+            ..Read::default()
         },
         Err(_) => Read::default(),
+    }
+}
+
+/// A search's body, any status: `wire::SearchBody`.
+fn search_body(body: &str) -> Read {
+    match serde_json::from_str::<SearchBody>(body) {
+        Ok(b) => Read {
+            code: b.code,
+            found: Some(b.records.into_iter().map(|r| r.id.to_string()).collect()),
+            ..Read::default()
+        },
+        Err(_) => write_body(body),
     }
 }
 
@@ -139,12 +189,18 @@ fn outcome(sent: reqwest::Result<Response>, read: fn(&str) -> Read) -> Outcome {
         // as with no answer at all.
         Err(e) => return transport(&e),
     };
-    let Read { owner, code, cache } = read(&body);
+    let Read {
+        owner,
+        code,
+        cache,
+        found,
+    } = read(&body);
     if (200..300).contains(&status) {
         Outcome::Ok {
             status,
             owner,
             cache,
+            found,
         }
     } else {
         Outcome::Http { status, code }

@@ -333,6 +333,7 @@ mod tests {
                         status: 201,
                         owner: None,
                         cache: None,
+                        found: None,
                     },
                 ),
                 op(
@@ -354,6 +355,7 @@ mod tests {
                         status: 201,
                         owner: None,
                         cache: None,
+                        found: None,
                     },
                 ),
                 op(
@@ -362,6 +364,7 @@ mod tests {
                         status: 201,
                         owner: None,
                         cache: None,
+                        found: None,
                     },
                 ),
             ],

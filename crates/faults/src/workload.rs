@@ -1,6 +1,7 @@
 //! The clients: threads that put new records at the domain named by each
-//! ID's prefix, delete some acknowledged ones there, and look up
-//! acknowledged, deleted and never-written IDs at random domains, without
+//! ID's prefix, delete some acknowledged ones there, look up
+//! acknowledged, deleted and never-written IDs at random domains, and
+//! search people by the identity number the records carry, without
 //! waiting for anything to be ready: every answer goes into the history.
 
 use std::collections::VecDeque;
@@ -137,6 +138,10 @@ impl Workload<'_> {
                         }
                     }
                 }
+            } else if rng.random_range(0..10) == 0 {
+                let person = http::person(rng.random_range(0..http::PEOPLE));
+                let d = rng.random_range(0..self.names.len());
+                self.call(&client, w, OpKind::Search, &person, d);
             } else {
                 let which = rng.random_range(0..100);
                 let (picked, elsewhere) = {
@@ -185,6 +190,7 @@ impl Workload<'_> {
             OpKind::Delete => http::delete(client, url, id),
             OpKind::Lookup => http::lookup(client, url, id),
             OpKind::Get => http::get(client, url, id),
+            OpKind::Search => http::search(client, url, id),
         };
         let end_us = self.rec.now_us();
         self.rec.op(Op {
@@ -201,9 +207,16 @@ impl Workload<'_> {
 
     /// The final reads, once every fault healed and the cluster
     /// converged: each acknowledged ID with no delete ever attempted is
-    /// read at its owner and looked up at every domain (a transport error
-    /// is tried again, up to three times). `threads` share the work.
+    /// read at its owner and looked up at every domain, and every person
+    /// is searched at every domain (a transport error is tried again, up
+    /// to three times). `threads` share the work.
     pub fn final_reads(&self, ids: &[(String, usize)], threads: usize) -> Result<(), Error> {
+        let client = http::client(http::REQUEST_TIMEOUT)?;
+        for p in 0..http::PEOPLE {
+            for d in 0..self.names.len() {
+                self.final_call(&client, OpKind::Search, &http::person(p), d);
+            }
+        }
         let chunk = ids.len().div_ceil(threads.max(1)).max(1);
         std::thread::scope(|s| {
             let handles: Vec<_> = ids
