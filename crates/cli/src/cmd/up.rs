@@ -82,6 +82,18 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
     writeln!(out, "A lookup at {asker} of an ID held by {owner}:")?;
     writeln!(out, "  xarchive lookup '{id}' --server {first}")?;
     writeln!(out, "  curl '{first}/v1/lookup/{encoded}'")?;
+    // Sample person 0 has a personnel record in every domain with records.
+    let person = sample::person_keys(0);
+    writeln!(
+        out,
+        "A search by identity number, finding {}'s records in every domain:",
+        person["name_birth"].as_str().unwrap_or_default()
+    )?;
+    writeln!(
+        out,
+        "  xarchive search --key id_card={} --server {first}",
+        person["id_card"].as_str().unwrap_or_default()
+    )?;
     writeln!(out, "The cluster: curl {first}/v1/cluster")?;
     if args.records == 0 {
         writeln!(out, "(no sample records were loaded: --records 0)")?;
