@@ -7,16 +7,18 @@
 //   api.js      requests to a domain's API, with the API token
 //   cluster.js  the state of the domains: refreshing and drawing it
 //   search.js   a search, answered by the filters here or by a server
+//   person.js   a search by key (an identity number) in every domain
 //   forms.js    adding and deleting records
 //
-// Imports go one way only: app → forms → search → cluster → api → dom
-// (and each may import those further along, never those before).
+// Imports go one way only: app → forms → person → search → cluster → api
+// → dom (and each may import those further along, never those before).
 
 import { $, busy } from './dom.js';
 import { startTokenForm } from './api.js';
 import { refreshAll, renderCluster } from './cluster.js';
 import { search } from './search.js';
 import { addRecord, findForDelete } from './forms.js';
+import { loadKeyTypes, searchPerson } from './person.js';
 
 /** How often the cluster, the stats and the filters are refreshed. */
 const REFRESH_MS = 3000;
@@ -28,6 +30,12 @@ function start() {
     ev.preventDefault();
     busy($('search-button'), () => search($('search-id').value))();
   });
+  const personForm = $('person-form');
+  personForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy($('person-button'), searchPerson)();
+  });
+  loadKeyTypes();
   const addForm = $('add-form');
   addForm.addEventListener('submit', (ev) => {
     ev.preventDefault();

@@ -13,7 +13,9 @@
 //   - a record added through the page to domain B is found there;
 //   - a record deleted through the page is then reported gone;
 //   - with one domain's filter out of reach, the browser does not answer
-//     "not here" by itself but asks the server, and says why.
+//     "not here" by itself but asks the server, and says why;
+//   - a person is found in every domain by identity number, grouped by
+//     archive, without the number in any URL.
 //
 // Screenshots go to test-artifacts/ (page.png, and one per step).
 //
@@ -369,6 +371,44 @@ test('when a filter cannot be loaded, the browser does not answer "not here" and
   }
   await page.reload();
   await seeText(page.locator('#cluster-summary'), ['filters of 3 of 3 domains']);
+});
+
+test('a person is found in every domain by identity number, grouped by archive, the number never in a URL', async () => {
+  // Sample person 0 has personnel record 3 in every domain.
+  const ids = ['J001-RS·2000-Y-00003', 'J101-RS·2000-Y-00003', 'J201-RS·2000-Y-00003'];
+  const { status, body: record } = await getJson(`http://127.0.0.1:${server.port}/v1/archives/${segment(ids[0])}`);
+  assert.equal(status, 200);
+  const number = record.keys.id_card;
+  assert.match(number, /^\d{17}[\dX]$/);
+
+  const urls = [];
+  const listener = (request) => urls.push(request.url());
+  page.on('request', listener);
+  try {
+    await seeText(page.locator('#person-panel'), ['Find a person']);
+    await page.selectOption('#person-key-type', 'id_card');
+    // As typed on a phone: the check letter in lower case.
+    await page.fill('#person-value', number.toLowerCase());
+    await page.click('#person-button');
+    const result = page.locator('#person-result');
+    await seeText(result, ['Domain A (1)', 'Domain B (1)', 'Domain C (1)', ...ids, '3 records in 3 domains']);
+    assert.equal(await result.getAttribute('data-state'), 'found');
+  } finally {
+    page.off('request', listener);
+  }
+  assert.ok(urls.some((u) => new URL(u).pathname === '/v1/search'), 'the search was sent');
+  for (const u of [...urls, page.url()]) {
+    assert.ok(!decodeURIComponent(u).includes(number.slice(6, 14)), `the number is in ${u}`);
+  }
+  // The public page never asks for a private filter: only /v1/filter.
+  assert.ok(!urls.some((u) => /\/v1\/filter\?/.test(u) && /set=/.test(u)));
+
+  // A wrong check digit is refused with why, never echoing the number.
+  await page.fill('#person-value', `${number.slice(0, 17)}${number.endsWith('0') ? '1' : '0'}`);
+  await page.click('#person-button');
+  const text = await seeText(page.locator('#person-result'), ['check digit']);
+  assert.ok(!text.includes(number.slice(0, 17)), text);
+  await shot('page-person');
 });
 
 test('no script error happened on the page', () => {

@@ -13,6 +13,7 @@ pub use crate::local::audit::{AuditEntry, Requester};
 use crate::local::domain::DomainStats;
 use crate::local::filter::FilterKind;
 use crate::local::id::{ArchiveId, InvalidId};
+use crate::local::keys::KeyType;
 use crate::local::record::Record;
 
 /// Header names carrying the filter's position beside binary bodies.
@@ -150,6 +151,12 @@ pub struct LookupBody {
     pub unavailable: Vec<String>,
     #[serde(default)]
     pub route: Route,
+}
+
+/// `GET /v1/keys`: the key types declared (the same at every domain).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct KeyTypesBody {
+    pub key_types: Vec<KeyType>,
 }
 
 /// The body of `POST /v1/search` (a POST, so that personal data stays

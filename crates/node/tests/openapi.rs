@@ -310,6 +310,8 @@ async fn every_answer_matches_the_openapi_document() {
     api.get("/v1/cluster", "/v1/cluster").await;
 
     // Searches by key, and their log.
+    let r = api.get("/v1/keys", "/v1/keys").await;
+    assert_eq!(r.json()["key_types"][0]["name"], "id_card");
     let person = json!({"title": "人事档案", "keys": {"id_card": "11010519491231002x"}});
     let r = api
         .call(

@@ -123,6 +123,7 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
         ("/v1/filter/verify", get(replication::verify)),
         ("/v1/lookup/{id}", get(lookup::lookup)),
         ("/v1/route/{id}", get(lookup::route)),
+        ("/v1/keys", get(search::key_types)),
         ("/v1/search", post(search::search)),
         ("/v1/audit", get(search::audit)),
         ("/v1/cluster", get(lookup::cluster)),

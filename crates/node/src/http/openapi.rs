@@ -37,6 +37,7 @@ use crate::wire::ErrorBody;
         lookup::lookup,
         lookup::route,
         lookup::cluster,
+        search::key_types,
         search::search,
         search::audit,
         ops::stats,

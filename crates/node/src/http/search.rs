@@ -13,7 +13,21 @@ use axum::{Extension, Json};
 use super::error::ApiError;
 use crate::node::{Node, SearchError};
 use crate::security::auth::Principal;
-use crate::wire::{AuditPage, ErrorBody, Requester, SearchBody, SearchRequest};
+use crate::wire::{AuditPage, ErrorBody, KeyTypesBody, Requester, SearchBody, SearchRequest};
+
+/// `GET /v1/keys`: the key types records may carry (the page's search
+/// form lists them).
+#[utoipa::path(
+    get,
+    path = "/v1/keys",
+    tag = "lookup",
+    responses((status = 200, description = "The declared key types", body = KeyTypesBody))
+)]
+pub async fn key_types(State(node): State<Arc<Node>>) -> Json<KeyTypesBody> {
+    Json(KeyTypesBody {
+        key_types: node.key_types.iter().cloned().collect(),
+    })
+}
 
 /// `POST /v1/search` with `{"key_type": "...", "value": "..."}`.
 #[utoipa::path(

@@ -60,6 +60,11 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../../../../web/forms.js"),
     },
     Asset {
+        name: "person.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/person.js"),
+    },
+    Asset {
         name: "util.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../../../web/util.js"),
@@ -254,6 +259,7 @@ mod tests {
             ("cluster.js", "text/javascript; charset=utf-8"),
             ("search.js", "text/javascript; charset=utf-8"),
             ("forms.js", "text/javascript; charset=utf-8"),
+            ("person.js", "text/javascript; charset=utf-8"),
             ("util.js", "text/javascript; charset=utf-8"),
             ("xarchive-filter.js", "text/javascript; charset=utf-8"),
             ("style.css", "text/css; charset=utf-8"),
