@@ -44,14 +44,18 @@ pub struct LookupBenchArgs {
     /// Records over all domains (spread evenly).
     #[arg(long, default_value_t = 16_000)]
     records: u64,
-    /// `uniform` over all records, or `zipf` (s = --zipf-s) by rank.
+    /// `uniform` over all records, `zipf` (s = --zipf-s) by rank, or
+    /// `keys`: uniform lookups beside searches by key.
     #[arg(long, value_enum, default_value_t = WorkloadKind::Uniform)]
     workload: WorkloadKind,
     #[arg(long, default_value_t = 1.0)]
     zipf_s: f64,
-    /// Lookup strategies to compare.
+    /// What to compare: lookups by archive number `routed` or by
+    /// `broadcast`, and `search`es by identity number (of sample people,
+    /// each with records in every domain). `--workload keys` compares
+    /// `routed` with `search`.
     #[arg(long, value_delimiter = ',', default_value = "routed,broadcast",
-          value_parser = PossibleValuesParser::new(["routed", "broadcast"]))]
+          value_parser = PossibleValuesParser::new(["routed", "broadcast", "search"]))]
     strategies: Vec<String>,
     /// Caches to compare: none, memory, redis (needs --redis).
     #[arg(long, value_delimiter = ',', default_value = "none",
@@ -106,6 +110,7 @@ struct Run {
 enum WorkloadKind {
     Uniform,
     Zipf,
+    Keys,
 }
 
 impl std::fmt::Display for WorkloadKind {
@@ -113,6 +118,7 @@ impl std::fmt::Display for WorkloadKind {
         f.write_str(match self {
             WorkloadKind::Uniform => "uniform",
             WorkloadKind::Zipf => "zipf",
+            WorkloadKind::Keys => "keys",
         })
     }
 }
@@ -132,6 +138,33 @@ impl Workload {
         };
         let domain = (index % domains as u64) as usize;
         sample::id(domain, (index / domains as u64).min(per_domain - 1))
+    }
+}
+
+/// One search by the identity number of a sample person with records
+/// (person `p` has record `4p + 3` in every domain): its remote calls, if
+/// it succeeded.
+async fn search(
+    http: &reqwest::Client,
+    at: &str,
+    rng: &mut impl Rng,
+    per_domain: u64,
+) -> Option<(usize, bool)> {
+    let people = per_domain.div_ceil(4).clamp(1, sample::PEOPLE);
+    let person = sample::person_keys(rng.random_range(0..people));
+    let request = json!({"key_type": "id_card", "value": person["id_card"]});
+    match http
+        .post(format!("{at}/v1/search"))
+        .json(&request)
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => r
+            .json::<xarchive_node::wire::SearchBody>()
+            .await
+            .ok()
+            .map(|b| (b.remote_calls, false)),
+        _ => None,
     }
 }
 
@@ -163,27 +196,39 @@ async fn measure(
                     (Vec::new(), 0u64, 0usize, 0usize);
                 while Instant::now() < deadline {
                     let at = &addresses[rng.random_range(0..addresses.len())];
-                    let id = workload.pick(&mut rng, addresses.len(), per_domain);
-                    let url = format!(
-                        "{at}/v1/lookup/{}?strategy={strategy}",
-                        xarchive_node::cluster::client::encode_id(&id)
-                    );
                     let sent = Instant::now();
-                    let answer = match http.get(&url).send().await {
-                        Ok(r) if r.status().is_success() => {
-                            r.json::<xarchive_node::wire::LookupBody>().await.ok()
+                    // (remote calls, cache hit) of an answer that succeeded.
+                    let answer = if strategy == "search" {
+                        search(&http, at, &mut rng, per_domain).await
+                    } else {
+                        let id = workload.pick(&mut rng, addresses.len(), per_domain);
+                        let url = format!(
+                            "{at}/v1/lookup/{}?strategy={strategy}",
+                            xarchive_node::cluster::client::encode_id(&id)
+                        );
+                        match http.get(&url).send().await {
+                            Ok(r) if r.status().is_success() => r
+                                .json::<xarchive_node::wire::LookupBody>()
+                                .await
+                                .ok()
+                                .map(|a| {
+                                    (
+                                        a.route.remote_calls,
+                                        a.route.cache.as_deref() == Some("hit"),
+                                    )
+                                }),
+                            _ => None,
                         }
-                        _ => None,
                     };
                     let elapsed = sent.elapsed();
                     if sent < measure_from {
                         continue;
                     }
                     match answer {
-                        Some(a) => {
+                        Some((remote_calls, hit)) => {
                             latencies.push(elapsed.as_secs_f64() * 1e3);
-                            calls += a.route.remote_calls as u64;
-                            hits += usize::from(a.route.cache.as_deref() == Some("hit"));
+                            calls += remote_calls as u64;
+                            hits += usize::from(hit);
                         }
                         None => failed += 1,
                     }
@@ -222,9 +267,13 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
     let per_domain = args.records.div_ceil(args.domains as u64).max(1);
     let total = per_domain * args.domains as u64;
     let workload = Arc::new(match args.workload {
-        WorkloadKind::Uniform => Workload::Uniform(total),
+        WorkloadKind::Uniform | WorkloadKind::Keys => Workload::Uniform(total),
         WorkloadKind::Zipf => Workload::Zipf(rand_distr::Zipf::new(total as f64, args.zipf_s)?),
     });
+    let mut args = args;
+    if matches!(args.workload, WorkloadKind::Keys) {
+        args.strategies = vec!["routed".into(), "search".into()];
+    }
     let delay_ms = args.wan_delay.as_millis() as u64;
     let certs = tempfile::tempdir()?;
     let tls = if args.tls {
@@ -360,6 +409,17 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
                     "p50_broadcast_over_routed": b.p50_ms / r.p50_ms,
                     "throughput_routed_over_broadcast": r.throughput / b.throughput}));
             }
+            if let (Some(r), Some(s)) = (find(cache, users, "routed"), find(cache, users, "search"))
+            {
+                println!(
+                    "cache {cache}, {users:>3} users: search p50 / routed lookup p50 = {:.2}, remote calls {:.2} against {:.2}",
+                    s.p50_ms / r.p50_ms,
+                    s.remote_calls_per_lookup,
+                    r.remote_calls_per_lookup
+                );
+                ratios.push(json!({"cache": cache, "users": users,
+                    "p50_search_over_routed": s.p50_ms / r.p50_ms}));
+            }
             if cache != "none" {
                 if let (Some(c), Some(n)) =
                     (find(cache, users, "routed"), find("none", users, "routed"))
@@ -405,7 +465,7 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
             });
         }
     }
-    if args.strategies.len() == 2 {
+    if args.strategies.iter().any(|s| s == "broadcast") {
         series.push(Series {
             name: "paper: filter".into(),
             colour: "#1f77b4",
