@@ -77,12 +77,6 @@ pub fn router(node: Arc<Node>) -> Router {
                 .concurrency_limit(limits.max_concurrent_requests),
         )
         .layer(middleware::from_fn_with_state(node.clone(), observe))
-        // Filters are mostly zeros until full (a domain of 10 000 records
-        // sized for a million ships 1.2 MB raw, under 100 KB compressed);
-        // zstd, br or gzip by what the caller accepts (the page, the peers).
-        // Small answers (a filter check, most records) are sent as they
-        // are: compressing them costs more CPU than the bytes it saves.
-        .layer(compression())
         .layer(cors())
         .with_state(node)
 }
@@ -90,15 +84,23 @@ pub fn router(node: Arc<Node>) -> Router {
 /// Bodies smaller than this are not compressed.
 const COMPRESS_ABOVE: u16 = 4096;
 
-/// tower-http's compression (its default predicate: not images, gRPC or
-/// event streams) for bodies of [`COMPRESS_ABOVE`] bytes or more.
-fn compression() -> tower_http::compression::CompressionLayer<impl Predicate> {
+/// `handlers` with their answers compressed (zstd, br or gzip, by what
+/// the caller accepts) when they are [`COMPRESS_ABOVE`] bytes or more.
+/// Only on the routes whose answers can be large: filters are mostly
+/// zeros until full (a domain of 10 000 records sized for a million ships
+/// 1.2 MB raw, under 100 KB compressed), and records, pages of IDs,
+/// searches and the page's assets compress well. The layer costs every
+/// request it wraps, even one it leaves alone: on `GET /v1/contains` it
+/// cost 11 % of the throughput (docs/BENCHMARKS.md §3).
+fn compressed(handlers: MethodRouter<Arc<Node>>) -> MethodRouter<Arc<Node>> {
     use tower_http::compression::predicate::{NotForContentType, SizeAbove};
-    tower_http::compression::CompressionLayer::new().compress_when(
-        SizeAbove::new(COMPRESS_ABOVE)
-            .and(NotForContentType::GRPC)
-            .and(NotForContentType::IMAGES)
-            .and(NotForContentType::const_new("text/event-stream")),
+    handlers.layer(
+        tower_http::compression::CompressionLayer::new().compress_when(
+            SizeAbove::new(COMPRESS_ABOVE)
+                .and(NotForContentType::GRPC)
+                .and(NotForContentType::IMAGES)
+                .and(NotForContentType::const_new("text/event-stream")),
+        ),
     )
 }
 
@@ -109,31 +111,33 @@ const BULK: &str = "/v1/archives/_bulk";
 /// built from and the OpenAPI test reads.
 fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
     vec![
-        ("/v1/archives", get(archives::list)),
+        ("/v1/archives", compressed(get(archives::list))),
         (
             "/v1/archives/{id}",
-            get(archives::get)
-                .put(archives::put)
-                .delete(archives::delete),
+            compressed(
+                get(archives::get)
+                    .put(archives::put)
+                    .delete(archives::delete),
+            ),
         ),
         ("/v1/contains/{id}", get(replication::contains_one)),
-        ("/v1/contains", post(replication::contains_many)),
-        ("/v1/filter", get(replication::snapshot)),
-        ("/v1/filter/delta", get(replication::delta)),
+        ("/v1/contains", compressed(post(replication::contains_many))),
+        ("/v1/filter", compressed(get(replication::snapshot))),
+        ("/v1/filter/delta", compressed(get(replication::delta))),
         ("/v1/filter/verify", get(replication::verify)),
-        ("/v1/lookup/{id}", get(lookup::lookup)),
+        ("/v1/lookup/{id}", compressed(get(lookup::lookup))),
         ("/v1/route/{id}", get(lookup::route)),
         ("/v1/keys", get(search::key_types)),
-        ("/v1/search", post(search::search)),
-        ("/v1/audit", get(search::audit)),
-        ("/v1/cluster", get(lookup::cluster)),
+        ("/v1/search", compressed(post(search::search))),
+        ("/v1/audit", compressed(get(search::audit))),
+        ("/v1/cluster", compressed(get(lookup::cluster))),
         ("/v1/stats", get(ops::stats)),
-        ("/v1/openapi.json", get(openapi::openapi_json)),
-        ("/metrics", get(ops::metrics)),
+        ("/v1/openapi.json", compressed(get(openapi::openapi_json))),
+        ("/metrics", compressed(get(ops::metrics))),
         ("/healthz", get(ops::healthz)),
         ("/readyz", get(ops::readyz)),
-        ("/", get(web::index)),
-        ("/assets/{file}", get(web::asset)),
+        ("/", compressed(get(web::index))),
+        ("/assets/{file}", compressed(get(web::asset))),
     ]
 }
 
