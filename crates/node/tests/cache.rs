@@ -309,3 +309,70 @@ async fn a_hundred_lookups_of_one_cold_id_make_one_fetch() {
         "one remote fetch for 100 lookups"
     );
 }
+
+/// Records with an identity number among their keys, looked up (so
+/// cached in Redis) and searched for by it: the number is in no Redis
+/// key, no metric and no `/v1/stats` of either domain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_identity_number_reaches_a_redis_key_a_metric_or_the_stats() {
+    let redis = RedisServer::start();
+    let p = Pair::start(&redis.url()).await;
+    let number = "11010519491231002X";
+    for i in 0..5 {
+        p.at_b
+            .put(
+                &format!("B-人事-{i}"),
+                &json!({"title": "人事档案", "keys": {"id_card": number}}),
+            )
+            .await
+            .unwrap();
+    }
+    p.settle().await;
+    for _ in 0..3 {
+        for i in 0..5 {
+            assert_eq!(p.lookup(&format!("B-人事-{i}")).await.0, 200);
+        }
+    }
+    let search = xarchive_node::wire::SearchRequest {
+        key_type: "id_card".into(),
+        value: number.into(),
+        local: false,
+        requester: None,
+    };
+    let (status, found) = p.at_a.search(&search).await.unwrap();
+    assert_eq!((status, found.records.len()), (200, 5));
+    assert!(p.a.cluster().cache().stats().admissions >= 1);
+
+    let mut redis_keys = Vec::new();
+    let mut connection = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        redis_keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    assert!(!redis_keys.is_empty(), "nothing was cached");
+    let digits = &number[6..14];
+    for key in &redis_keys {
+        assert!(!key.contains(digits), "{key}");
+    }
+    for (node, client) in [(&p.a, &p.at_a), (&p.b, &p.at_b)] {
+        let metrics = node.metrics().render(&node.domain().stats().unwrap());
+        assert!(!metrics.contains(digits));
+        let served = client.stats().await.unwrap();
+        assert!(!serde_json::to_string(&served).unwrap().contains(digits));
+    }
+}
