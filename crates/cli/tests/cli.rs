@@ -101,7 +101,7 @@ fn import_reads_csv_and_ndjson_and_names_bad_lines() {
     let csv = dir.path().join("records.csv");
     std::fs::write(
         &csv,
-        "id,title,fonds\nJ001-WS·2023-Y-0001,\"Minutes, vol. 1\",J001\nJ001-WS·2023-Y-0002,Letters,J001\n",
+        "id,title,fonds,key:id_card\nJ001-WS·2023-Y-0001,\"Minutes, vol. 1\",J001,11010519491231002x\nJ001-WS·2023-Y-0002,Letters,J001,\n",
     )
     .unwrap();
     let out = xarchive(
@@ -114,6 +114,12 @@ fn import_reads_csv_and_ndjson_and_names_bad_lines() {
     let record: Record = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(record.title, "Minutes, vol. 1");
     assert_eq!(record.metadata["fonds"], "J001");
+    // A key column becomes a key, normalised; an empty cell, no key.
+    assert_eq!(record.keys["id_card"], "11010519491231002X");
+    assert!(!record.metadata.contains_key("key:id_card"));
+    let out = xarchive(&["get", "J001-WS·2023-Y-0002"], &domain.url);
+    let record: Record = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(record.keys.is_empty());
 
     let ndjson = dir.path().join("records.ndjson");
     std::fs::write(

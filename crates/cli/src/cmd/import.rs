@@ -22,9 +22,10 @@ pub struct ImportArgs {
     /// The file to import.
     file: PathBuf,
     /// `csv` (header with `id`, `title`, optional `metadata` JSON and
-    /// `content` base64; other columns become metadata), `ndjson` (one
-    /// record per line: {"id","title","metadata","content"}), or `auto`
-    /// (by extension, else by the first byte).
+    /// `content` base64, and `key:TYPE` columns for keys, such as
+    /// `key:id_card`; other columns become metadata), `ndjson` (one
+    /// record per line: {"id","title","metadata","content","keys"}), or
+    /// `auto` (by extension, else by the first byte).
     #[arg(long, default_value = "auto")]
     format: String,
     /// Records per request.
@@ -154,7 +155,7 @@ fn produce(
                 let mut row = csv::StringRecord::new();
                 while reader.read_record(&mut row).context("malformed CSV")? {
                     let number = row.position().map_or(0, |p| p.line());
-                    let mut metadata = Map::new();
+                    let (mut metadata, mut keys) = (Map::new(), Map::new());
                     if let Some(text) = metadata_col
                         .and_then(|c| row.get(c))
                         .filter(|t| !t.is_empty())
@@ -165,15 +166,23 @@ fn produce(
                         }
                     }
                     for (i, value) in row.iter().enumerate() {
-                        if i != id_col
-                            && i != title_col
-                            && Some(i) != metadata_col
-                            && Some(i) != content_col
+                        if i == id_col
+                            || i == title_col
+                            || Some(i) == metadata_col
+                            || Some(i) == content_col
                         {
-                            metadata.insert(
-                                headers[i].trim().to_owned(),
-                                Value::String(value.to_owned()),
-                            );
+                            continue;
+                        }
+                        let header = headers[i].trim();
+                        match header.strip_prefix("key:") {
+                            // An empty cell: the record has no such key.
+                            Some(_) if value.is_empty() => {}
+                            Some(key_type) => {
+                                keys.insert(key_type.to_owned(), value.into());
+                            }
+                            None => {
+                                metadata.insert(header.to_owned(), value.into());
+                            }
                         }
                     }
                     let mut record = Map::new();
@@ -183,6 +192,9 @@ fn produce(
                         row.get(title_col).unwrap_or_default().into(),
                     );
                     record.insert("metadata".into(), Value::Object(metadata));
+                    if !keys.is_empty() {
+                        record.insert("keys".into(), Value::Object(keys));
+                    }
                     if let Some(c) = content_col
                         .and_then(|c| row.get(c))
                         .filter(|c| !c.is_empty())
