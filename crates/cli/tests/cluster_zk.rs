@@ -377,3 +377,33 @@ async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
     assert!(lookups.load(Ordering::Relaxed) > 100);
     assert_eq!(misses.load(Ordering::Relaxed), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_declaring_other_key_types_refuses_to_join() {
+    let cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let config = cluster._dir.path().join("other-keys.toml");
+    std::fs::write(
+        &config,
+        "[[keys]]\nname = \"id_card\"\nvisibility = \"public\"\nformat = \"id_card\"\n",
+    )
+    .unwrap();
+    let other = Spawn::new(bin(), "D", &cluster._dir.path().join("D"))
+        .args(["--config", config.to_str().unwrap()])
+        .args(["--zk", &cluster.zk.connect_string(), "--cluster", "test"])
+        .start();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !other.log().contains("refusing to join: domain") {
+        assert!(
+            Instant::now() < deadline,
+            "no refusal in D's log:\n{}",
+            other.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Not a member: the others do not see it, and it is not ready.
+    let view = cluster.client(0).cluster().await.unwrap();
+    assert!(view.get("D").is_none(), "{view:?}");
+    let d = Client::new(&other.url, Duration::from_secs(5)).unwrap();
+    assert!(d.ready().await.is_err());
+    cluster.wait_converged().await;
+}

@@ -154,8 +154,12 @@ impl Node {
     /// Starts the background work (registration and replica sync), which
     /// ends when `stop` is cancelled.
     pub fn start(&self, stop: &CancellationToken) {
-        self.cluster
-            .start(self.domain.settings().kind, self.domain.subscribe(), stop)
+        self.cluster.start(
+            self.domain.settings().kind,
+            self.key_types.fingerprint(),
+            self.domain.subscribe(),
+            stop,
+        )
     }
 
     /// Finds `id` here or in any other domain (see [`Cluster::find`]).

@@ -22,6 +22,10 @@ pub struct Member {
     pub kind: FilterKind,
     pub epoch: u64,
     pub version: u64,
+    /// The fingerprint of the key types it declares (`KeyTypes::fingerprint`;
+    /// empty from a domain older than keys).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub keys: String,
 }
 
 impl Member {
@@ -115,8 +119,38 @@ pub enum CoordError {
     Chroot(String),
     #[error("cannot register {0}: it keeps being replaced")]
     Register(String),
+    #[error(
+        "refusing to join: domain {other} declares other key types (fingerprint {theirs}) \
+         than this domain ({mine}); every domain of a cluster must declare the same [[keys]]"
+    )]
+    KeyTypesDiffer {
+        other: String,
+        theirs: String,
+        mine: String,
+    },
     #[error("ZooKeeper: {0}")]
     ZooKeeper(#[source] zookeeper_client::Error),
+}
+
+/// Why `me`, declaring the key types of fingerprint `mine`, must not join
+/// `members`: one of them declares others (a search would then miss the
+/// records it indexes under a type this domain does not know, or
+/// normalises otherwise). Domains older than keys declare none and pass.
+pub(crate) fn refuse_to_join(
+    members: &BTreeMap<String, Member>,
+    me: &str,
+    mine: &str,
+) -> Result<(), CoordError> {
+    match members.iter().find(|(name, m)| {
+        name.as_str() != me && !m.keys.is_empty() && !mine.is_empty() && m.keys != mine
+    }) {
+        Some((other, m)) => Err(CoordError::KeyTypesDiffer {
+            other: other.clone(),
+            theirs: m.keys.clone(),
+            mine: mine.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Joins a domain to its cluster.
@@ -157,7 +191,7 @@ pub trait Coordinator: Send + Sync + 'static {
 
 #[cfg(test)]
 mod tests {
-    use super::View;
+    use super::*;
 
     #[test]
     fn a_lost_view_remembers_when_it_first_stopped_following() {
@@ -181,5 +215,37 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         view.lose();
         assert!(view.lost_at > first);
+    }
+
+    fn member(keys: &str) -> Member {
+        Member {
+            address: "http://x".into(),
+            kind: FilterKind::Counting,
+            epoch: 1,
+            version: 1,
+            keys: keys.into(),
+        }
+    }
+
+    #[test]
+    fn a_domain_refuses_to_join_members_declaring_other_key_types() {
+        let members: BTreeMap<String, Member> = [
+            ("A".to_owned(), member("f1")),
+            ("OLD".to_owned(), member("")),
+        ]
+        .into();
+        assert!(refuse_to_join(&members, "B", "f1").is_ok());
+        let refused = refuse_to_join(&members, "B", "f2").unwrap_err();
+        assert!(
+            matches!(&refused, CoordError::KeyTypesDiffer { other, .. } if other == "A"),
+            "{refused}"
+        );
+        // Its own earlier registration and domains older than keys do not count.
+        let only_self_and_old: BTreeMap<String, Member> = [
+            ("B".to_owned(), member("f0")),
+            ("OLD".to_owned(), member("")),
+        ]
+        .into();
+        assert!(refuse_to_join(&only_self_and_old, "B", "f2").is_ok());
     }
 }

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
+use super::coordinator::{refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View};
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
@@ -65,6 +65,13 @@ impl Coordinator for InProcessCoordinator {
         shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         async move {
+            let members = self.hub.roster.lock().members.clone();
+            if let Err(e) = refuse_to_join(&members, &name, &member.keys) {
+                // One process, one configuration: this is a test or a
+                // mistake in code, never fixed by waiting.
+                tracing::error!(error = %e, "not joining the cluster");
+                return;
+            }
             loop {
                 let position = *positions.borrow_and_update();
                 member.epoch = position.epoch;

@@ -413,6 +413,7 @@ mod tests {
             kind: FilterKind::Counting,
             epoch: 7,
             version,
+            keys: String::new(),
         };
         (name.to_owned(), member)
     }

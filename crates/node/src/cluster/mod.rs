@@ -177,9 +177,12 @@ impl Cluster {
 
     /// Starts the coordinator and the replica sync; both end when
     /// `stop` is cancelled (the coordinator after deregistering).
+    /// `keys` is the fingerprint of the key types this domain declares:
+    /// it refuses to join a cluster whose members declare others.
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
+        keys: String,
         positions: watch::Receiver<Position>,
         stop: &CancellationToken,
     ) {
@@ -189,6 +192,7 @@ impl Cluster {
             kind,
             epoch: position.epoch,
             version: position.version,
+            keys,
         };
         self.tasks.spawn(self.coordinator.clone().run(
             self.me.clone(),

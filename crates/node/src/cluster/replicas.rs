@@ -440,6 +440,7 @@ mod tests {
                             kind: FilterKind::Counting,
                             epoch: *e,
                             version: *v,
+                            keys: String::new(),
                         },
                     )
                 })

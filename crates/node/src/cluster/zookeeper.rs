@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use zookeeper_client as zk;
 
-use super::coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
+use super::coordinator::{refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View};
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
@@ -56,6 +56,10 @@ const GIVE_UP_AFTER: Duration = Duration::from_millis(600);
 
 /// The longest wait between two attempts to open a session.
 const MAX_RETRY: Duration = Duration::from_millis(500);
+
+/// How often a domain refused by the cluster (other key types) tries
+/// to join again.
+const REFUSED_RETRY: Duration = Duration::from_secs(10);
 
 /// Why a session ended.
 enum End {
@@ -369,6 +373,10 @@ impl ZooKeeperCoordinator {
                 }
             }))
         };
+        // Not into a cluster whose members declare other key types. (Two
+        // domains registering at the same moment may both pass: the check
+        // is for a misconfigured newcomer, not a consensus.)
+        refuse_to_join(&read_members(&client, &folder).await?, name, &member.keys)?;
         self.register(
             &client,
             &own,
@@ -575,6 +583,15 @@ impl Coordinator for ZooKeeperCoordinator {
                 match session {
                     Ok(End::Shutdown) => break,
                     Ok(End::Lost) => backoff = Duration::from_millis(100),
+                    Err(e @ CoordError::KeyTypesDiffer { .. }) => {
+                        // A configuration to fix, not an outage: said
+                        // loudly, tried again now and then.
+                        tracing::error!(error = %e, retry_s = REFUSED_RETRY.as_secs(), "not joining the cluster");
+                        tokio::select! {
+                            _ = sleep(REFUSED_RETRY) => {}
+                            _ = shutdown.cancelled() => break,
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "ZooKeeper unavailable");
                         tokio::select! {
