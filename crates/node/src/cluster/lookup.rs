@@ -171,14 +171,8 @@ impl Cluster {
         let cluster = self;
         let mut route = started.route.clone();
         if route.strategy == Strategy::Broadcast {
-            let peers = cluster.replicas.read().infos();
-            let targets = match cluster.coordinator.read_current().await {
-                Ok(roster) => everyone(&roster, &peers, &cluster.me),
-                Err(e) => {
-                    route.unconfirmed = Some(e.to_string());
-                    everyone_known(cluster, &peers)
-                }
-            };
+            let (targets, unconfirmed) = cluster.everyone_now().await;
+            route.unconfirmed = unconfirmed;
             let found = broadcast(cluster, id.as_str(), targets, &mut route).await;
             return started.finish(conclude(found, &route), route);
         }
@@ -353,9 +347,23 @@ pub(crate) fn not_ruled_out(
     out
 }
 
+impl Cluster {
+    /// Every other domain, with its address: the membership read from the
+    /// coordinator and the copies held here; while the coordinator cannot
+    /// be read, every domain known here, and why it could not be read
+    /// (then a domain not known here may exist).
+    pub(super) async fn everyone_now(&self) -> (Vec<(String, String)>, Option<String>) {
+        let peers = self.replicas.read().infos();
+        match self.coordinator.read_current().await {
+            Ok(roster) => (everyone(&roster, &peers, &self.me), None),
+            Err(e) => (everyone_known(self, &peers), Some(e.to_string())),
+        }
+    }
+}
+
 /// Every other domain in the roster or held as a copy, with its address:
 /// the seed paper's broadcast asks them all.
-pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
+fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
     let mut all: std::collections::BTreeMap<String, String> = peers
         .iter()
         .map(|p| (p.name.clone(), p.address.clone()))
@@ -372,7 +380,7 @@ pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(St
 
 /// Every other domain this one knows of without the coordinator: the
 /// last view of the membership and the copies held.
-pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
+fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
     let members = cluster.coordinator.view().borrow().members.clone();
     everyone(
         &Roster {

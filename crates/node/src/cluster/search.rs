@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use super::lookup::{everyone, everyone_known};
 use super::Cluster;
 use crate::local::record::Record;
 use crate::wire::SearchRequest;
@@ -32,14 +31,10 @@ impl Cluster {
     /// Asks every other domain for its own records with the key of
     /// `request` (already normalised), all at once.
     pub async fn search_others(self: &Arc<Self>, request: &SearchRequest) -> Gathered {
-        let mut gathered = Gathered::default();
-        let peers = self.replicas.read().infos();
-        let targets = match self.coordinator.read_current().await {
-            Ok(roster) => everyone(&roster, &peers, &self.me),
-            Err(e) => {
-                gathered.unconfirmed = Some(e.to_string());
-                everyone_known(self, &peers)
-            }
+        let (targets, unconfirmed) = self.everyone_now().await;
+        let mut gathered = Gathered {
+            unconfirmed,
+            ..Gathered::default()
         };
         let request = SearchRequest {
             local: true,
