@@ -214,10 +214,6 @@ impl KeyTypes {
         self.types.iter()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.types.is_empty()
-    }
-
     /// A short digest (16 hex chars of SHA-256) of the canonical list (sorted
     /// by name, with visibility and format), so domains can refuse to join a
     /// cluster that declares a different list.
