@@ -14,7 +14,7 @@ use crate::config::NodeConfig;
 use crate::local::audit::{AuditEntry, AuditError, AuditLog, Requester};
 use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
-use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Visibility};
+use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
 use crate::metrics::Metrics;
 use crate::security::auth::{AuthError, Authority};
 use crate::security::tls::TlsError;
@@ -59,7 +59,6 @@ pub struct Node {
     pub(crate) cluster: Arc<Cluster>,
     pub(crate) auth: Authority,
     pub(crate) metrics: Metrics,
-    pub(crate) key_types: KeyTypes,
     pub(crate) audit: AuditLog,
 }
 
@@ -125,13 +124,18 @@ impl Node {
             address,
             coordinator,
             geometry,
+            &auth.key_hasher().filter_key_id(),
             config.cluster.clone(),
             Arc::new(cache),
             auth.member_token(),
             trust,
             Some(config.data.join("peers.json")),
         )?;
-        let domain = Domain::open(&config.name, &config.data, config.filter.clone())?;
+        let keying = Keying {
+            types: key_types,
+            hasher: auth.key_hasher().clone(),
+        };
+        let domain = Domain::open(&config.name, &config.data, config.filter.clone(), keying)?;
         let audit = AuditLog::open(&config.data)?;
         let cluster = Arc::new(cluster);
         let metrics = Metrics::for_domain(&cluster, domain.settings().fpr);
@@ -141,14 +145,13 @@ impl Node {
             cluster,
             auth,
             metrics,
-            key_types,
             audit,
         }))
     }
 
     /// The key types records may carry here.
     pub fn key_types(&self) -> &KeyTypes {
-        &self.key_types
+        &self.domain.keying().types
     }
 
     /// Starts the background work (registration and replica sync), which
@@ -156,7 +159,7 @@ impl Node {
     pub fn start(&self, stop: &CancellationToken) {
         self.cluster.start(
             self.domain.settings().kind,
-            self.key_types.fingerprint(),
+            self.key_types().fingerprint(),
             self.domain.subscribe(),
             stop,
         )
@@ -194,12 +197,16 @@ impl Node {
     ) -> Result<SearchBody, SearchError> {
         let started = Instant::now();
         let value = self
-            .key_types
+            .key_types()
             .normalise(&request.key_type, &request.value)?;
-        let private = self
-            .key_types
+        let keying = self.domain.keying();
+        // normalise() accepted it, so the type is declared.
+        let key_type = keying
+            .types
             .get(&request.key_type)
-            .is_some_and(|t| t.visibility == Visibility::Private);
+            .ok_or_else(|| InvalidKey::UnknownType(request.key_type.clone()))?;
+        let private = key_type.visibility == Visibility::Private;
+        let element = keying.hasher.filter_element(key_type, &value);
         let request = SearchRequest {
             value,
             requester: Some(requester),
@@ -230,7 +237,7 @@ impl Node {
             ..SearchBody::default()
         };
         if !request.local {
-            let others = self.cluster.search_others(&request).await;
+            let others = self.cluster.search_others(&request, &element).await;
             records.extend(others.records);
             body.remote_calls = others.asked.len();
             body.asked.extend(others.asked);
@@ -260,6 +267,7 @@ impl Node {
             replica_version: None,
             lag: None,
             current: None,
+            keys_current: None,
             last_sync_ms_ago: None,
             last_error: None,
         })

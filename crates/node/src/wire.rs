@@ -21,6 +21,8 @@ pub const EPOCH_HEADER: &str = "x-xarchive-epoch";
 pub const VERSION_HEADER: &str = "x-xarchive-version";
 pub const FROM_VERSION_HEADER: &str = "x-xarchive-from-version";
 pub const KIND_HEADER: &str = "x-xarchive-filter-kind";
+/// On the key filter: which filter key built it (`KeyHasher::filter_key_id`).
+pub const KEY_ID_HEADER: &str = "x-xarchive-key-id";
 /// A delta followed by the IDs replaced or deleted in its span: a u32
 /// (little-endian) length of the `XADL` bytes, the bytes, then the IDs,
 /// each ending in `\n` (IDs cannot contain control characters).
@@ -293,6 +295,10 @@ pub struct DomainView {
     /// The copy includes everything it last published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<bool>,
+    /// The copy of its key filter includes everything it last published
+    /// (searches by key trust only such a copy's "no").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_current: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sync_ms_ago: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -63,20 +63,27 @@ impl Cluster {
         Cluster { domains, _dir: dir }
     }
 
-    /// Waits until every domain's copies are current.
+    /// Waits until every domain's copies (of filters and key filters)
+    /// include every other running domain's present position.
     async fn settle(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let running: Vec<&Domain> = self.domains.iter().filter(|d| d.server.is_some()).collect();
         loop {
             let mut all = true;
-            for d in self.domains.iter().filter(|d| d.server.is_some()) {
+            for d in &running {
                 let view = d.node.cluster_view();
-                all &= view
-                    .domains
+                for other in running
                     .iter()
-                    .filter(|p| !p.is_self && p.up)
-                    .all(|p| p.current == Some(true));
-                all &= view.domains.len()
-                    >= self.domains.iter().filter(|d| d.server.is_some()).count();
+                    .filter(|o| o.node.config().name != d.node.config().name)
+                {
+                    let at = other.node.domain().position();
+                    all &= view.domains.iter().any(|p| {
+                        p.name == other.node.config().name
+                            && (p.epoch, p.version) == (Some(at.epoch), Some(at.version))
+                            && p.current == Some(true)
+                            && p.keys_current == Some(true)
+                    });
+                }
             }
             if all {
                 return;
@@ -317,6 +324,38 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_asks_only_the_domains_whose_key_filters_may_hold_the_key() {
+    let c = Cluster::start(3).await;
+    let person = "11010519491231002X";
+    c.domains[0]
+        .client
+        .put("A-1", &json!({"title": "t", "keys": {"id_card": person}}))
+        .await
+        .unwrap();
+    c.domains[2]
+        .client
+        .put(
+            "C-1",
+            &json!({"title": "t", "keys": {"id_card": "440524198001010013"}}),
+        )
+        .await
+        .unwrap();
+    c.settle().await;
+    let (status, found) = search(&c.domains[1], "id_card", person).await;
+    assert_eq!(status, 200, "{found:?}");
+    assert_eq!(ids(&found), [("A".into(), "A-1".into())]);
+    // C's key filter copy rules the number out: one remote call.
+    assert_eq!(
+        (found.asked.as_slice(), found.remote_calls),
+        (&["B".to_string(), "A".to_string()][..], 1)
+    );
+    // Nobody holds this one: no remote call, and still a complete answer.
+    let (status, found) = search(&c.domains[1], "id_card", "110101199003071233").await;
+    assert_eq!((status, found.remote_calls), (200, 0), "{found:?}");
+    assert!(found.records.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_that_could_not_reach_a_domain_says_so_with_what_it_found() {
     let mut c = Cluster::start(3).await;
     let person = "11010519491231002X";
@@ -345,33 +384,32 @@ async fn every_domain_logs_the_private_searches_that_reached_it_without_the_valu
         .put("A-1", &json!({"title": "t", "keys": {"id_card": person}}))
         .await
         .unwrap();
-    let (status, _) = search(&c.domains[1], "id_card", person).await;
+    let (status, found) = search(&c.domains[1], "id_card", person).await;
     assert_eq!(status, 200);
+    // B (where it was made) and A (which holds the record) at least; C
+    // only if its key filter copy could not rule the number out.
+    assert!(found.asked.starts_with(&["B".to_string(), "A".to_string()]));
+    let mut digests = std::collections::BTreeSet::new();
     for d in &c.domains {
+        let name = d.node.config().name.clone();
         let page = d.client.audit(None).await.unwrap();
-        assert_eq!(page.entries.len(), 1, "{page:?}");
-        let entry = &page.entries[0];
+        let reached = usize::from(found.asked.contains(&name));
+        assert_eq!(page.entries.len(), reached, "{page:?}");
+        let Some(entry) = page.entries.first() else {
+            continue;
+        };
         // Made at B for B's caller, wherever it is logged.
         assert_eq!(
             (entry.requester.domain.as_str(), entry.key_type.as_str()),
             ("B", "id_card")
         );
-        let expected: &[&str] = if d.node.config().name == "A" {
-            &["A-1"]
-        } else {
-            &[]
-        };
+        let expected: &[&str] = if name == "A" { &["A-1"] } else { &[] };
         assert_eq!(entry.records, expected);
         let text = serde_json::to_string(&page).unwrap();
         assert!(!text.contains(&person[..6]), "{text}");
+        digests.insert(entry.value_digest.clone());
     }
     // The same value gives the same digest everywhere: one person's
     // searches can be followed across domains without the number.
-    let digests: std::collections::BTreeSet<String> =
-        futures::future::join_all(c.domains.iter().map(|d| d.client.audit(None)))
-            .await
-            .into_iter()
-            .map(|page| page.unwrap().entries[0].value_digest.clone())
-            .collect();
     assert_eq!(digests.len(), 1);
 }

@@ -289,6 +289,20 @@ async fn every_answer_matches_the_openapi_document() {
         let r = api.get("/v1/filter/delta", &uri).await;
         assert_eq!(r.status, status, "{uri}");
     }
+    let r = api.get("/v1/filter/keys", "/v1/filter/keys").await;
+    assert_eq!(r.status, StatusCode::OK);
+    for (query, status) in [
+        (format!("epoch={epoch}&since=0"), StatusCode::OK),
+        (format!("epoch={}&since=0", epoch ^ 1), StatusCode::CONFLICT),
+        (
+            "epoch=1&since=0&ids=true".to_owned(),
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let uri = format!("/v1/filter/keys/delta?{query}");
+        let r = api.get("/v1/filter/keys/delta", &uri).await;
+        assert_eq!(r.status, status, "{uri}");
+    }
     let r = api.get("/v1/filter/verify", "/v1/filter/verify").await;
     assert_eq!(r.json()["consistent"], true);
 

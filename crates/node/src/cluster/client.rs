@@ -15,8 +15,8 @@ use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::wire::{
     split_delta_with_ids, ArchiveList, AuditPage, BulkReport, ClusterView, Contains, ContainsMany,
-    LookupBody, SearchBody, SearchRequest, DELTA_WITH_IDS, EPOCH_HEADER, KIND_HEADER,
-    VERSION_HEADER,
+    LookupBody, SearchBody, SearchRequest, DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER,
+    KIND_HEADER, VERSION_HEADER,
 };
 
 /// Why a call failed: the server said no (with its JSON error), or the
@@ -65,6 +65,13 @@ pub struct FetchedFilter {
     pub kind: FilterKind,
     pub position: Position,
     pub bytes: Bytes,
+}
+
+/// A peer's key filter as fetched, and which filter key built it.
+#[derive(Debug, Clone)]
+pub struct FetchedKeys {
+    pub filter: FetchedFilter,
+    pub key_id: String,
 }
 
 /// The answer to a delta request.
@@ -380,7 +387,25 @@ impl Client {
     }
 
     pub async fn filter(&self) -> Result<FetchedFilter, ClientError> {
-        let url = self.url("/v1/filter");
+        Ok(self.fetch_filter("/v1/filter").await?.0)
+    }
+
+    /// The key filter (this domain must be a member).
+    pub async fn key_filter(&self) -> Result<FetchedKeys, ClientError> {
+        let (filter, key_id) = self.fetch_filter("/v1/filter/keys").await?;
+        let key_id = key_id.ok_or_else(|| ClientError::Decode {
+            url: self.url("/v1/filter/keys"),
+            detail: format!("missing header {KEY_ID_HEADER}"),
+        })?;
+        Ok(FetchedKeys { filter, key_id })
+    }
+
+    /// A filter at `path`, with the key id it names (if any).
+    async fn fetch_filter(
+        &self,
+        path: &str,
+    ) -> Result<(FetchedFilter, Option<String>), ClientError> {
+        let url = self.url(path);
         let response = self.send(self.http.get(&url), &url).await?;
         let header = |name: &str| {
             response
@@ -411,12 +436,14 @@ impl Client {
                 url: url.clone(),
                 detail: e.to_string(),
             })?;
+        let key_id = header(KEY_ID_HEADER).ok();
         let bytes = response.bytes().await.map_err(transport(&url))?;
-        Ok(FetchedFilter {
+        let filter = FetchedFilter {
             kind,
             position,
             bytes,
-        })
+        };
+        Ok((filter, key_id))
     }
 
     /// The changes since `since` in `epoch`, with the IDs replaced or
@@ -446,5 +473,27 @@ impl Client {
         let body = response.bytes().await.map_err(transport(&url))?;
         let (delta, changed) = split_delta_with_ids(&body).map_err(|e| decode(e.to_string()))?;
         Ok(DeltaAnswer::Delta { delta, changed })
+    }
+
+    /// The key filter's changes since `since` in `epoch` (no IDs: cached
+    /// records follow the ID filter's deltas).
+    pub async fn key_delta(&self, epoch: u64, since: u64) -> Result<DeltaAnswer, ClientError> {
+        let url = self.url(&format!(
+            "/v1/filter/keys/delta?epoch={epoch}&since={since}"
+        ));
+        let response = match self.send(self.http.get(&url), &url).await {
+            Ok(r) => r,
+            Err(ClientError::Api { status: 409, .. }) => return Ok(DeltaAnswer::SnapshotRequired),
+            Err(e) => return Err(e),
+        };
+        let body = response.bytes().await.map_err(transport(&url))?;
+        let delta = Delta::decode(&body).map_err(|e| ClientError::Decode {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
+        Ok(DeltaAnswer::Delta {
+            delta,
+            changed: Vec::new(),
+        })
     }
 }

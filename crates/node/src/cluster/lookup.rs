@@ -13,6 +13,7 @@ use super::cache::Cached;
 use super::coordinator::{Member, Roster};
 use super::replicas::{covers, PeerInfo};
 use super::Cluster;
+use crate::local::domain::Position;
 use crate::local::id::ArchiveId;
 use crate::local::record::{Record, StoredRecord};
 pub use crate::wire::{Route, Strategy};
@@ -329,9 +330,20 @@ pub(crate) fn not_ruled_out(
     peers: &[PeerInfo],
     me: &str,
 ) -> Vec<(String, String)> {
+    not_ruled_out_by(roster, peers, me, |p| p.position)
+}
+
+/// [`not_ruled_out`] by the copies whose positions `copy` picks: a peer's
+/// filter or its key filter.
+fn not_ruled_out_by(
+    roster: &Roster,
+    peers: &[PeerInfo],
+    me: &str,
+    copy: impl Fn(&PeerInfo) -> Option<Position>,
+) -> Vec<(String, String)> {
     let peer = |name: &str| peers.iter().find(|p| p.name == name);
     let covered = |name: &str, published: &Member| {
-        peer(name).is_some_and(|p| covers(p.position, Some(published.position())))
+        peer(name).is_some_and(|p| covers(copy(p), Some(published.position())))
     };
     let mut out = Vec::new();
     for (name, address) in everyone(roster, peers, me) {
@@ -357,6 +369,34 @@ impl Cluster {
         match self.coordinator.read_current().await {
             Ok(roster) => (everyone(&roster, &peers, &self.me), None),
             Err(e) => (everyone_known(self, &peers), Some(e.to_string())),
+        }
+    }
+}
+
+impl Cluster {
+    /// The other domains a search by key must ask: `candidates` (whose
+    /// key filter copies may hold the key, read with `peers`), and those
+    /// whose key filter copies cannot rule it out by the membership read
+    /// now (the rule of [`not_ruled_out`]); while the coordinator cannot
+    /// be read, every domain known, and why it could not be read.
+    pub(super) async fn search_targets(
+        &self,
+        candidates: &[String],
+        peers: &[PeerInfo],
+    ) -> (Vec<(String, String)>, Option<String>) {
+        match self.coordinator.read_current().await {
+            Ok(roster) => {
+                let mut targets = not_ruled_out_by(&roster, peers, &self.me, |p| p.key_position);
+                let all = everyone(&roster, peers, &self.me);
+                targets.extend(
+                    all.into_iter()
+                        .filter(|(name, _)| candidates.contains(name)),
+                );
+                targets.sort();
+                targets.dedup();
+                (targets, None)
+            }
+            Err(e) => (everyone_known(self, peers), Some(e.to_string())),
         }
     }
 }
@@ -432,6 +472,7 @@ mod tests {
             address: format!("http://{name}"),
             lagging: None,
             position: version.map(|version| Position { epoch: 7, version }),
+            key_position: None,
             up: true,
         }
     }
@@ -468,6 +509,26 @@ mod tests {
             copy("E", None),
         ];
         assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["D", "E"]);
+    }
+
+    #[test]
+    fn a_search_trusts_only_key_filter_copies_that_cover_what_was_published() {
+        let roster = Roster {
+            members: [member("B", 10), member("C", 10)].into(),
+            known: Default::default(),
+        };
+        let b = PeerInfo {
+            key_position: Some(Position {
+                epoch: 7,
+                version: 10,
+            }),
+            ..copy("B", Some(10))
+        };
+        // C's filter copy is current, its key filter copy is not.
+        let peers = [b, copy("C", Some(10))];
+        assert!(not_ruled_out(&roster, &peers, "A").is_empty());
+        let by_keys = not_ruled_out_by(&roster, &peers, "A", |p| p.key_position);
+        assert_eq!(names(by_keys), ["C"]);
     }
 
     #[test]

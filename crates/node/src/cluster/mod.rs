@@ -115,7 +115,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// `geometry` is the common shape of Bloom copies, held bit-sliced.
+    /// `geometry` is the common shape of Bloom copies, held bit-sliced;
+    /// `key_id` names the filter key of this domain's key filter.
     /// `member_token` is presented to peers; `trust` (if any) are the
     /// only certificate authorities their TLS certificates may chain to.
     #[allow(clippy::too_many_arguments)]
@@ -124,6 +125,7 @@ impl Cluster {
         address: &str,
         coordinator: Arc<dyn Coordinator>,
         geometry: BloomGeometry,
+        key_id: &str,
         config: ClusterConfig,
         cache: Arc<Cache>,
         member_token: Option<&str>,
@@ -137,7 +139,7 @@ impl Cluster {
             trust,
         )
         .map_err(|e| ClientError::Address(address.into(), e))?;
-        let mut replicas = Replicas::new(me, geometry);
+        let mut replicas = Replicas::new(me, geometry, key_id);
         if let Some(path) = &remembered {
             replicas.remember(&peers::load(path));
         }

@@ -1,6 +1,10 @@
 //! The copies this domain holds of every peer's published filter, and
 //! the routing over them. Bloom copies of the common geometry live
 //! bit-sliced in one [`SlicedIndex`]; others are held one by one.
+//!
+//! Beside each, a copy of the peer's key filter routes searches by key.
+//! It has its own position: both filters of a peer stand at the one
+//! position the peer publishes, but the two copies are fetched apart.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -8,7 +12,7 @@ use std::time::Instant;
 use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta, SlicedIndex};
 
 use super::coordinator::View;
-use crate::cluster::client::FetchedFilter;
+use crate::cluster::client::{FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::wire::DomainView;
@@ -32,6 +36,9 @@ pub struct Peer {
     held: Held,
     /// Position of the copy held.
     pub position: Option<Position>,
+    /// The copy of its key filter (members only), and its position.
+    keys: Option<BloomFilter>,
+    pub key_position: Option<Position>,
     /// What the coordinator says now (None once the domain left).
     pub published: Option<Position>,
     /// The last position it published while a member.
@@ -52,6 +59,8 @@ impl Peer {
             kind,
             held: Held::None,
             position: None,
+            keys: None,
+            key_position: None,
             published: None,
             last_published: None,
             behind_since: None,
@@ -121,6 +130,8 @@ pub struct PeerInfo {
     /// For how long the copy has lagged the last published position.
     pub lagging: Option<std::time::Duration>,
     pub position: Option<Position>,
+    /// The position of the copy of its key filter.
+    pub key_position: Option<Position>,
     /// Registered with the coordinator now.
     pub up: bool,
 }
@@ -139,6 +150,9 @@ pub struct PeerHealth {
 
 pub struct Replicas {
     me: String,
+    /// Which filter key this domain hashes keys with: a peer's key filter
+    /// built under another cannot rule a key out.
+    key_id: String,
     index: SlicedIndex,
     slot_owner: Vec<Option<String>>,
     peers: BTreeMap<String, Peer>,
@@ -158,13 +172,17 @@ pub enum ReplicaError {
     Apply { peer: String, source: ApplyError },
     #[error("no copy of {0} to apply a delta to")]
     NoCopy(String),
+    #[error("the key filter of {0} was built under another cluster secret")]
+    OtherKey(String),
 }
 
 impl Replicas {
     /// Replicas for domain `me`; Bloom copies of `geometry` go bit-sliced.
-    pub fn new(me: &str, geometry: BloomGeometry) -> Self {
+    /// `key_id` names the filter key of this domain's key filter.
+    pub fn new(me: &str, geometry: BloomGeometry, key_id: &str) -> Self {
         Replicas {
             me: me.to_owned(),
+            key_id: key_id.to_owned(),
             index: SlicedIndex::new(geometry, SLOT_STEP),
             slot_owner: vec![None; SLOT_STEP],
             peers: BTreeMap::new(),
@@ -254,6 +272,7 @@ impl Replicas {
                     _ => None,
                 },
                 current: Some(peer.current()),
+                keys_current: Some(covers(peer.key_position, peer.last_published)),
                 last_sync_ms_ago: peer.last_synced.map(|t| t.elapsed().as_millis() as u64),
                 last_error: peer.last_error.clone(),
             })
@@ -268,6 +287,7 @@ impl Replicas {
                 address: p.address.clone(),
                 lagging: p.lagging(),
                 position: p.position,
+                key_position: p.key_position,
                 up: p.up(),
             })
             .collect()
@@ -397,6 +417,60 @@ impl Replicas {
         Ok(())
     }
 
+    /// Replaces the copy of `name`'s key filter with a published one; one
+    /// built under another filter key is refused (and none kept).
+    pub fn install_keys(&mut self, name: &str, fetched: &FetchedKeys) -> Result<(), ReplicaError> {
+        let peer = self
+            .peers
+            .get_mut(name)
+            .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
+        peer.keys = None;
+        peer.key_position = None;
+        if fetched.key_id != self.key_id {
+            return Err(ReplicaError::OtherKey(name.into()));
+        }
+        let filter =
+            BloomFilter::decode(&fetched.filter.bytes).map_err(|e| ReplicaError::Decode {
+                peer: name.into(),
+                detail: e.to_string(),
+            })?;
+        peer.keys = Some(filter);
+        peer.key_position = Some(fetched.filter.position);
+        Ok(())
+    }
+
+    /// Brings the copy of `name`'s key filter forward by `delta`.
+    pub fn apply_keys(&mut self, name: &str, delta: &Delta) -> Result<(), ReplicaError> {
+        let peer = self
+            .peers
+            .get_mut(name)
+            .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
+        let keys = peer
+            .keys
+            .as_mut()
+            .ok_or_else(|| ReplicaError::NoCopy(name.into()))?;
+        keys.apply(delta).map_err(|source| ReplicaError::Apply {
+            peer: name.into(),
+            source,
+        })?;
+        peer.key_position = Some(Position {
+            epoch: delta.epoch,
+            version: delta.to_version,
+        });
+        Ok(())
+    }
+
+    /// Peers that may hold a record with the key whose filter element is
+    /// `element` (in name order): those whose key filter copy may hold it,
+    /// and those of which no copy is held.
+    pub fn key_candidates(&self, element: &[u8]) -> Vec<String> {
+        self.peers
+            .iter()
+            .filter(|(_, p)| p.keys.as_ref().is_none_or(|f| f.contains(element)))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// Peers whose copy may hold `id` (in name order).
     pub fn candidates(&self, id: &str) -> Vec<String> {
         let mut names: Vec<String> = self
@@ -453,7 +527,7 @@ mod tests {
     #[test]
     fn copies_route_follow_deltas_and_survive_departure() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g);
+        let mut r = Replicas::new("A", g, "key");
         let mut b = CountingBloomFilter::new(g);
         b.set_epoch(7);
         b.insert("B-1");
@@ -490,7 +564,7 @@ mod tests {
     #[test]
     fn positions_follow_the_coordinator_only_once_a_view_read_after_its_last_gap_is_taken_in() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g);
+        let mut r = Replicas::new("A", g, "key");
         let mut live = view(&[("A", 1, 1), ("B", 7, 3)]);
         assert!(!r.follows(&live), "nothing taken in yet");
         r.update_view(&live);
@@ -511,7 +585,7 @@ mod tests {
     #[test]
     fn health_reports_the_lag_clock_of_each_peer_and_whether_it_is_registered() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g);
+        let mut r = Replicas::new("A", g, "key");
         let remembered = Remembered {
             address: "http://C".into(),
             kind: FilterKind::Counting,
@@ -548,5 +622,51 @@ mod tests {
         assert_eq!(r.health()[0].lag, Some(std::time::Duration::ZERO));
         r.update_view(&view(&[("A", 1, 1)]));
         assert!(!r.health()[0].up);
+    }
+
+    #[test]
+    fn a_peer_is_a_search_candidate_unless_a_copy_of_its_key_filter_under_our_key_rules_it_out() {
+        let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
+        let mut r = Replicas::new("A", g, "ours");
+        r.update_view(&view(&[("A", 1, 1), ("B", 7, 2), ("C", 7, 2)]));
+        // No key filter copies yet: both may hold anything.
+        assert_eq!(r.key_candidates(b"k1"), ["B", "C"]);
+
+        let mut keys = CountingBloomFilter::new(g);
+        keys.set_epoch(7);
+        keys.insert(b"k1");
+        keys.touch();
+        let fetched = |key_id: &str| FetchedKeys {
+            filter: FetchedFilter {
+                kind: FilterKind::Counting,
+                position: Position {
+                    epoch: 7,
+                    version: keys.version(),
+                },
+                bytes: Bytes::from(keys.bit_view().encode()),
+            },
+            key_id: key_id.into(),
+        };
+        r.install_keys("B", &fetched("ours")).unwrap();
+        assert_eq!(r.peer("B").unwrap().key_position.unwrap().version, 2);
+        assert_eq!(r.key_candidates(b"k1"), ["B", "C"]);
+        assert_eq!(r.key_candidates(b"k2"), ["C"]);
+
+        // Built under another secret: refused, and no longer trusted.
+        assert!(matches!(
+            r.install_keys("B", &fetched("theirs")),
+            Err(ReplicaError::OtherKey(_))
+        ));
+        assert_eq!(r.key_candidates(b"k2"), ["B", "C"]);
+        assert_eq!(r.peer("B").unwrap().key_position, None);
+
+        // A delta brings the copy forward.
+        r.install_keys("B", &fetched("ours")).unwrap();
+        let since = keys.version();
+        keys.insert(b"k2");
+        r.apply_keys("B", &keys.flips_since(since).unwrap())
+            .unwrap();
+        assert_eq!(r.key_candidates(b"k2"), ["B", "C"]);
+        assert_eq!(r.key_candidates(b"k3"), ["C"]);
     }
 }

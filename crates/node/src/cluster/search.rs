@@ -3,8 +3,10 @@
 //! its answer is complete only when every domain that could hold such a
 //! record has answered.
 //!
-//! Which domains could: every other domain known. The filters replicated
-//! here hold archive IDs only, so none can be ruled out by them yet.
+//! Which domains could: those whose key filter copies held here may hold
+//! the key, and those whose copies are not known to cover what they
+//! published (the rule of a lookup's "not found"); while the coordinator
+//! cannot be read, every domain known.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,10 +30,22 @@ pub struct Gathered {
 }
 
 impl Cluster {
-    /// Asks every other domain for its own records with the key of
-    /// `request` (already normalised), all at once.
-    pub async fn search_others(self: &Arc<Self>, request: &SearchRequest) -> Gathered {
-        let (targets, unconfirmed) = self.everyone_now().await;
+    /// Asks the other domains that may hold records with the key of
+    /// `request` (already normalised; `element` is its key filter element)
+    /// for them, all at once.
+    pub async fn search_others(
+        self: &Arc<Self>,
+        request: &SearchRequest,
+        element: &[u8],
+    ) -> Gathered {
+        // Candidates and the positions of the copies they came from, read
+        // together: a copy updated after its candidates were read must not
+        // then pass as current, or a key it gained would be missed.
+        let (candidates, peers) = {
+            let replicas = self.replicas.read();
+            (replicas.key_candidates(element), replicas.infos())
+        };
+        let (targets, unconfirmed) = self.search_targets(&candidates, &peers).await;
         let mut gathered = Gathered {
             unconfirmed,
             ..Gathered::default()

@@ -1,6 +1,7 @@
 //! Keeping the replicas current: one task per peer pulls a delta (or a
 //! snapshot on first contact, a new epoch, or 409) whenever the peer's
-//! published position moves past the copy held.
+//! published position moves past the copy held; first of its filter,
+//! then of its key filter.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -99,26 +100,41 @@ async fn peer(
     let mut backoff = Duration::from_millis(50);
     loop {
         let target = member.borrow_and_update().clone();
-        let plan = target
-            .as_ref()
-            .map(|m| pull(held(&cluster, &name), m.position()));
-        if let (Some(plan), Some(m)) = (plan.filter(|p| *p != Pull::Nothing), target) {
-            match sync_once(&cluster, &name, &m, plan).await {
-                Ok(()) => {
-                    cluster.replicas.write().mark(&name, None);
-                    backoff = Duration::from_millis(50);
-                    continue;
-                }
-                Err(e) => {
-                    tracing::debug!(peer = %name, error = %e, "replica sync failed");
-                    cluster.replicas.write().mark(&name, Some(&e));
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = shutdown.cancelled() => return,
+        if let Some(m) = target {
+            let published = m.position();
+            // The key filter's copy only lags its peer's searches (a
+            // copy behind is asked, not trusted), so a failure to sync it
+            // does not mark the peer unreachable.
+            let (plan, keys) = match pull(held(&cluster, &name), published) {
+                Pull::Nothing => (pull(held_keys(&cluster, &name), published), true),
+                plan => (plan, false),
+            };
+            if plan != Pull::Nothing {
+                let synced = if keys {
+                    sync_keys_once(&cluster, &name, &m, plan).await
+                } else {
+                    sync_once(&cluster, &name, &m, plan).await
+                };
+                match synced {
+                    Ok(()) => {
+                        if !keys {
+                            cluster.replicas.write().mark(&name, None);
+                        }
+                        backoff = Duration::from_millis(50);
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
+                    Err(e) => {
+                        tracing::debug!(peer = %name, error = %e, keys, "replica sync failed");
+                        if !keys {
+                            cluster.replicas.write().mark(&name, Some(&e));
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = shutdown.cancelled() => return,
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
                 }
+                continue;
             }
         }
         tokio::select! {
@@ -135,6 +151,39 @@ fn held(cluster: &Cluster, name: &str) -> Option<Position> {
         .read()
         .peer(name)
         .and_then(|p| p.position.filter(|_| p.holds_copy()))
+}
+
+/// The position of the copy of `name`'s key filter held, if any.
+fn held_keys(cluster: &Cluster, name: &str) -> Option<Position> {
+    cluster
+        .replicas
+        .read()
+        .peer(name)
+        .and_then(|p| p.key_position)
+}
+
+/// One pull of the key filter as planned; a delta the copy refuses falls
+/// back to a snapshot.
+async fn sync_keys_once(
+    cluster: &Cluster,
+    name: &str,
+    member: &Member,
+    plan: Pull,
+) -> Result<(), SyncError> {
+    let client = cluster.peer_client(&member.address)?;
+    if let Pull::Delta { epoch, since } = plan {
+        if let DeltaAnswer::Delta { delta, .. } = client.key_delta(epoch, since).await? {
+            match cluster.replicas.write().apply_keys(name, &delta) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::info!(peer = name, error = %e, "key delta refused; taking a snapshot")
+                }
+            }
+        }
+    }
+    let fetched = client.key_filter().await?;
+    cluster.replicas.write().install_keys(name, &fetched)?;
+    Ok(())
 }
 
 /// One pull as planned; a delta the copy refuses falls back to a snapshot.

@@ -83,7 +83,7 @@ pub async fn put(
     let body = body.map_err(ApiError::body)?;
     let input: RecordInput = serde_json::from_slice(&body).map_err(ApiError::from_json)?;
     let body = input
-        .validate(node.config.limits.max_content_bytes, &node.key_types)
+        .validate(node.config.limits.max_content_bytes, node.key_types())
         .map_err(ApiError::invalid_record)?;
     writable(&node)?;
     let (outcome, record) = super::blocking(&node, move |node| {
@@ -227,7 +227,7 @@ impl Bulk {
         };
         match input.validate(
             self.node.config.limits.max_content_bytes,
-            &self.node.key_types,
+            self.node.key_types(),
         ) {
             Ok(body) => self.pending.push((line, Write::Put(id, body))),
             Err(e) => self.fail(line, Some(raw_id), ApiError::invalid_record(e)),

@@ -124,6 +124,14 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
         ("/v1/contains", compressed(post(replication::contains_many))),
         ("/v1/filter", compressed(get(replication::snapshot))),
         ("/v1/filter/delta", compressed(get(replication::delta))),
+        (
+            "/v1/filter/keys",
+            compressed(get(replication::key_snapshot)),
+        ),
+        (
+            "/v1/filter/keys/delta",
+            compressed(get(replication::key_delta)),
+        ),
         ("/v1/filter/verify", get(replication::verify)),
         ("/v1/lookup/{id}", compressed(get(lookup::lookup))),
         ("/v1/route/{id}", get(lookup::route)),

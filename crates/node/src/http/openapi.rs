@@ -33,6 +33,8 @@ use crate::wire::ErrorBody;
         replication::contains_many,
         replication::snapshot,
         replication::delta,
+        replication::key_snapshot,
+        replication::key_delta,
         replication::verify,
         lookup::lookup,
         lookup::route,

@@ -13,14 +13,15 @@ use serde::Deserialize;
 
 use super::archives::parse_id;
 use super::error::ApiError;
-use crate::local::domain::DeltaRefusal;
 use crate::local::domain::VerifyReport;
+use crate::local::domain::{DeltaRefusal, Published};
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
     frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, DELTA_WITH_IDS,
-    EPOCH_HEADER, FROM_VERSION_HEADER, KIND_HEADER, VERSION_HEADER,
+    EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
 };
+use xarchive_filter::Delta;
 
 /// `GET /v1/contains/{id}`: the filter's answer, without touching the store.
 #[utoipa::path(
@@ -116,7 +117,42 @@ fn position_headers(response: &mut Response, epoch: u64, version: u64) {
     ))
 )]
 pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
-    let published = node.domain.published();
+    filter_response(node.domain.published())
+}
+
+/// `GET /v1/filter/keys`: the key filter (members only).
+#[utoipa::path(
+    get,
+    path = "/v1/filter/keys",
+    tag = "filter",
+    responses(
+        (
+            status = 200,
+            description = "The key filter's bit view, `XABL` (docs/FORMAT.md), at the domain's position; its elements are keyed by the cluster secret",
+            content_type = "application/octet-stream",
+            headers(
+                ("x-xarchive-epoch" = String, description = "The domain's epoch"),
+                ("x-xarchive-version" = u64, description = "The domain's version"),
+                ("x-xarchive-key-id" = String, description = "Which filter key built it"),
+            )
+        ),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a member", body = ErrorBody),
+    )
+)]
+pub async fn key_snapshot(State(node): State<Arc<Node>>) -> Response {
+    let mut response = filter_response(node.domain.published_keys());
+    key_id_header(&node, &mut response);
+    response
+}
+
+fn key_id_header(node: &Node, response: &mut Response) {
+    if let Ok(id) = HeaderValue::from_str(&node.domain.keying().hasher.filter_key_id()) {
+        response.headers_mut().insert(KEY_ID_HEADER, id);
+    }
+}
+
+fn filter_response(published: Published) -> Response {
     let mut response = (
         [(header::CONTENT_TYPE, "application/octet-stream")],
         published.bytes,
@@ -145,6 +181,25 @@ pub struct DeltaParams {
     /// Also send the IDs replaced or deleted in the span (for caches).
     #[serde(default)]
     ids: bool,
+}
+
+/// Why a delta was refused, as the API says it: 409 `snapshot_required`,
+/// or 400 for a version ahead of the filter; with the current position.
+fn refused(node: &Node, e: DeltaRefusal) -> ApiError {
+    let current = node.domain.position();
+    let err = match e {
+        DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
+        _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
+    };
+    err.with("epoch", crate::local::epoch::json(current.epoch))
+        .with("version", current.version)
+}
+
+fn delta_headers(response: &mut Response, delta: &Delta) {
+    position_headers(response, delta.epoch, delta.to_version);
+    response
+        .headers_mut()
+        .insert(FROM_VERSION_HEADER, HeaderValue::from(delta.from_version));
 }
 
 /// `GET /v1/filter/delta?epoch=E&since=V[&ids=true]`: the changes since
@@ -178,15 +233,10 @@ pub async fn delta(
     params: Result<Query<DeltaParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(params) = params.map_err(ApiError::query)?;
-    let (delta, changed) = node.domain.delta(params.epoch, params.since).map_err(|e| {
-        let current = node.domain.position();
-        let err = match e {
-            DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
-            _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
-        };
-        err.with("epoch", crate::local::epoch::json(current.epoch))
-            .with("version", current.version)
-    })?;
+    let (delta, changed) = node
+        .domain
+        .delta(params.epoch, params.since)
+        .map_err(|e| refused(&node, e))?;
     let encoded = delta.encode();
     let mut response = if params.ids {
         let body = frame_delta_with_ids(&encoded, &changed);
@@ -198,10 +248,61 @@ pub async fn delta(
         )
             .into_response()
     };
-    position_headers(&mut response, delta.epoch, delta.to_version);
-    response
-        .headers_mut()
-        .insert(FROM_VERSION_HEADER, HeaderValue::from(delta.from_version));
+    delta_headers(&mut response, &delta);
+    Ok(response)
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct KeyDeltaParams {
+    /// The epoch of the copy held.
+    epoch: u64,
+    /// The version of the copy held.
+    since: u64,
+}
+
+/// `GET /v1/filter/keys/delta?epoch=E&since=V`: the key filter's changes
+/// since version V (members only).
+#[utoipa::path(
+    get,
+    path = "/v1/filter/keys/delta",
+    tag = "filter",
+    params(KeyDeltaParams),
+    responses(
+        (
+            status = 200,
+            description = "An `XADL` delta of the key filter (docs/FORMAT.md)",
+            content_type = "application/octet-stream",
+            headers(
+                ("x-xarchive-epoch" = String, description = "The epoch"),
+                ("x-xarchive-from-version" = u64, description = "The version the delta starts from"),
+                ("x-xarchive-version" = u64, description = "The version it brings the copy to"),
+                ("x-xarchive-key-id" = String, description = "Which filter key built it"),
+            )
+        ),
+        (status = 400, description = "`invalid_parameter`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a member", body = ErrorBody),
+        (status = 409, description = "`snapshot_required`, with the current `epoch` and `version`", body = ErrorBody),
+    )
+)]
+pub async fn key_delta(
+    State(node): State<Arc<Node>>,
+    params: Result<Query<KeyDeltaParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(ApiError::query)?;
+    let delta = node
+        .domain
+        .key_delta(params.epoch, params.since)
+        .map_err(|e| refused(&node, e))?;
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        delta.encode(),
+    )
+        .into_response();
+    delta_headers(&mut response, &delta);
+    key_id_header(&node, &mut response);
     Ok(response)
 }
 

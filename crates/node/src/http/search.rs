@@ -25,7 +25,7 @@ use crate::wire::{AuditPage, ErrorBody, KeyTypesBody, Requester, SearchBody, Sea
 )]
 pub async fn key_types(State(node): State<Arc<Node>>) -> Json<KeyTypesBody> {
     Json(KeyTypesBody {
-        key_types: node.key_types.iter().cloned().collect(),
+        key_types: node.key_types().iter().cloned().collect(),
     })
 }
 

@@ -5,6 +5,12 @@
 //! write the filter holds exactly the store's IDs: an ID is inserted when
 //! its record is created (not when replaced) and removed when its record is
 //! deleted, never otherwise (removing an absent ID would corrupt it).
+//!
+//! Beside it, the key filter holds an element for every key of every
+//! stored record (see [`Keying`]), kept the same way. It is served only to
+//! members. Both filters share one epoch and, after every write, one
+//! version, so the one position a domain publishes says how current a
+//! peer's copy of either is.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,16 +18,23 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use tokio::sync::watch;
-use xarchive_filter::{Delta, DeltaError, GeometryError};
+use xarchive_filter::{CountingBloomFilter, Delta, DeltaError, GeometryError};
 
-use crate::local::filter::{ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter};
+use crate::local::filter::{
+    counting_stats, ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter,
+};
 use crate::local::id::ArchiveId;
+use crate::local::keys::Keying;
 use crate::local::record::{now_ms, Record};
 use crate::local::store::{Outcome, Store, StoreError, Write};
 
 const SNAPSHOT_FILE: &str = "filter.snapshot";
+const KEYS_SNAPSHOT_FILE: &str = "keys.snapshot";
 const SNAPSHOT_META_FILE: &str = "filter.json";
+/// The key filter's size when the cluster declares no key types.
+const MIN_KEY_CAPACITY: u64 = 64;
 /// Changed IDs kept for cache eviction at peers.
 const FEED_CAPACITY: usize = 1 << 16;
 
@@ -75,6 +88,8 @@ pub struct VerifyReport {
     pub filter_items: u64,
     /// Stored IDs the filter does not hold (false negatives): must be 0.
     pub missing: u64,
+    /// The key filter matches one rebuilt from the stored records' keys.
+    pub key_filter_consistent: bool,
 }
 
 /// What the domain knows of itself, for `/v1/stats`.
@@ -84,6 +99,8 @@ pub struct DomainStats {
     pub records: u64,
     pub store_bytes: u64,
     pub filter: FilterStats,
+    /// The key filter (members only; its figures say nothing of any key).
+    pub key_filter: FilterStats,
 }
 
 struct State {
@@ -91,6 +108,60 @@ struct State {
     /// Records the filter was sized for.
     capacity: u64,
     feed: ChangeFeed,
+    /// Every key element of the stored records; at `filter`'s epoch, and
+    /// at its version after every write.
+    keys: CountingBloomFilter,
+    /// Key elements the key filter was sized for.
+    key_capacity: u64,
+}
+
+impl State {
+    /// Brings both filters to the higher of their versions, by versions
+    /// that change no cell: after this, a delta of either since a
+    /// published version is exactly the change since that position.
+    fn align(&mut self) {
+        while self.keys.version() < self.filter.version() {
+            self.keys.touch();
+        }
+        while self.filter.version() < self.keys.version() {
+            self.filter.touch();
+        }
+    }
+
+    fn position(&self) -> Position {
+        Position {
+            epoch: self.filter.epoch(),
+            version: self.filter.version(),
+        }
+    }
+
+    /// Takes a record's keys from `old` to `new`: elements of keys that
+    /// changed leave, new ones enter.
+    fn change_keys(
+        &mut self,
+        keying: &Keying,
+        old: &BTreeMap<String, String>,
+        new: &BTreeMap<String, String>,
+    ) {
+        let gone: BTreeMap<String, String> = old
+            .iter()
+            .filter(|(t, v)| new.get(*t) != Some(*v))
+            .map(|(t, v)| (t.clone(), v.clone()))
+            .collect();
+        for element in keying.elements(&gone) {
+            if self.keys.remove(&element).is_err() {
+                tracing::error!("a removed key was not in the key filter");
+            }
+        }
+        for (key_type, value) in new {
+            if old.get(key_type) != Some(value) {
+                let one = BTreeMap::from([(key_type.clone(), value.clone())]);
+                for element in keying.elements(&one) {
+                    self.keys.insert(element);
+                }
+            }
+        }
+    }
 }
 
 pub struct Domain {
@@ -98,6 +169,7 @@ pub struct Domain {
     dir: PathBuf,
     store: Store,
     settings: FilterSettings,
+    keying: Keying,
     state: RwLock<State>,
     /// One writer at a time: store commit, then filter update.
     writer: Mutex<()>,
@@ -111,21 +183,31 @@ struct SnapshotMeta {
     records: u64,
     capacity: u64,
     settings: FilterSettings,
+    key_capacity: u64,
+    /// The key types' fingerprint and the filter key's id: a key filter
+    /// saved under other types or another cluster secret is rebuilt.
+    key_types: String,
+    key_id: String,
 }
 
 impl Domain {
     /// Opens the domain in `dir`: the store, then the filter, from a saved
     /// snapshot if it matches the store exactly, else rebuilt from it.
-    pub fn open(name: &str, dir: &Path, settings: FilterSettings) -> Result<Domain, DomainError> {
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        settings: FilterSettings,
+        keying: Keying,
+    ) -> Result<Domain, DomainError> {
         // Refuse bad settings before touching anything.
         LocalFilter::new(&settings, 1)?;
         let store = Store::open(dir)?;
         let started = Instant::now();
-        let (state, how) = match Self::load_snapshot(dir, &store, &settings) {
+        let (state, how) = match Self::load_snapshot(dir, &store, &settings, &keying) {
             Some(state) => (state, "loaded the saved filter snapshot"),
             None => (
-                Self::rebuild(&store, &settings, 0)?,
-                "rebuilt the filter from the store",
+                Self::rebuild(&store, &settings, &keying, 0, 0)?,
+                "rebuilt the filters from the store",
             ),
         };
         // A snapshot is good for one start: once writes resume it is stale.
@@ -133,37 +215,50 @@ impl Domain {
         tracing::info!(
             domain = name,
             records = state.filter.items(),
+            key_elements = state.keys.items(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "{how}"
         );
-        let position = Position {
-            epoch: state.filter.epoch(),
-            version: state.filter.version(),
-        };
+        let position = state.position();
         Ok(Domain {
             name: name.to_owned(),
             dir: dir.to_owned(),
             store,
             settings,
+            keying,
             state: RwLock::new(state),
             writer: Mutex::new(()),
             position: watch::channel(position).0,
         })
     }
 
-    fn load_snapshot(dir: &Path, store: &Store, settings: &FilterSettings) -> Option<State> {
+    fn load_snapshot(
+        dir: &Path,
+        store: &Store,
+        settings: &FilterSettings,
+        keying: &Keying,
+    ) -> Option<State> {
         let meta: SnapshotMeta =
             serde_json::from_slice(&std::fs::read(dir.join(SNAPSHOT_META_FILE)).ok()?).ok()?;
         let records = store.len().ok()?;
         if meta.sequence != store.sequence().ok()?
             || meta.records != records
             || &meta.settings != settings
+            || meta.key_types != keying.types.fingerprint()
+            || meta.key_id != keying.hasher.filter_key_id()
         {
             return None;
         }
         let bytes = std::fs::read(dir.join(SNAPSHOT_FILE)).ok()?;
         let filter = LocalFilter::decode(settings.kind, &bytes, settings.log_capacity).ok()?;
-        if filter.items() != records {
+        let bytes = std::fs::read(dir.join(KEYS_SNAPSHOT_FILE)).ok()?;
+        let keys = CountingBloomFilter::decode(&bytes)
+            .ok()?
+            .with_log_capacity(settings.log_capacity);
+        if filter.items() != records
+            || keys.epoch() != filter.epoch()
+            || keys.version() != filter.version()
+        {
             return None;
         }
         let version = filter.version();
@@ -171,36 +266,75 @@ impl Domain {
             filter,
             capacity: meta.capacity,
             feed: ChangeFeed::new(FEED_CAPACITY, version),
+            keys,
+            key_capacity: meta.key_capacity,
         })
     }
 
-    /// A new filter from every ID in the store, in a new epoch, doubling
-    /// its capacity until it holds them all.
+    /// New filters from every ID and key in the store, in a new epoch; the
+    /// ID filter's capacity doubles until it holds every ID.
     fn rebuild(
         store: &Store,
         settings: &FilterSettings,
+        keying: &Keying,
         at_least: u64,
+        keys_at_least: u64,
     ) -> Result<State, DomainError> {
         let records = store.len()?;
         let mut capacity = settings
             .expected_items
             .max(records + records / 2)
             .max(at_least);
-        loop {
+        let filter = loop {
             let mut filter = LocalFilter::new(settings, capacity)?;
             let mut full = false;
             store.for_each_id(|id| full = full || filter.insert(id).is_err())?;
             if !full {
-                filter.set_epoch(rand::random::<u64>() | 1);
-                let version = filter.version();
-                return Ok(State {
-                    filter,
-                    capacity,
-                    feed: ChangeFeed::new(FEED_CAPACITY, version),
-                });
+                break filter;
             }
             capacity = capacity.saturating_mul(2);
+        };
+        let (keys, key_capacity) = Self::rebuild_keys(store, settings, keying, keys_at_least)?;
+        let mut state = State {
+            feed: ChangeFeed::new(FEED_CAPACITY, 0),
+            filter,
+            capacity,
+            keys,
+            key_capacity,
+        };
+        state.align();
+        let epoch = rand::random::<u64>() | 1;
+        state.filter.set_epoch(epoch);
+        state.keys.set_epoch(epoch);
+        state.feed = ChangeFeed::new(FEED_CAPACITY, state.filter.version());
+        Ok(state)
+    }
+
+    /// A key filter of every key in the store, sized like the ID filter
+    /// (the expected items, or half again the keys held, or `at_least`);
+    /// the smallest one when no key types are declared.
+    fn rebuild_keys(
+        store: &Store,
+        settings: &FilterSettings,
+        keying: &Keying,
+        at_least: u64,
+    ) -> Result<(CountingBloomFilter, u64), DomainError> {
+        let capacity = if keying.types.is_empty() {
+            MIN_KEY_CAPACITY
+        } else {
+            let held = store.key_entries()?;
+            settings.expected_items.max(held + held / 2).max(at_least)
+        };
+        let geometry = xarchive_filter::BloomGeometry::for_capacity(capacity, settings.fpr)?;
+        let mut keys = CountingBloomFilter::new(geometry).with_log_capacity(settings.log_capacity);
+        if !keying.types.is_empty() {
+            store.for_each_keys(|held| {
+                for element in keying.elements(held) {
+                    keys.insert(element);
+                }
+            })?;
         }
+        Ok((keys, capacity))
     }
 
     pub fn name(&self) -> &str {
@@ -211,14 +345,25 @@ impl Domain {
         &self.settings
     }
 
+    /// The key types and the hashing of their values.
+    pub fn keying(&self) -> &Keying {
+        &self.keying
+    }
+
     /// Applies `writes` in order, durably, then updates the filter to match.
     pub fn apply(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
         let _writer = self.writer.lock();
-        let outcomes = self.store.apply(writes, now_ms())?;
+        let applied = self.store.apply(writes, now_ms())?;
         let mut state = self.state.write();
         let mut rebuild = false;
-        for (write, outcome) in writes.iter().zip(&outcomes) {
-            match (write, outcome) {
+        let no_keys = BTreeMap::new();
+        for (write, applied) in writes.iter().zip(&applied) {
+            let new_keys = match (write, applied.outcome) {
+                (Write::Put(_, body), Outcome::Created | Outcome::Replaced) => &body.keys,
+                _ => &no_keys,
+            };
+            state.change_keys(&self.keying, &applied.old_keys, new_keys);
+            match (write, &applied.outcome) {
                 (Write::Put(id, _), Outcome::Created) => {
                     // Full: the rebuild below reads this ID from the store.
                     rebuild = state.filter.insert(id.as_str()).is_err();
@@ -241,24 +386,31 @@ impl Domain {
                 _ => {}
             }
         }
-        if rebuild || state.filter.outgrown(state.capacity) {
+        let keys_outgrown = state.keys.items() > state.key_capacity.saturating_mul(2);
+        if rebuild || keys_outgrown || state.filter.outgrown(state.capacity) {
             let at_least = state.capacity.saturating_mul(2);
+            let keys_at_least = state.key_capacity.saturating_mul(2);
             let started = Instant::now();
-            *state = Self::rebuild(&self.store, &self.settings, at_least)?;
+            *state = Self::rebuild(
+                &self.store,
+                &self.settings,
+                &self.keying,
+                at_least,
+                keys_at_least,
+            )?;
             tracing::warn!(
                 domain = %self.name,
                 capacity = state.capacity,
+                key_capacity = state.key_capacity,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "filter outgrown: rebuilt larger in a new epoch"
             );
         }
-        let position = Position {
-            epoch: state.filter.epoch(),
-            version: state.filter.version(),
-        };
+        state.align();
+        let position = state.position();
         drop(state);
         self.position.send_replace(position);
-        Ok(outcomes)
+        Ok(applied.into_iter().map(|a| a.outcome).collect())
     }
 
     pub fn get(&self, id: &ArchiveId) -> Result<Option<Record>, DomainError> {
@@ -296,12 +448,30 @@ impl Domain {
         let state = self.state.read();
         Published {
             kind: state.filter.kind(),
-            position: Position {
-                epoch: state.filter.epoch(),
-                version: state.filter.version(),
-            },
+            position: state.position(),
             bytes: state.filter.published(),
         }
+    }
+
+    /// The key filter's bit view, for members.
+    pub fn published_keys(&self) -> Published {
+        let state = self.state.read();
+        Published {
+            kind: FilterKind::Counting,
+            position: state.position(),
+            bytes: state.keys.bit_view().encode(),
+        }
+    }
+
+    /// The key filter's changes since `since` in `epoch`, or why a
+    /// snapshot is needed instead.
+    pub fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
+        let state = self.state.read();
+        let current = state.keys.epoch();
+        if epoch != current {
+            return Err(DeltaRefusal::EpochChanged { current });
+        }
+        state.keys.flips_since(since).map_err(refusal)
     }
 
     /// The changes (cells, and IDs replaced or deleted) since `since` in
@@ -312,12 +482,7 @@ impl Domain {
         if epoch != current {
             return Err(DeltaRefusal::EpochChanged { current });
         }
-        let delta = state.filter.delta_since(since).map_err(|e| match e {
-            DeltaError::SnapshotRequired { since, .. } => DeltaRefusal::SnapshotRequired { since },
-            DeltaError::FutureVersion { since, current } => {
-                DeltaRefusal::FutureVersion { since, current }
-            }
-        })?;
+        let delta = state.filter.delta_since(since).map_err(refusal)?;
         let changed = state
             .feed
             .since(since)
@@ -326,7 +491,10 @@ impl Domain {
     }
 
     pub fn stats(&self) -> Result<DomainStats, DomainError> {
-        let filter = self.state.read().filter.stats();
+        let (filter, key_filter) = {
+            let state = self.state.read();
+            (state.filter.stats(), counting_stats(&state.keys))
+        };
         Ok(DomainStats {
             domain: self.name.clone(),
             records: self.store.len()?,
@@ -334,6 +502,7 @@ impl Domain {
                 .map(|m| m.len())
                 .unwrap_or(0),
             filter,
+            key_filter,
         })
     }
 
@@ -361,11 +530,21 @@ impl Domain {
             (LocalFilter::Counting(a), LocalFilter::Counting(b)) => a.same_contents(b),
             _ => state.filter.items() == records,
         };
+        let mut keys = CountingBloomFilter::new(state.keys.geometry());
+        if !self.keying.types.is_empty() {
+            self.store.for_each_keys(|held| {
+                for element in self.keying.elements(held) {
+                    keys.insert(element);
+                }
+            })?;
+        }
+        let key_filter_consistent = keys.same_contents(&state.keys);
         Ok(VerifyReport {
-            consistent: same && missing == 0,
+            consistent: same && missing == 0 && key_filter_consistent,
             store_records: records,
             filter_items: state.filter.items(),
             missing,
+            key_filter_consistent,
         })
     }
 
@@ -379,13 +558,27 @@ impl Domain {
             records: self.store.len()?,
             capacity: state.capacity,
             settings: self.settings.clone(),
+            key_capacity: state.key_capacity,
+            key_types: self.keying.types.fingerprint(),
+            key_id: self.keying.hasher.filter_key_id(),
         };
-        // The filter first, its meta (which makes it valid) last.
+        // The filters first, their meta (which makes them valid) last.
         write_atomically(&self.dir.join(SNAPSHOT_FILE), &state.filter.encode())?;
+        write_atomically(&self.dir.join(KEYS_SNAPSHOT_FILE), &state.keys.encode())?;
         let meta = serde_json::to_vec_pretty(&meta).unwrap_or_default();
         write_atomically(&self.dir.join(SNAPSHOT_META_FILE), &meta)?;
         tracing::info!(domain = %self.name, "saved the filter snapshot");
         Ok(())
+    }
+}
+
+/// A filter's refusal to give a delta, as the domain states it.
+fn refusal(e: DeltaError) -> DeltaRefusal {
+    match e {
+        DeltaError::SnapshotRequired { since, .. } => DeltaRefusal::SnapshotRequired { since },
+        DeltaError::FutureVersion { since, current } => {
+            DeltaRefusal::FutureVersion { since, current }
+        }
     }
 }
 
@@ -429,6 +622,21 @@ mod tests {
         Write::Delete(ArchiveId::parse(id).unwrap())
     }
 
+    fn keying(secret: Option<&str>) -> Keying {
+        Keying {
+            types: crate::local::keys::KeyTypes::new(crate::config::default_key_types()).unwrap(),
+            hasher: crate::local::keys::KeyHasher::new(secret),
+        }
+    }
+
+    fn keyed(id: &str, card: &str) -> Write {
+        let Write::Put(id, mut body) = put(id) else {
+            unreachable!()
+        };
+        body.keys = BTreeMap::from([("id_card".to_string(), card.to_string())]);
+        Write::Put(id, body)
+    }
+
     fn small() -> FilterSettings {
         FilterSettings {
             expected_items: 100,
@@ -439,7 +647,7 @@ mod tests {
     #[test]
     fn filter_follows_the_store_and_survives_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open("A", dir.path(), small()).unwrap();
+        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
         d.apply(&[put("a"), put("b"), put("a"), del("b"), del("zz")])
             .unwrap();
         assert!(d.contains("a"));
@@ -448,13 +656,13 @@ mod tests {
         d.close().unwrap();
         drop(d);
         // Clean restart: the snapshot is used, so the epoch is kept.
-        let d = Domain::open("A", dir.path(), small()).unwrap();
+        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
         assert_eq!(d.position(), position);
         assert!(d.verify().unwrap().consistent);
         d.apply(&[put("c")]).unwrap();
         drop(d);
         // No close: the next start rebuilds, in a new epoch.
-        let d = Domain::open("A", dir.path(), small()).unwrap();
+        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
         assert_ne!(d.position().epoch, position.epoch);
         assert!(d.contains("a") && d.contains("c"));
         assert_eq!(d.stats().unwrap().records, 2);
@@ -468,7 +676,7 @@ mod tests {
             expected_items: 8,
             ..FilterSettings::default()
         };
-        let d = Domain::open("A", dir.path(), settings).unwrap();
+        let d = Domain::open("A", dir.path(), settings, keying(Some("secret"))).unwrap();
         let epoch = d.position().epoch;
         for i in 0..200 {
             d.apply(&[put(&format!("ID-{i}"))]).unwrap();
@@ -483,7 +691,7 @@ mod tests {
     #[test]
     fn deltas_carry_flips_and_changed_ids() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open("A", dir.path(), small()).unwrap();
+        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
         d.apply(&[put("a")]).unwrap();
         let Published {
             position, bytes, ..
@@ -501,5 +709,56 @@ mod tests {
                 current: position.epoch
             }
         );
+    }
+
+    #[test]
+    fn the_key_filter_follows_puts_replacements_and_deletes_at_the_published_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = keying(Some("secret"));
+        let d = Domain::open("A", dir.path(), small(), k.clone()).unwrap();
+        let id_card = k.types.get("id_card").unwrap().clone();
+        let element = |card: &str| k.hasher.filter_element(&id_card, card);
+        let (one, two) = ("11010519491231002X", "110101199003071235");
+        d.apply(&[keyed("a", one)]).unwrap();
+        let start = d.published_keys();
+        assert_eq!(start.position, d.position());
+        let mut copy = xarchive_filter::BloomFilter::decode(&start.bytes).unwrap();
+        assert!(copy.contains(element(one)));
+
+        // Replaced with another key, then a second record, then deleted.
+        d.apply(&[keyed("a", two), keyed("b", one)]).unwrap();
+        d.apply(&[del("b")]).unwrap();
+        let now = d.position();
+        let delta = d.key_delta(now.epoch, start.position.version).unwrap();
+        assert_eq!(delta.to_version, now.version);
+        copy.apply(&delta).unwrap();
+        assert_eq!(copy.encode(), d.published_keys().bytes);
+        assert!(copy.contains(element(two)) && !copy.contains(element(one)));
+        assert!(d.verify().unwrap().key_filter_consistent);
+
+        // The ID filter's delta from the same position lands at the same
+        // version: one published position covers both.
+        let (ids, _) = d.delta(now.epoch, start.position.version).unwrap();
+        assert_eq!(ids.to_version, now.version);
+    }
+
+    #[test]
+    fn a_key_filter_saved_under_another_secret_is_rebuilt_in_a_new_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let card = "11010519491231002X";
+        let d = Domain::open("A", dir.path(), small(), keying(Some("old"))).unwrap();
+        d.apply(&[keyed("a", card)]).unwrap();
+        let before = d.position();
+        d.close().unwrap();
+        drop(d);
+        let d = Domain::open("A", dir.path(), small(), keying(Some("new"))).unwrap();
+        assert_ne!(d.position().epoch, before.epoch);
+        let new = keying(Some("new"));
+        let element = new
+            .hasher
+            .filter_element(new.types.get("id_card").unwrap(), card);
+        let copy = xarchive_filter::BloomFilter::decode(&d.published_keys().bytes).unwrap();
+        assert!(copy.contains(element));
+        assert!(d.verify().unwrap().consistent);
     }
 }

@@ -243,20 +243,7 @@ impl LocalFilter {
 
     pub fn stats(&self) -> FilterStats {
         match self {
-            LocalFilter::Counting(f) => FilterStats {
-                kind: FilterKind::Counting,
-                cells: f.geometry().num_bits(),
-                hashes: Some(f.geometry().k()),
-                fingerprint_bits: None,
-                bytes: f.geometry().num_bits() / 2,
-                items: f.items(),
-                fill_ratio: f.fill_ratio(),
-                estimated_fpr: f.estimated_fpr(),
-                stuck_counters: Some(f.stuck_counters()),
-                version: f.version(),
-                epoch: f.epoch(),
-                oldest_delta_version: f.oldest_delta_version(),
-            },
+            LocalFilter::Counting(f) => counting_stats(f),
             LocalFilter::Cuckoo(f) => {
                 let g = f.geometry();
                 FilterStats {
@@ -275,6 +262,24 @@ impl LocalFilter {
                 }
             }
         }
+    }
+}
+
+/// A counting filter's figures (the domain's filter, or its key filter).
+pub fn counting_stats(f: &CountingBloomFilter) -> FilterStats {
+    FilterStats {
+        kind: FilterKind::Counting,
+        cells: f.geometry().num_bits(),
+        hashes: Some(f.geometry().k()),
+        fingerprint_bits: None,
+        bytes: f.geometry().num_bits() / 2,
+        items: f.items(),
+        fill_ratio: f.fill_ratio(),
+        estimated_fpr: f.estimated_fpr(),
+        stuck_counters: Some(f.stuck_counters()),
+        version: f.version(),
+        epoch: f.epoch(),
+        oldest_delta_version: f.oldest_delta_version(),
     }
 }
 

@@ -209,6 +209,10 @@ impl KeyTypes {
             .map(|i| &self.types[i])
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.types.is_empty()
+    }
+
     /// In name order.
     pub fn iter(&self) -> impl Iterator<Item = &KeyType> {
         self.types.iter()
@@ -430,6 +434,7 @@ fn key_bytes(key_type: &str, normalised: &str) -> Vec<u8> {
 
 /// What goes into a filter or the store index for one key: never the clear
 /// value.
+#[derive(Clone)]
 pub struct KeyHasher {
     filter_key: [u8; 32],
     audit_key: [u8; 32],
@@ -465,6 +470,13 @@ impl KeyHasher {
         }
     }
 
+    /// Names the filter key without revealing it (the first 16 hex
+    /// characters of HMAC-SHA-256 under it of a fixed label): two domains
+    /// build key filters the other can read only if these are equal.
+    pub fn filter_key_id(&self) -> String {
+        hex::encode(&hmac_sha256(&self.filter_key, b"xarchive key filter id")[..8])
+    }
+
     /// The store index's key for (type, value): SHA-256 over
     /// `"k\x1f{type}\x1f{value}"`, 32 bytes. Independent of the secret so
     /// that rotating the secret does not rewrite the store.
@@ -478,6 +490,28 @@ impl KeyHasher {
     pub fn audit_digest(&self, key_type: &str, normalised: &str) -> String {
         let mac = hmac_sha256(&self.audit_key, &key_bytes(key_type, normalised));
         hex::encode(&mac[..16])
+    }
+}
+
+/// The declared key types and the hashing of their values: what the
+/// domain's key filter is built with.
+#[derive(Clone, Debug)]
+pub struct Keying {
+    pub types: KeyTypes,
+    pub hasher: KeyHasher,
+}
+
+impl Keying {
+    /// The filter elements of a record's keys (normalised); keys of a type
+    /// not declared here are left out, as no search can name them.
+    pub fn elements<'a>(
+        &'a self,
+        keys: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = Vec<u8>> + 'a {
+        keys.iter().filter_map(|(name, value)| {
+            let key_type = self.types.get(name)?;
+            Some(self.hasher.filter_element(key_type, value))
+        })
     }
 }
 

@@ -83,6 +83,15 @@ pub enum Outcome {
     NotFound,
 }
 
+/// What a write did, and the keys its record carried before (empty when
+/// there was none, it had none, or it was unreadable): the domain's key
+/// filter removes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub outcome: Outcome,
+    pub old_keys: BTreeMap<String, String>,
+}
+
 pub struct Store {
     db: Database,
     path: PathBuf,
@@ -128,7 +137,7 @@ impl Store {
 
     /// Applies `writes` in order in one transaction and commits it durably.
     /// A replaced record keeps its creation time. `now_ms` stamps the rest.
-    pub fn apply(&self, writes: &[Write], now_ms: i64) -> Result<Vec<Outcome>, StoreError> {
+    pub fn apply(&self, writes: &[Write], now_ms: i64) -> Result<Vec<Applied>, StoreError> {
         let txn = self.db.begin_write()?;
         let mut outcomes = Vec::with_capacity(writes.len());
         {
@@ -145,7 +154,7 @@ impl Store {
                 if let Some(Some(old)) = &previous {
                     index_keys(&mut keys, id_of(write).as_str(), &old.keys, Index::Remove)?;
                 }
-                outcomes.push(match write {
+                let outcome = match write {
                     Write::Put(id, body) => {
                         let (outcome, created_at) = match &previous {
                             Some(old) => (
@@ -166,9 +175,14 @@ impl Store {
                             Outcome::NotFound
                         }
                     }
-                });
+                };
+                let old_keys = match previous {
+                    Some(Some(old)) => old.keys,
+                    _ => BTreeMap::new(),
+                };
+                outcomes.push(Applied { outcome, old_keys });
             }
-            if outcomes.iter().all(|o| *o == Outcome::NotFound) {
+            if outcomes.iter().all(|a| a.outcome == Outcome::NotFound) {
                 // Nothing changed: leave the file exactly as it was.
                 drop((table, keys));
                 txn.abort()?;
@@ -233,6 +247,32 @@ impl Store {
         for entry in table.iter()? {
             let (key, _) = entry?;
             f(key.value());
+        }
+        Ok(())
+    }
+
+    /// Entries in the key index: the keys held, over all records.
+    pub fn key_entries(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read()?;
+        Ok(txn.open_multimap_table(KEYS)?.len()?)
+    }
+
+    /// Calls `f` with the keys of every readable record that has any, from
+    /// one snapshot (an unreadable record is skipped: its keys are unknown,
+    /// and a search reads records, so it could not be found by them anyway).
+    pub fn for_each_keys(
+        &self,
+        mut f: impl FnMut(&BTreeMap<String, String>),
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(RECORDS)?;
+        for entry in table.iter()? {
+            let (_, value) = entry?;
+            if let Ok(stored) = StoredRecord::decode(value.value()) {
+                if !stored.keys.is_empty() {
+                    f(&stored.keys);
+                }
+            }
         }
         Ok(())
     }
@@ -311,8 +351,9 @@ mod tests {
                 10,
             )
             .unwrap();
+        let outcomes: Vec<Outcome> = out.iter().map(|a| a.outcome).collect();
         assert_eq!(
-            out,
+            outcomes,
             [Outcome::Created, Outcome::Replaced, Outcome::NotFound]
         );
         store
@@ -329,8 +370,8 @@ mod tests {
             vec!["档案/2024/001".to_string()]
         );
         assert_eq!(
-            store.apply(&[Write::Delete(a.clone())], 30).unwrap(),
-            [Outcome::Deleted]
+            store.apply(&[Write::Delete(a.clone())], 30).unwrap()[0].outcome,
+            Outcome::Deleted
         );
         assert!(store.get(&a).unwrap().is_none());
     }
@@ -372,12 +413,17 @@ mod tests {
         assert_eq!(found(&store, "id_card", "X1"), ["A-1", "B-1"]);
         // Same value under another type is another key.
         assert!(found(&store, "cert", "X1").is_empty());
-        store
+        let replaced = store
             .apply(
                 &[Write::Put(a.clone(), keyed("a", &[("id_card", "X2")]))],
                 2,
             )
             .unwrap();
+        // The keys it carried before are reported, for the key filter.
+        assert_eq!(
+            replaced[0].old_keys,
+            keyed("", &[("id_card", "X1"), ("cert", "c")]).keys
+        );
         assert_eq!(found(&store, "id_card", "X1"), ["B-1"]);
         assert_eq!(found(&store, "id_card", "X2"), ["A-1"]);
         assert!(found(&store, "cert", "c").is_empty());

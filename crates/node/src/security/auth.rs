@@ -53,6 +53,7 @@ impl Role {
             Need::Write => self == Role::Write,
             Need::MemberOrSearch => self == Role::Search,
             Need::Audit => self == Role::Audit,
+            Need::Member => false,
         }
     }
 }
@@ -164,6 +165,8 @@ pub enum Need {
     MemberOrSearch,
     /// The log of searches.
     Audit,
+    /// The key filter: members only, whatever a client's role.
+    Member,
     Metrics,
 }
 
@@ -184,6 +187,7 @@ pub fn need(method: &Method, route: &str) -> Need {
         | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
         (&Method::POST, "/v1/search") => Need::MemberOrSearch,
         (&Method::GET, "/v1/audit") => Need::Audit,
+        (&Method::GET, "/v1/filter/keys" | "/v1/filter/keys/delta") => Need::Member,
         _ => Need::Read,
     }
 }
@@ -324,7 +328,7 @@ impl Authority {
         }
         match (who, need) {
             (Principal::Anonymous, _) => Err(Refusal::Unauthorized("a token is required")),
-            (Principal::Member, Need::MemberOrRead | Need::MemberOrSearch) => Ok(()),
+            (Principal::Member, Need::MemberOrRead | Need::MemberOrSearch | Need::Member) => Ok(()),
             (Principal::Member, _) => Err(Refusal::Forbidden(
                 "cluster members may only read filters and records, and search",
             )),
@@ -334,6 +338,9 @@ impl Authority {
             }
             (Principal::Client { .. }, Need::MemberOrSearch) => Err(Refusal::Forbidden(
                 "searching by key needs a token with the search role",
+            )),
+            (Principal::Client { .. }, Need::Member) => Err(Refusal::Forbidden(
+                "the key filter is served only to the cluster's members",
             )),
             (Principal::Client { .. }, _) => Err(Refusal::Forbidden(
                 "reading the search log needs a token with the audit role",
