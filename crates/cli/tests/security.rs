@@ -205,6 +205,8 @@ fn endpoints() -> Vec<(Method, &'static str, Option<&'static str>)> {
         (Method::POST, "/v1/contains", Some(r#"["KEPT"]"#)),
         (Method::GET, "/v1/filter", None),
         (Method::GET, "/v1/filter/delta?epoch=1&since=0", None),
+        (Method::GET, "/v1/filter/keys", None),
+        (Method::GET, "/v1/filter/keys/delta?epoch=1&since=0", None),
         (Method::GET, "/v1/filter/verify", None),
         (Method::GET, "/v1/stats", None),
         (Method::GET, "/metrics", None),
@@ -258,7 +260,7 @@ async fn tokens_and_roles(tls: bool) {
             ("no token", &anonymous, unauthorized),
             ("foreign", &foreign, unauthorized),
         ];
-        if is_write(&e.0, e.1) {
+        if is_write(&e.0, e.1) || e.1.starts_with("/v1/filter/keys") {
             refused.push(("read token", &reader, (StatusCode::FORBIDDEN, "forbidden")));
         }
         for (who, client, expected) in refused {
@@ -271,6 +273,7 @@ async fn tokens_and_roles(tls: bool) {
                 || e.1.starts_with("/v1/filter?")
                 || e.1 == "/v1/filter"
                 || e.1.starts_with("/v1/filter/delta")
+                || e.1.starts_with("/v1/filter/keys")
                 || e.1.starts_with("/v1/contains/"));
         assert_eq!(
             status != StatusCode::FORBIDDEN,
@@ -546,4 +549,150 @@ async fn only_the_search_role_searches_and_only_the_audit_role_sees_every_search
             .unwrap();
         assert!(!metrics.contains(&person[6..14]));
     }
+}
+
+/// How many of `values` the stolen `filter` marks when each is hashed as
+/// `element` makes it.
+fn marked(
+    filter: &xarchive_filter::BloomFilter,
+    values: &[String],
+    element: impl Fn(&str) -> Vec<u8>,
+) -> usize {
+    values
+        .iter()
+        .filter(|v| filter.contains(element(v)))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_others() {
+    use xarchive_node::{id_card_number, sample, KeyHasher, KeyType, Visibility};
+    let s = Secured::start(false).await;
+    // 5,000 people, each with an identity number and a name and birth
+    // date, fill A's key filter to about its target false-positive rate.
+    let people = sample::PEOPLE;
+    let lines: String = (0..people)
+        .map(|p| {
+            let line =
+                json!({"id": format!("P-{p}"), "title": "t", "keys": sample::person_keys(p)});
+            format!("{line}\n")
+        })
+        .collect();
+    let bulk = s
+        .client(Some(&s.write))
+        .post(format!("{}/v1/archives/_bulk", s.url(&s.a)))
+        .body(lines)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        bulk.status(),
+        StatusCode::OK,
+        "{}",
+        bulk.text().await.unwrap()
+    );
+
+    // What a thief gets: the key filter as a member receives it.
+    let stolen = s
+        .client(Some(&s.member))
+        .get(format!("{}/v1/filter/keys", s.url(&s.a)))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let filter = xarchive_filter::BloomFilter::decode(&stolen).unwrap();
+
+    // 10^6 valid identity numbers: the 5,000 real ones and others.
+    let real: Vec<String> = (0..people)
+        .map(|p| {
+            sample::person_keys(p)["id_card"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let known: std::collections::HashSet<&String> = real.iter().collect();
+    let mut others = Vec::new();
+    let mut n = 0u64;
+    while others.len() + real.len() < 1_000_000 {
+        let region = [110101, 310104, 440305, 510107, 330106, 420102][(n % 6) as usize];
+        let (year, month, day) = (
+            1940 + (n / 6 % 70) as i32,
+            1 + (n / 420 % 12) as u8,
+            1 + (n / 5040 % 28) as u8,
+        );
+        let candidate = id_card_number(region, year, month, day, (n / 141_120 % 1000) as u16);
+        if !known.contains(&candidate) {
+            others.push(candidate);
+        }
+        n += 1;
+    }
+
+    // Every way to hash a value without the secret: the public form of a
+    // key, the derivation used when there is no secret, the bare value.
+    let private = KeyType {
+        name: "id_card".into(),
+        visibility: Visibility::Private,
+        format: Default::default(),
+    };
+    let public = KeyType {
+        visibility: Visibility::Public,
+        ..private.clone()
+    };
+    let unkeyed = KeyHasher::new(None);
+    let guesses: [(&str, Box<dyn Fn(&str) -> Vec<u8>>); 3] = [
+        (
+            "as a public key",
+            Box::new(|v| unkeyed.filter_element(&public, v)),
+        ),
+        (
+            "keyed without a secret",
+            Box::new(|v| unkeyed.filter_element(&private, v)),
+        ),
+        ("bare", Box::new(|v: &str| v.as_bytes().to_vec())),
+    ];
+    for (how, element) in guesses {
+        let (hits_real, hits_other) = (
+            marked(&filter, &real, &element),
+            marked(&filter, &others, &element),
+        );
+        let rate = hits_other as f64 / others.len() as f64;
+        // Within the filter's false-positive rate (1 %, with room for
+        // the fill), and the real ones no more often than the others
+        // beyond chance (five standard deviations of the binomial).
+        let expected = rate * real.len() as f64;
+        eprintln!(
+            "{how}: {hits_real} of {} real, {hits_other} of {} others ({:.4} %)",
+            real.len(),
+            others.len(),
+            rate * 100.0
+        );
+        assert!(rate < 0.02, "{how}: {rate}");
+        assert!(
+            (hits_real as f64) <= expected + 5.0 * expected.max(1.0).sqrt() + 1.0,
+            "{how}: {hits_real} real marked, {expected:.1} expected"
+        );
+    }
+
+    // With the secret the same test finds every real one: the test can fail.
+    let secret = std::fs::read_to_string(&s.secret).unwrap();
+    let keyed = KeyHasher::new(Some(secret.trim()));
+    assert_eq!(
+        marked(&filter, &real, |v| keyed.filter_element(&private, v)),
+        real.len()
+    );
+    // And the public filter holds no key at all.
+    let public_filter = s
+        .client(Some(&s.read))
+        .get(format!("{}/v1/filter", s.url(&s.a)))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let public_filter = xarchive_filter::BloomFilter::decode(&public_filter).unwrap();
+    assert!(marked(&public_filter, &real, |v| keyed.filter_element(&private, v)) < real.len() / 20);
 }

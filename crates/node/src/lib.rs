@@ -32,7 +32,7 @@ pub use http::router;
 pub use local::domain::{Domain, DomainError, DomainStats, Position, VerifyReport};
 pub use local::filter::{FilterKind, FilterSettings};
 pub use local::id::ArchiveId;
-pub use local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
+pub use local::keys::{id_card_number, KeyFormat, KeyHasher, KeyType, KeyTypes, Visibility};
 pub use local::record::{Record, RecordInput};
 pub use local::sample;
 pub use local::store::Write;
