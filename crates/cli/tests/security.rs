@@ -642,7 +642,8 @@ async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_
         ..private.clone()
     };
     let unkeyed = KeyHasher::new(None);
-    let guesses: [(&str, Box<dyn Fn(&str) -> Vec<u8>>); 3] = [
+    type Hashing<'a> = Box<dyn Fn(&str) -> Vec<u8> + 'a>;
+    let guesses: [(&str, Hashing); 3] = [
         (
             "as a public key",
             Box::new(|v| unkeyed.filter_element(&public, v)),
