@@ -7,9 +7,10 @@
 //! domain gets its own fonds, so the IDs of different domains never collide.
 //!
 //! Personnel records (人事) are about people, and carry their keys: a valid
-//! resident identity number and name with birth date. The same people
-//! appear in every domain (person `p` in record `4p + 3` of each, and every
-//! `4 × PEOPLE` records after), so a search by key finds records in all.
+//! resident identity number and name with birth date. Every fourth record
+//! is one; domain `d`'s run through the people from person `250·d` on, so
+//! neighbouring domains share people, as the archives of the places a
+//! person lived do: with 2,000 records a domain, each person is in two.
 
 use serde_json::{json, Value};
 
@@ -63,9 +64,24 @@ pub fn id(domain: usize, i: u64) -> String {
     )
 }
 
-/// The person a sample record is about, if it is a personnel record.
-pub fn person_of(i: u64) -> Option<u64> {
-    (i % 4 == 3).then_some((i / 4) % PEOPLE)
+/// How many people further on each domain's personnel records start.
+const PEOPLE_SHIFT: u64 = 250;
+
+/// The person sample record `i` of domain `domain` is about, if it is a
+/// personnel record.
+pub fn person_of(domain: usize, i: u64) -> Option<u64> {
+    (i % 4 == 3).then_some((i / 4 + PEOPLE_SHIFT * domain as u64) % PEOPLE)
+}
+
+/// The sample records of person `p` among the first `records` of domain
+/// `domain`.
+pub fn records_of(p: u64, domain: usize, records: u64) -> impl Iterator<Item = u64> {
+    // The first personnel record j (record 4j + 3) about p.
+    let first = (p + PEOPLE - PEOPLE_SHIFT * domain as u64 % PEOPLE) % PEOPLE;
+    (first..)
+        .step_by(PEOPLE as usize)
+        .map(|j| 4 * j + 3)
+        .take_while(move |&i| i < records)
 }
 
 /// The keys of sample person `p`: `id_card` and `name_birth`.
@@ -103,7 +119,7 @@ pub fn body(domain: usize, i: u64) -> Value {
             "pages": 1 + i % 40,
         }
     });
-    if let Some(p) = person_of(i) {
+    if let Some(p) = person_of(domain, i) {
         body["title"] = json!(format!(
             "人事档案：{}",
             person_keys(p)["name_birth"]
@@ -143,16 +159,25 @@ mod tests {
     }
 
     #[test]
-    fn personnel_records_carry_valid_keys_of_people_found_in_every_domain() {
+    fn personnel_records_carry_valid_keys_of_people_shared_by_neighbouring_domains() {
         let types = crate::local::keys::KeyTypes::new(crate::config::default_key_types()).unwrap();
         for p in 0..PEOPLE {
             let keys: std::collections::BTreeMap<String, String> =
                 serde_json::from_value(person_keys(p)).unwrap();
             assert_eq!(types.normalise_all(&keys).unwrap(), keys, "person {p}");
         }
-        assert_eq!(person_of(3), Some(0));
-        assert_eq!(person_of(4 * PEOPLE + 3), Some(0));
-        assert_eq!(person_of(4), None);
-        assert_eq!(body(1, 3)["keys"], person_keys(0));
+        assert_eq!(person_of(0, 3), Some(0));
+        assert_eq!(person_of(0, 4 * PEOPLE + 3), Some(0));
+        assert_eq!(person_of(0, 4), None);
+        assert_eq!(person_of(1, 3), Some(250));
+        assert_eq!(body(1, 3)["keys"], person_keys(250));
+        // Person 300 is in domains 0 and 1 of 2,000 records each, not 2.
+        let at = |d| records_of(300, d, 2_000).collect::<Vec<_>>();
+        assert_eq!((at(0), at(1), at(2)), (vec![1_203], vec![203], vec![]));
+        for d in 0..4 {
+            for i in records_of(4_999, d, 50_000) {
+                assert_eq!(person_of(d, i), Some(4_999));
+            }
+        }
     }
 }

@@ -52,7 +52,7 @@ pub struct LookupBenchArgs {
     zipf_s: f64,
     /// What to compare: lookups by archive number `routed` or by
     /// `broadcast`, and `search`es by identity number (of sample people,
-    /// each with records in every domain). `--workload keys` compares
+    /// each with records in one or a few domains). `--workload keys` compares
     /// `routed` with `search`.
     #[arg(long, value_delimiter = ',', default_value = "routed,broadcast",
           value_parser = PossibleValuesParser::new(["routed", "broadcast", "search"]))]
@@ -100,6 +100,9 @@ struct Run {
     p99_ms: f64,
     throughput: f64,
     remote_calls_per_lookup: f64,
+    /// Searches only: of the remote calls, those a router that knew where
+    /// every record is would make (other domains holding the person's).
+    holder_calls_per_lookup: f64,
     cache_hit_rate: f64,
 }
 
@@ -141,17 +144,26 @@ impl Workload {
     }
 }
 
-/// One search by the identity number of a sample person with records
-/// (person `p` has record `4p + 3` in every domain): its remote calls, if
-/// it succeeded.
+/// One search at domain `at` of `domains` by the identity number of a
+/// sample person with a record in some domain: its remote calls, and
+/// those to other domains holding the person's records, if it succeeded.
 async fn search(
     http: &reqwest::Client,
-    at: &str,
+    (at, domains): (usize, &[String]),
     rng: &mut impl Rng,
     per_domain: u64,
-) -> Option<(usize, bool)> {
-    let people = per_domain.div_ceil(4).clamp(1, sample::PEOPLE);
-    let person = sample::person_keys(rng.random_range(0..people));
+) -> Option<(usize, usize)> {
+    let personnel = per_domain / 4;
+    if personnel == 0 {
+        return None;
+    }
+    let holder = rng.random_range(0..domains.len());
+    let p = sample::person_of(holder, 4 * rng.random_range(0..personnel) + 3)?;
+    let needed = (0..domains.len())
+        .filter(|&d| d != at && sample::records_of(p, d, per_domain).next().is_some())
+        .count();
+    let person = sample::person_keys(p);
+    let at = &domains[at];
     let request = json!({"key_type": "id_card", "value": person["id_card"]});
     match http
         .post(format!("{at}/v1/search"))
@@ -163,7 +175,7 @@ async fn search(
             .json::<xarchive_node::wire::SearchBody>()
             .await
             .ok()
-            .map(|b| (b.remote_calls, false)),
+            .map(|b| (b.remote_calls, needed)),
         _ => None,
     }
 }
@@ -192,14 +204,19 @@ async fn measure(
             let (strategy, per_domain) = (strategy.to_owned(), t.per_domain);
             tokio::spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(u as u64 + 1);
-                let (mut latencies, mut calls, mut failed, mut hits) =
-                    (Vec::new(), 0u64, 0usize, 0usize);
+                let (mut latencies, mut calls, mut needed, mut failed, mut hits) =
+                    (Vec::new(), 0u64, 0u64, 0usize, 0usize);
                 while Instant::now() < deadline {
-                    let at = &addresses[rng.random_range(0..addresses.len())];
+                    let asker = rng.random_range(0..addresses.len());
+                    let at = &addresses[asker];
                     let sent = Instant::now();
-                    // (remote calls, cache hit) of an answer that succeeded.
+                    // (remote calls, of them to domains holding what is
+                    // sought (searches only), cache hit) of an answer that
+                    // succeeded.
                     let answer = if strategy == "search" {
-                        search(&http, at, &mut rng, per_domain).await
+                        search(&http, (asker, &addresses), &mut rng, per_domain)
+                            .await
+                            .map(|(calls, needed)| (calls, needed, false))
                     } else {
                         let id = workload.pick(&mut rng, addresses.len(), per_domain);
                         let url = format!(
@@ -214,6 +231,7 @@ async fn measure(
                                 .map(|a| {
                                     (
                                         a.route.remote_calls,
+                                        0,
                                         a.route.cache.as_deref() == Some("hit"),
                                     )
                                 }),
@@ -225,23 +243,26 @@ async fn measure(
                         continue;
                     }
                     match answer {
-                        Some((remote_calls, hit)) => {
+                        Some((remote_calls, to_holders, hit)) => {
                             latencies.push(elapsed.as_secs_f64() * 1e3);
                             calls += remote_calls as u64;
+                            needed += to_holders as u64;
                             hits += usize::from(hit);
                         }
                         None => failed += 1,
                     }
                 }
-                (latencies, calls, failed, hits)
+                (latencies, calls, needed, failed, hits)
             })
         })
         .collect();
-    let (mut latencies, mut calls, mut failed, mut hits) = (Vec::new(), 0u64, 0usize, 0usize);
+    let (mut latencies, mut calls, mut needed, mut failed, mut hits) =
+        (Vec::new(), 0u64, 0u64, 0usize, 0usize);
     for task in tasks {
-        if let Ok((l, c, f, h)) = task.await {
+        if let Ok((l, c, nd, f, h)) = task.await {
             latencies.extend(l);
             calls += c;
+            needed += nd;
             failed += f;
             hits += h;
         }
@@ -258,6 +279,7 @@ async fn measure(
         p99_ms: quantile(&latencies, 0.99),
         throughput: latencies.len() as f64 / duration.as_secs_f64(),
         remote_calls_per_lookup: calls as f64 / n,
+        holder_calls_per_lookup: needed as f64 / n,
         cache_hit_rate: hits as f64 / n,
     }
 }
@@ -412,9 +434,11 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
             if let (Some(r), Some(s)) = (find(cache, users, "routed"), find(cache, users, "search"))
             {
                 println!(
-                    "cache {cache}, {users:>3} users: search p50 / routed lookup p50 = {:.2}, remote calls {:.2} against {:.2}",
+                    "cache {cache}, {users:>3} users: search p50 / routed lookup p50 = {:.2}; remote calls per search {:.2}, {:.2} of them to domains holding the person's records, {:.3} beyond (lookup: {:.2})",
                     s.p50_ms / r.p50_ms,
                     s.remote_calls_per_lookup,
+                    s.holder_calls_per_lookup,
+                    s.remote_calls_per_lookup - s.holder_calls_per_lookup,
                     r.remote_calls_per_lookup
                 );
                 ratios.push(json!({"cache": cache, "users": users,
