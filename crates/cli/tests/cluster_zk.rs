@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use xarchive_node::wire::LookupBody;
+use xarchive_node::wire::{LookupBody, SearchBody, SearchRequest};
 use xarchive_node::Client;
 use xarchive_testkit::{
     free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
@@ -122,6 +122,60 @@ async fn records_are_found_across_domains_and_deletes_take_effect() {
     for at in [&b, &c] {
         assert_eq!(lookup(at, "档案/2024/001").await.0, 404);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_is_found_in_the_three_domains_holding_their_records_and_only_those_are_asked() {
+    let cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let (person, other) = ("11010519491231002X", "440524198001010013");
+    let search = |at: usize, value: &'static str| {
+        let client = cluster.client(at);
+        async move {
+            let request = SearchRequest {
+                key_type: "id_card".into(),
+                value: value.into(),
+                local: false,
+                requester: None,
+            };
+            client.search(&request).await.unwrap()
+        }
+    };
+    for (at, id) in [(0, "A-婚姻-1"), (1, "B-学籍-1"), (2, "C-工作-1")] {
+        let keys = json!({"title": "t", "keys": {"id_card": person}});
+        cluster.client(at).put(id, &keys).await.unwrap();
+    }
+    let (status, found) = search(0, person).await;
+    assert_eq!(status, 200, "{found:?}");
+    let held: Vec<(&str, &str)> = found
+        .records
+        .iter()
+        .map(|r| (r.domain.as_str(), r.id.as_str()))
+        .collect();
+    assert_eq!(
+        held,
+        [("A", "A-婚姻-1"), ("B", "B-学籍-1"), ("C", "C-工作-1")]
+    );
+
+    // Replaced with another person's number, and deleted: once the key
+    // filters have followed, the search asks only where the person is.
+    let keys = json!({"title": "t", "keys": {"id_card": other}});
+    cluster.client(1).put("B-学籍-1", &keys).await.unwrap();
+    assert!(cluster.client(2).delete("C-工作-1").await.unwrap());
+    let only_a = |found: &SearchBody| {
+        let ids: Vec<&str> = found.records.iter().map(|r| r.id.as_str()).collect();
+        ids == ["A-婚姻-1"]
+    };
+    let (status, found) = search(0, person).await;
+    assert_eq!(status, 200);
+    assert!(only_a(&found), "{found:?}");
+    cluster.wait_converged().await;
+    let (status, found) = search(0, person).await;
+    assert!(only_a(&found), "{found:?}");
+    assert_eq!((status, found.remote_calls), (200, 0), "{found:?}");
+    let (status, found) = search(2, other).await;
+    assert_eq!(status, 200);
+    assert_eq!(found.asked, ["C", "B"]);
+    assert_eq!(found.records.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

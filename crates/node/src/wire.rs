@@ -248,14 +248,13 @@ pub struct ClusterView {
 
 impl ClusterView {
     /// Connected to its coordinator, `domains` domains (itself included)
-    /// up, with a current copy of every other one's filter.
+    /// up, with a current copy of every other one's filter and key filter.
     pub fn converged(&self, domains: usize) -> bool {
         self.connected
             && self.domains.len() == domains
-            && self
-                .domains
-                .iter()
-                .all(|d| d.up && (d.is_self || d.current == Some(true)))
+            && self.domains.iter().all(|d| {
+                d.up && (d.is_self || (d.current == Some(true) && d.keys_current == Some(true)))
+            })
     }
 
     pub fn get(&self, name: &str) -> Option<&DomainView> {
