@@ -3,6 +3,7 @@
 mod child;
 mod lookup;
 mod memory;
+mod nation;
 mod svg;
 mod sync;
 
@@ -21,6 +22,10 @@ pub enum BenchCommand {
     /// The seed paper's Table 3: memory for 100 000 to 1 000 000 IDs, of
     /// each filter kind and of a whole domain process.
     Memory(memory::MemoryBenchArgs),
+    /// A nation of archives (issue 12), first part: the routing state and
+    /// step of one domain among N of realistic sizes, for three layouts of
+    /// its copies of their filters.
+    Nation(nation::NationBenchArgs),
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
@@ -28,6 +33,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Lookup(args) => lookup::run(*args).await,
         BenchCommand::Sync(args) => sync::run(args).await,
         BenchCommand::Memory(args) => memory::run(args).await,
+        BenchCommand::Nation(args) => nation::run(args).await,
     }
 }
 

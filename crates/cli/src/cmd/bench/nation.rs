@@ -1,0 +1,478 @@
+//! `xarchive bench nation`, first part (issue 12): what a full domain
+//! holds to route lookups among N domains of realistic, very different
+//! sizes, and what one routing step costs.
+//!
+//! The domains' filters are real (the filter crate's Bloom filters and
+//! bit-sliced index, as a domain's replicas hold them), filled with
+//! synthetic IDs; nothing else of a domain runs here (no ZooKeeper, no
+//! HTTP, no sync). Three layouts of the copies are compared:
+//! - `common`, today's rule: a filter is sized for the larger of
+//!   `expected_items` and 1.5 × its records, so the domains at or under
+//!   `expected_items` share one geometry, bit-sliced in one index, and the
+//!   larger ones are held one by one;
+//! - `own`: each filter sized for 1.5 × its own records, all held one by
+//!   one (what today's replicas do with filters of other geometries);
+//! - `classes`: each sized for its own records rounded up to a power of
+//!   two, each size class of at least 64 filters bit-sliced in an index of
+//!   its own, the others held one by one.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::{Rng, SeedableRng};
+use rand_distr::Distribution;
+use serde::Serialize;
+use serde_json::json;
+use xarchive_filter::{BloomFilter, BloomGeometry, SlicedIndex};
+
+use super::quantile;
+use super::svg::{Chart, Series};
+
+/// The archive levels at N = 3 301 (national comprehensive archives at the
+/// end of 2022): how many, and their share of all IDs (three quarters at
+/// county level, as in 2015's holdings of 586 million).
+const LEVELS: [(&str, usize, f64); 4] = [
+    ("central", 1, 0.02),
+    ("province", 31, 0.10),
+    ("city", 333, 0.13),
+    ("county", 2_936, 0.75),
+];
+const NATION: usize = 3_301;
+/// Spread of sizes within a level (σ of the log).
+const SIGMA: f64 = 0.8;
+/// Fewest filters of one size class worth bit-slicing: an index row is a
+/// 64-bit word however few slots it has.
+const MIN_SLICED: usize = 64;
+/// Smallest filter capacity.
+const MIN_CAPACITY: u64 = 1_024;
+
+#[derive(clap::Args)]
+pub struct NationBenchArgs {
+    /// Numbers of domains, one row each.
+    #[arg(long, value_delimiter = ',', default_value = "100,300,1000,3301")]
+    domains: Vec<usize>,
+    /// IDs over all domains at N = 3 301 (a smaller N holds the same
+    /// share per domain).
+    #[arg(long, default_value_t = 1_000_000_000)]
+    ids: u64,
+    /// Target false-positive rate of every filter.
+    #[arg(long, default_value_t = 0.01)]
+    fpr: f64,
+    /// The `expected_items` of the `common` layout (a domain's default).
+    #[arg(long, default_value_t = 1_000_000)]
+    expected_items: u64,
+    /// Layouts to build (`common` takes long at N = 3 301: each of its
+    /// copies is bit-sliced into an index the size of 3 301 of them).
+    #[arg(long, value_delimiter = ',', default_value = "common,own,classes")]
+    layouts: Vec<Layout>,
+    /// Lookups timed per layout, half of present IDs, half of absent ones.
+    #[arg(long, default_value_t = 200_000)]
+    lookups: usize,
+    #[arg(long, default_value_t = 12)]
+    seed: u64,
+    /// Where to write the figures as JSON.
+    #[arg(long, default_value = "bench-nation.json")]
+    json: PathBuf,
+    /// Where to draw routing memory and time against N (SVG; `-memory`
+    /// and `-time` are added to the name).
+    #[arg(long, default_value = "bench-nation.svg")]
+    plot: PathBuf,
+}
+
+/// The ID of item `i` of domain `d`: 12 bytes, as the filters see bytes.
+fn id(d: u32, i: u64) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    out[..4].copy_from_slice(&d.to_le_bytes());
+    out[4..].copy_from_slice(&i.to_le_bytes());
+    out
+}
+
+/// Sizes of `n` domains holding about `total` IDs: each level's count
+/// scaled to `n` (at least one), its share split with lognormal spread.
+fn nation(n: usize, total: u64, rng: &mut impl Rng) -> anyhow::Result<Vec<u64>> {
+    let mut counts: Vec<usize> = LEVELS
+        .iter()
+        .map(|(_, c, _)| ((c * n) as f64 / NATION as f64).round().max(1.0) as usize)
+        .collect();
+    let others: usize = counts[..3].iter().sum();
+    counts[3] = n.saturating_sub(others).max(1);
+    let spread = rand_distr::LogNormal::new(0.0, SIGMA)?;
+    let mut sizes = Vec::with_capacity(n);
+    for ((_, _, share), count) in LEVELS.iter().zip(counts) {
+        let weights: Vec<f64> = (0..count).map(|_| spread.sample(rng)).collect();
+        let sum: f64 = weights.iter().sum();
+        sizes.extend(
+            weights
+                .iter()
+                .map(|w| ((share * total as f64 * w / sum) as u64).max(1)),
+        );
+    }
+    Ok(sizes)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+enum Layout {
+    Common,
+    Own,
+    Classes,
+}
+
+const LAYOUTS: [Layout; 3] = [Layout::Common, Layout::Own, Layout::Classes];
+
+impl Layout {
+    fn capacity(self, records: u64, expected: u64) -> u64 {
+        match self {
+            Layout::Common => expected.max(records + records / 2),
+            Layout::Own => (records + records / 2).max(MIN_CAPACITY),
+            Layout::Classes => (records + records / 2)
+                .max(MIN_CAPACITY)
+                .next_power_of_two(),
+        }
+    }
+}
+
+/// The copies a domain holds, laid out one way: bit-sliced indexes (with
+/// the domain in each slot) and filters held one by one.
+struct Routing {
+    indexes: Vec<(SlicedIndex, Vec<u32>)>,
+    single: Vec<(u32, BloomFilter)>,
+}
+
+impl Routing {
+    fn candidates(&self, id: &[u8], out: &mut Vec<u32>) {
+        out.clear();
+        for (index, owners) in &self.indexes {
+            out.extend(index.candidates(id).iter().map(|slot| owners[slot]));
+        }
+        out.extend(
+            self.single
+                .iter()
+                .filter(|(_, f)| f.contains(id))
+                .map(|(d, _)| *d),
+        );
+    }
+
+    fn bytes(&self) -> u64 {
+        let sliced: u64 = self
+            .indexes
+            .iter()
+            .map(|(index, _)| index.geometry().num_bits() * index.slots().div_ceil(64) as u64 * 8)
+            .sum();
+        let single: u64 = self
+            .single
+            .iter()
+            .map(|(_, f)| f.words().len() as u64 * 8)
+            .sum();
+        sliced + single
+    }
+}
+
+/// Builds the copies of every domain's filter in `layout`.
+fn build(
+    layout: Layout,
+    sizes: &[u64],
+    args: &NationBenchArgs,
+    bar: &ProgressBar,
+) -> anyhow::Result<Routing> {
+    let mut by_geometry: std::collections::BTreeMap<(u64, u32), Vec<u32>> = Default::default();
+    let mut geometries = Vec::with_capacity(sizes.len());
+    for (d, &records) in sizes.iter().enumerate() {
+        let g =
+            BloomGeometry::for_capacity(layout.capacity(records, args.expected_items), args.fpr)?;
+        geometries.push(g);
+        by_geometry
+            .entry((g.num_bits(), g.k()))
+            .or_default()
+            .push(d as u32);
+    }
+    let fill = |d: u32| {
+        let mut f = BloomFilter::new(geometries[d as usize]);
+        for i in 0..sizes[d as usize] {
+            f.insert(id(d, i));
+        }
+        bar.inc(sizes[d as usize]);
+        f
+    };
+    // Today's replicas slice every copy of the common geometry.
+    let common = BloomGeometry::for_capacity(args.expected_items, args.fpr)?;
+    let sliced = |members: &[u32]| match layout {
+        Layout::Common => geometries[members[0] as usize] == common,
+        Layout::Own => false,
+        Layout::Classes => members.len() >= MIN_SLICED,
+    };
+    let mut routing = Routing {
+        indexes: Vec::new(),
+        single: Vec::new(),
+    };
+    for members in by_geometry.values() {
+        if sliced(members) {
+            let mut index = SlicedIndex::new(geometries[members[0] as usize], members.len());
+            for (slot, &d) in members.iter().enumerate() {
+                index.set(slot, &fill(d))?;
+            }
+            routing.indexes.push((index, members.clone()));
+        } else {
+            routing.single.extend(members.iter().map(|&d| (d, fill(d))));
+        }
+    }
+    Ok(routing)
+}
+
+/// One layout at one N, measured.
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    domains: usize,
+    ids: u64,
+    layout: Layout,
+    /// Bit-sliced indexes, and the filters held one by one.
+    indexes: usize,
+    held_one_by_one: usize,
+    routing_bytes: u64,
+    build_seconds: f64,
+    /// Median over batches of the mean time of one routing step.
+    route_ns_present: f64,
+    route_ns_absent: f64,
+    /// Candidate domains per lookup: of an ID held by one domain (that
+    /// one and false positives), and of an absent ID (false positives).
+    candidates_present: f64,
+    candidates_absent: f64,
+}
+
+/// Times routing steps in batches; returns (median ns per step, mean
+/// candidates per step).
+fn time_routing(routing: &Routing, ids: &[[u8; 12]]) -> (f64, f64) {
+    let mut out = Vec::new();
+    let (mut batches, mut candidates) = (Vec::new(), 0usize);
+    for batch in ids.chunks(5_000) {
+        let started = Instant::now();
+        for id in batch {
+            routing.candidates(id, &mut out);
+            candidates += out.len();
+        }
+        batches.push(started.elapsed().as_nanos() as f64 / batch.len() as f64);
+    }
+    batches.sort_by(f64::total_cmp);
+    (
+        quantile(&batches, 0.5),
+        candidates as f64 / ids.len().max(1) as f64,
+    )
+}
+
+pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let plans: Vec<(usize, Vec<u64>)> = args
+        .domains
+        .iter()
+        .map(|&n| {
+            let total = (args.ids as f64 * n as f64 / NATION as f64) as u64;
+            Ok((n, nation(n, total, &mut rng)?))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let inserts: u64 = plans
+        .iter()
+        .map(|(_, s)| s.iter().sum::<u64>())
+        .sum::<u64>()
+        * 3;
+    let bar = ProgressBar::new(inserts).with_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {percent}% {elapsed} (eta {eta})")?
+            .progress_chars("=> "),
+    );
+    let mut rows = Vec::new();
+    for (n, sizes) in &plans {
+        let total: u64 = sizes.iter().sum();
+        // Present IDs drawn in proportion to the domains' sizes.
+        let mut starts = Vec::with_capacity(sizes.len());
+        let mut sum = 0;
+        for s in sizes {
+            starts.push(sum);
+            sum += s;
+        }
+        let half = args.lookups / 2;
+        let present: Vec<[u8; 12]> = (0..half)
+            .map(|_| {
+                let at = rng.random_range(0..total);
+                let d = starts.partition_point(|&s| s <= at) - 1;
+                id(d as u32, at - starts[d])
+            })
+            .collect();
+        let absent: Vec<[u8; 12]> = (0..half).map(|_| id(u32::MAX, rng.random())).collect();
+        for &layout in &args.layouts {
+            bar.set_message(format!("{n} domains, {layout:?}"));
+            let started = Instant::now();
+            let routing = build(layout, sizes, &args, &bar)?;
+            let build_seconds = started.elapsed().as_secs_f64();
+            let (route_ns_present, candidates_present) = time_routing(&routing, &present);
+            let (route_ns_absent, candidates_absent) = time_routing(&routing, &absent);
+            rows.push(Row {
+                domains: *n,
+                ids: total,
+                layout,
+                indexes: routing.indexes.len(),
+                held_one_by_one: routing.single.len(),
+                routing_bytes: routing.bytes(),
+                build_seconds,
+                route_ns_present,
+                route_ns_absent,
+                candidates_present,
+                candidates_absent,
+            });
+        }
+    }
+    bar.finish_and_clear();
+    report(&args, &rows)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(args: &NationBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
+    println!(
+        "\nRouting state and step of one full domain, filters at {} % false positives, `common` sized for {} items\n",
+        args.fpr * 100.0,
+        args.expected_items
+    );
+    println!(
+        "{:>7} {:>14} {:<8} {:>7} {:>7} {:>11} {:>8} {:>10} {:>10} {:>9} {:>9}",
+        "domains",
+        "IDs",
+        "layout",
+        "indexes",
+        "single",
+        "routing MB",
+        "build s",
+        "route ns",
+        "absent ns",
+        "cand.",
+        "cand. abs"
+    );
+    for r in rows {
+        println!(
+            "{:>7} {:>14} {:<8} {:>7} {:>7} {:>11.1} {:>8.1} {:>10.0} {:>10.0} {:>9.2} {:>9.2}",
+            r.domains,
+            r.ids,
+            format!("{:?}", r.layout).to_lowercase(),
+            r.indexes,
+            r.held_one_by_one,
+            r.routing_bytes as f64 / 1e6,
+            r.build_seconds,
+            r.route_ns_present,
+            r.route_ns_absent,
+            r.candidates_present,
+            r.candidates_absent
+        );
+    }
+    let report = json!({
+        "fpr": args.fpr,
+        "expected_items": args.expected_items,
+        "ids_at_3301": args.ids,
+        "lookups": args.lookups,
+        "seed": args.seed,
+        "levels": LEVELS.iter().map(|(name, count, share)| json!({"level": name, "at_3301": count, "share": share})).collect::<Vec<_>>(),
+        "rows": rows,
+    });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
+    let colours = ["#d62728", "#1f77b4", "#2ca02c"];
+    let chart = |title: &str, y_label: &str, value: &dyn Fn(&Row) -> f64| Chart {
+        title: title.into(),
+        x_label: "domains".into(),
+        y_label: y_label.into(),
+        series: LAYOUTS
+            .iter()
+            .zip(colours)
+            .map(|(layout, colour)| Series {
+                name: format!("{layout:?}").to_lowercase(),
+                colour,
+                dashed: false,
+                points: rows
+                    .iter()
+                    .filter(|r| r.layout == *layout)
+                    .map(|r| (r.domains as f64, value(r)))
+                    .collect(),
+            })
+            .collect(),
+    };
+    let stem = args.plot.with_extension("");
+    let memory = stem.with_file_name(format!(
+        "{}-memory.svg",
+        stem.file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("bench-nation")
+    ));
+    let time = stem.with_file_name(format!(
+        "{}-time.svg",
+        stem.file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("bench-nation")
+    ));
+    std::fs::write(
+        &memory,
+        chart("Routing state of one domain against N", "MB", &|r| {
+            r.routing_bytes as f64 / 1e6
+        })
+        .render(),
+    )?;
+    std::fs::write(
+        &time,
+        chart(
+            "One routing step (an ID held somewhere) against N",
+            "ns",
+            &|r| r.route_ns_present,
+        )
+        .render(),
+    )?;
+    println!(
+        "\nfigures in {}, charts in {} and {}",
+        args.json.display(),
+        memory.display(),
+        time.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nation_has_its_levels_in_their_shares_of_the_ids() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let sizes = nation(NATION, 1_000_000_000, &mut rng).unwrap();
+        assert_eq!(sizes.len(), NATION);
+        let total: u64 = sizes.iter().sum();
+        assert!((999_000_000..=1_000_000_000).contains(&total), "{total}");
+        let county: u64 = sizes[NATION - 2_936..].iter().sum();
+        assert!((county as f64 / total as f64 - 0.75).abs() < 0.001);
+        assert_eq!(sizes[0], 20_000_000, "the central archive holds its 2 %");
+        // Scaled down, every level keeps at least one archive.
+        let small = nation(10, 1_000, &mut rng).unwrap();
+        assert_eq!(small.len(), 10);
+        assert!(small.iter().all(|&s| s >= 1));
+    }
+
+    #[test]
+    fn every_layout_routes_an_id_to_the_domain_holding_it() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let sizes = nation(200, 200_000, &mut rng).unwrap();
+        let args = NationBenchArgs {
+            domains: vec![200],
+            ids: 0,
+            fpr: 0.01,
+            expected_items: 5_000,
+            layouts: LAYOUTS.to_vec(),
+            lookups: 0,
+            seed: 0,
+            json: PathBuf::new(),
+            plot: PathBuf::new(),
+        };
+        let bar = ProgressBar::hidden();
+        let mut out = Vec::new();
+        for layout in LAYOUTS {
+            let routing = build(layout, &sizes, &args, &bar).unwrap();
+            for (d, &n) in sizes.iter().enumerate() {
+                routing.candidates(&id(d as u32, n - 1), &mut out);
+                assert!(out.contains(&(d as u32)), "{layout:?}: domain {d}");
+            }
+        }
+    }
+}
