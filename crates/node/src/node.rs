@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use xarchive_filter::{BloomGeometry, GeometryError};
+use xarchive_filter::GeometryError;
 
 use crate::cluster::cache::{Cache, CacheError};
 use crate::cluster::client::ClientError;
@@ -113,8 +113,6 @@ impl Node {
         coordinator: Arc<dyn Coordinator>,
         address: &str,
     ) -> Result<Arc<Node>, NodeError> {
-        let geometry =
-            BloomGeometry::for_capacity(config.filter.expected_items, config.filter.fpr)?;
         let key_types = KeyTypes::new(config.keys.clone())?;
         let auth = Authority::new(&config.auth, &config.cluster.name)?;
         let trust = config.tls.trust()?;
@@ -123,7 +121,6 @@ impl Node {
             &config.name,
             address,
             coordinator,
-            geometry,
             &auth.key_hasher().filter_key_id(),
             config.cluster.clone(),
             Arc::new(cache),

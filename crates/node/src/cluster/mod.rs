@@ -10,6 +10,7 @@ pub(crate) mod lookup;
 mod peers;
 pub(crate) mod replicas;
 pub(crate) mod search;
+mod sliced;
 pub(crate) mod sync;
 pub(crate) mod zookeeper;
 
@@ -21,10 +22,10 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use xarchive_filter::BloomGeometry;
 
 pub use coordinator::{CoordError, Coordinator, Member, View};
 pub use inprocess::{Hub, InProcessCoordinator};
+pub use sliced::MIN_SLICED;
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 
 use crate::cluster::cache::Cache;
@@ -115,7 +116,6 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// `geometry` is the common shape of Bloom copies, held bit-sliced;
     /// `key_id` names the filter key of this domain's key filter.
     /// `member_token` is presented to peers; `trust` (if any) are the
     /// only certificate authorities their TLS certificates may chain to.
@@ -124,7 +124,6 @@ impl Cluster {
         me: &str,
         address: &str,
         coordinator: Arc<dyn Coordinator>,
-        geometry: BloomGeometry,
         key_id: &str,
         config: ClusterConfig,
         cache: Arc<Cache>,
@@ -139,7 +138,7 @@ impl Cluster {
             trust,
         )
         .map_err(|e| ClientError::Address(address.into(), e))?;
-        let mut replicas = Replicas::new(me, geometry, key_id);
+        let mut replicas = Replicas::new(me, key_id);
         if let Some(path) = &remembered {
             replicas.remember(&peers::load(path));
         }

@@ -1,6 +1,7 @@
 //! The copies this domain holds of every peer's published filter, and
-//! the routing over them. Bloom copies of the common geometry live
-//! bit-sliced in one [`SlicedIndex`]; others are held one by one.
+//! the routing over them. Bloom copies of a geometry that at least
+//! [`MIN_SLICED`] copies share live bit-sliced in one index per geometry
+//! ([`Sliced`]); others are held one by one.
 //!
 //! Beside each, a copy of the peer's key filter routes searches by key.
 //! It has its own position: both filters of a peer stand at the one
@@ -9,21 +10,22 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta, SlicedIndex};
+use std::collections::HashMap;
+
+use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta};
 
 use super::coordinator::View;
+use super::sliced::{Sliced, MIN_SLICED};
 use crate::cluster::client::{FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::wire::DomainView;
 
-/// Slots added to the index when it is full.
-const SLOT_STEP: usize = 64;
-
 #[derive(Debug)]
 enum Held {
     None,
-    Slot(usize),
+    /// In the index of this geometry, in this slot.
+    Slot(BloomGeometry, usize),
     Bloom(BloomFilter),
     Cuckoo(CuckooFilter),
 }
@@ -153,8 +155,7 @@ pub struct Replicas {
     /// Which filter key this domain hashes keys with: a peer's key filter
     /// built under another cannot rule a key out.
     key_id: String,
-    index: SlicedIndex,
-    slot_owner: Vec<Option<String>>,
+    sliced: HashMap<BloomGeometry, Sliced>,
     peers: BTreeMap<String, Peer>,
     /// The `lost_at` of the last connected view taken in (None while the
     /// last view taken in was not connected): whether the published
@@ -177,14 +178,13 @@ pub enum ReplicaError {
 }
 
 impl Replicas {
-    /// Replicas for domain `me`; Bloom copies of `geometry` go bit-sliced.
-    /// `key_id` names the filter key of this domain's key filter.
-    pub fn new(me: &str, geometry: BloomGeometry, key_id: &str) -> Self {
+    /// Replicas for domain `me`; `key_id` names the filter key of this
+    /// domain's key filter.
+    pub fn new(me: &str, key_id: &str) -> Self {
         Replicas {
             me: me.to_owned(),
             key_id: key_id.to_owned(),
-            index: SlicedIndex::new(geometry, SLOT_STEP),
-            slot_owner: vec![None; SLOT_STEP],
+            sliced: HashMap::new(),
             peers: BTreeMap::new(),
             taken: None,
         }
@@ -318,33 +318,43 @@ impl Replicas {
         }
     }
 
+    /// Takes `name`'s copy out of its index, if it is in one.
     fn release(&mut self, name: &str) {
-        if let Some(Peer {
-            held: Held::Slot(slot),
-            ..
-        }) = self.peers.get(name)
-        {
-            let slot = *slot;
-            self.index.clear(slot);
-            self.slot_owner[slot] = None;
+        if let Some(Held::Slot(geometry, slot)) = self.peers.get(name).map(|p| &p.held) {
+            let (geometry, slot) = (*geometry, *slot);
+            if let Some(sliced) = self.sliced.get_mut(&geometry) {
+                sliced.clear(slot);
+            }
         }
     }
 
-    fn free_slot(&mut self) -> usize {
-        if let Some(slot) = self.slot_owner.iter().position(Option::is_none) {
-            return slot;
+    /// Once [`MIN_SLICED`] copies held one by one share `geometry`, moves
+    /// them into an index of their own.
+    fn slice_if_worth_it(&mut self, geometry: BloomGeometry) {
+        if self.sliced.contains_key(&geometry) {
+            return;
         }
-        // Full: a larger index with every copy moved over.
-        let mut bigger = SlicedIndex::new(self.index.geometry(), self.slot_owner.len() + SLOT_STEP);
-        for (slot, owner) in self.slot_owner.iter().enumerate() {
-            if owner.is_some() {
-                let _ = bigger.set(slot, &self.index.filter(slot));
+        let same: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| matches!(&p.held, Held::Bloom(f) if f.geometry() == geometry))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if same.len() < MIN_SLICED {
+            return;
+        }
+        let mut sliced = Sliced::new(geometry, same.len());
+        for name in same {
+            let Some(peer) = self.peers.get_mut(&name) else {
+                continue;
+            };
+            if let Held::Bloom(filter) = &peer.held {
+                if let Ok(slot) = sliced.put(&name, filter, None) {
+                    peer.held = Held::Slot(geometry, slot);
+                }
             }
         }
-        self.index = bigger;
-        self.slot_owner
-            .resize(self.slot_owner.len() + SLOT_STEP, None);
-        self.slot_owner.len() - SLOT_STEP
+        self.sliced.insert(geometry, sliced);
     }
 
     /// Replaces the copy of `name` with a published snapshot.
@@ -360,19 +370,22 @@ impl Replicas {
             FilterKind::Counting => {
                 let filter =
                     BloomFilter::decode(&fetched.bytes).map_err(|e| decode(e.to_string()))?;
-                if filter.geometry() == self.index.geometry() {
-                    let slot = match self.peers.get(name).map(|p| &p.held) {
-                        Some(Held::Slot(s)) => *s,
-                        _ => self.free_slot(),
-                    };
-                    self.index
-                        .set(slot, &filter)
-                        .map_err(|e| decode(e.to_string()))?;
-                    self.slot_owner[slot] = Some(name.to_owned());
-                    Held::Slot(slot)
-                } else {
+                let geometry = filter.geometry();
+                let same_slot = match self.peers.get(name).map(|p| &p.held) {
+                    Some(Held::Slot(g, slot)) if *g == geometry => Some(*slot),
+                    _ => None,
+                };
+                if same_slot.is_none() {
                     self.release(name);
-                    Held::Bloom(filter)
+                }
+                match self.sliced.get_mut(&geometry) {
+                    Some(sliced) => {
+                        let slot = sliced
+                            .put(name, &filter, same_slot)
+                            .map_err(|e| decode(e.to_string()))?;
+                        Held::Slot(geometry, slot)
+                    }
+                    None => Held::Bloom(filter),
                 }
             }
             FilterKind::Cuckoo => {
@@ -386,10 +399,17 @@ impl Replicas {
             .peers
             .get_mut(name)
             .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
+        let unsliced = match &held {
+            Held::Bloom(f) => Some(f.geometry()),
+            _ => None,
+        };
         peer.held = held;
         peer.kind = fetched.kind;
         peer.position = Some(fetched.position);
         peer.note_lag();
+        if let Some(geometry) = unsliced {
+            self.slice_if_worth_it(geometry);
+        }
         Ok(())
     }
 
@@ -401,7 +421,10 @@ impl Replicas {
             .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
         let applied = match &mut peer.held {
             Held::None => return Err(ReplicaError::NoCopy(name.into())),
-            Held::Slot(slot) => self.index.apply(*slot, delta),
+            Held::Slot(geometry, slot) => match self.sliced.get_mut(geometry) {
+                Some(sliced) => sliced.apply(*slot, delta),
+                None => return Err(ReplicaError::NoCopy(name.into())),
+            },
             Held::Bloom(f) => f.apply(delta),
             Held::Cuckoo(f) => f.apply(delta),
         };
@@ -473,12 +496,10 @@ impl Replicas {
 
     /// Peers whose copy may hold `id` (in name order).
     pub fn candidates(&self, id: &str) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .index
-            .candidates(id)
-            .iter()
-            .filter_map(|slot| self.slot_owner.get(slot).cloned().flatten())
-            .collect();
+        let mut names = Vec::new();
+        for sliced in self.sliced.values() {
+            sliced.candidates(id, &mut names);
+        }
         for (name, peer) in &self.peers {
             let maybe = match &peer.held {
                 Held::Bloom(f) => f.contains(id),
@@ -527,7 +548,7 @@ mod tests {
     #[test]
     fn copies_route_follow_deltas_and_survive_departure() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g, "key");
+        let mut r = Replicas::new("A", "key");
         let mut b = CountingBloomFilter::new(g);
         b.set_epoch(7);
         b.insert("B-1");
@@ -563,8 +584,7 @@ mod tests {
 
     #[test]
     fn positions_follow_the_coordinator_only_once_a_view_read_after_its_last_gap_is_taken_in() {
-        let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g, "key");
+        let mut r = Replicas::new("A", "key");
         let mut live = view(&[("A", 1, 1), ("B", 7, 3)]);
         assert!(!r.follows(&live), "nothing taken in yet");
         r.update_view(&live);
@@ -585,7 +605,7 @@ mod tests {
     #[test]
     fn health_reports_the_lag_clock_of_each_peer_and_whether_it_is_registered() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g, "key");
+        let mut r = Replicas::new("A", "key");
         let remembered = Remembered {
             address: "http://C".into(),
             kind: FilterKind::Counting,
@@ -627,7 +647,7 @@ mod tests {
     #[test]
     fn a_peer_is_a_search_candidate_unless_a_copy_of_its_key_filter_under_our_key_rules_it_out() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", g, "ours");
+        let mut r = Replicas::new("A", "ours");
         r.update_view(&view(&[("A", 1, 1), ("B", 7, 2), ("C", 7, 2)]));
         // No key filter copies yet: both may hold anything.
         assert_eq!(r.key_candidates(b"k1"), ["B", "C"]);
@@ -668,5 +688,59 @@ mod tests {
             .unwrap();
         assert_eq!(r.key_candidates(b"k2"), ["B", "C"]);
         assert_eq!(r.key_candidates(b"k3"), ["C"]);
+    }
+
+    #[test]
+    fn copies_sharing_a_geometry_are_bit_sliced_once_there_are_enough_and_route_the_same() {
+        let small = BloomGeometry::for_capacity(1_024, 0.01).unwrap();
+        let large = BloomGeometry::for_capacity(4_096, 0.01).unwrap();
+        let names: Vec<String> = (0..70).map(|i| format!("D{i:02}")).collect();
+        let members: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 7, 2)).collect();
+        let mut r = Replicas::new("A", "key");
+        r.update_view(&view(&members));
+        let copy = |geometry, ids: &[String]| {
+            let mut f = CountingBloomFilter::new(geometry);
+            f.set_epoch(7);
+            for id in ids {
+                f.insert(id);
+            }
+            f
+        };
+        let fetched = |f: &CountingBloomFilter| FetchedFilter {
+            kind: FilterKind::Counting,
+            position: Position {
+                epoch: 7,
+                version: f.version(),
+            },
+            bytes: Bytes::from(f.bit_view().encode()),
+        };
+        for (i, name) in names.iter().enumerate() {
+            // 66 small filters (enough for an index), 4 large ones.
+            let geometry = if i < 66 { small } else { large };
+            r.install(name, &fetched(&copy(geometry, &[format!("{name}-1")])))
+                .unwrap();
+            assert_eq!(
+                r.sliced.len(),
+                usize::from(i >= MIN_SLICED - 1),
+                "after {i}"
+            );
+        }
+        assert!(r.sliced.contains_key(&small) && !r.sliced.contains_key(&large));
+        for name in &names {
+            assert!(r.candidates(&format!("{name}-1")).contains(name), "{name}");
+        }
+
+        // A delta reaches a bit-sliced copy.
+        let mut d00 = copy(small, &["D00-1".to_string()]);
+        let since = d00.version();
+        d00.insert("D00-2");
+        r.apply("D00", &d00.flips_since(since).unwrap()).unwrap();
+        assert!(r.candidates("D00-2").contains(&"D00".to_string()));
+
+        // Rebuilt larger, D01 leaves its slot: its old copy routes nothing.
+        r.install("D01", &fetched(&copy(large, &["D01-9".to_string()])))
+            .unwrap();
+        assert!(!r.candidates("D01-1").contains(&"D01".to_string()));
+        assert!(r.candidates("D01-9").contains(&"D01".to_string()));
     }
 }

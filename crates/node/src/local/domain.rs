@@ -35,6 +35,22 @@ const KEYS_SNAPSHOT_FILE: &str = "keys.snapshot";
 const SNAPSHOT_META_FILE: &str = "filter.json";
 /// The key filter's size when the cluster declares no key types.
 const MIN_KEY_CAPACITY: u64 = 64;
+/// The smallest filter (of IDs, or of keys).
+const MIN_CAPACITY: u64 = 1_024;
+
+/// What a filter is sized for: the next power of two above the `held`
+/// items (and at least `expected_items` and `at_least`), so that the
+/// filters of a cluster's many domains fall into a few geometries, each
+/// bit-sliced at their peers (docs/SCALING.md). The rounding leaves room
+/// to grow, 1.44 × on average; a filter that outgrows it is rebuilt twice
+/// as large.
+pub fn capacity_for(settings: &FilterSettings, held: u64, at_least: u64) -> u64 {
+    (held + 1)
+        .max(settings.expected_items)
+        .max(at_least)
+        .max(MIN_CAPACITY)
+        .next_power_of_two()
+}
 /// Changed IDs kept for cache eviction at peers.
 const FEED_CAPACITY: usize = 1 << 16;
 
@@ -280,11 +296,7 @@ impl Domain {
         at_least: u64,
         keys_at_least: u64,
     ) -> Result<State, DomainError> {
-        let records = store.len()?;
-        let mut capacity = settings
-            .expected_items
-            .max(records + records / 2)
-            .max(at_least);
+        let mut capacity = capacity_for(settings, store.len()?, at_least);
         let filter = loop {
             let mut filter = LocalFilter::new(settings, capacity)?;
             let mut full = false;
@@ -310,8 +322,7 @@ impl Domain {
         Ok(state)
     }
 
-    /// A key filter of every key in the store, sized like the ID filter
-    /// (the expected items, or half again the keys held, or `at_least`);
+    /// A key filter of every key in the store, sized like the ID filter;
     /// the smallest one when no key types are declared.
     fn rebuild_keys(
         store: &Store,
@@ -322,8 +333,7 @@ impl Domain {
         let capacity = if keying.types.is_empty() {
             MIN_KEY_CAPACITY
         } else {
-            let held = store.key_entries()?;
-            settings.expected_items.max(held + held / 2).max(at_least)
+            capacity_for(settings, store.key_entries()?, at_least)
         };
         let geometry = xarchive_filter::BloomGeometry::for_capacity(capacity, settings.fpr)?;
         let mut keys = CountingBloomFilter::new(geometry).with_log_capacity(settings.log_capacity);
@@ -386,7 +396,7 @@ impl Domain {
                 _ => {}
             }
         }
-        let keys_outgrown = state.keys.items() > state.key_capacity.saturating_mul(2);
+        let keys_outgrown = state.keys.items() > state.key_capacity;
         if rebuild || keys_outgrown || state.filter.outgrown(state.capacity) {
             let at_least = state.capacity.saturating_mul(2);
             let keys_at_least = state.key_capacity.saturating_mul(2);
@@ -678,13 +688,39 @@ mod tests {
         };
         let d = Domain::open("A", dir.path(), settings, keying(Some("secret"))).unwrap();
         let epoch = d.position().epoch;
-        for i in 0..200 {
-            d.apply(&[put(&format!("ID-{i}"))]).unwrap();
+        let ids: Vec<Write> = (0..3_000).map(|i| put(&format!("ID-{i}"))).collect();
+        for batch in ids.chunks(100) {
+            d.apply(batch).unwrap();
         }
         assert_ne!(d.position().epoch, epoch);
-        for i in 0..200 {
+        for i in 0..3_000 {
             assert!(d.contains(&format!("ID-{i}")));
         }
+        assert!(d.verify().unwrap().consistent);
+    }
+
+    #[test]
+    fn a_filter_is_sized_for_the_domains_own_records_and_rebuilt_before_its_rate_is_passed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::open("A", dir.path(), FilterSettings::default(), keying(None)).unwrap();
+        let smallest = d.stats().unwrap().filter;
+        let epoch = d.position().epoch;
+        // 1 024 records fill the smallest filter; one more rebuilds it
+        // twice as large: 2 048.
+        let ids: Vec<Write> = (0..1_025).map(|i| put(&format!("ID-{i}"))).collect();
+        for batch in ids.chunks(256) {
+            d.apply(batch).unwrap();
+        }
+        let grown = d.stats().unwrap().filter;
+        assert_ne!(d.position().epoch, epoch);
+        assert!(grown.cells > smallest.cells);
+        assert!(grown.estimated_fpr <= 0.01, "{grown:?}");
+        let reference = FilterSettings {
+            expected_items: 2_048,
+            ..FilterSettings::default()
+        };
+        let same = LocalFilter::new(&reference, 2_048).unwrap().stats();
+        assert_eq!(grown.cells, same.cells);
         assert!(d.verify().unwrap().consistent);
     }
 

@@ -52,8 +52,10 @@ impl std::str::FromStr for FilterKind {
 #[serde(default, deny_unknown_fields)]
 pub struct FilterSettings {
     pub kind: FilterKind,
-    /// Records the filter is sized for; it is rebuilt larger (a new epoch)
-    /// when the store outgrows it.
+    /// Least number of records the filter is sized for; 0 (the default)
+    /// sizes it for the domain's own records alone (the next power of two
+    /// above them). It is rebuilt twice as large (a new epoch) when the
+    /// store outgrows it.
     pub expected_items: u64,
     /// Target false-positive rate at `expected_items`.
     pub fpr: f64,
@@ -65,7 +67,7 @@ impl Default for FilterSettings {
     fn default() -> Self {
         FilterSettings {
             kind: FilterKind::Counting,
-            expected_items: 1_000_000,
+            expected_items: 0,
             fpr: 0.01,
             log_capacity: 1 << 20,
         }
@@ -183,11 +185,12 @@ impl LocalFilter {
     }
 
     /// Whether the filter should be rebuilt larger: a cuckoo filter whose
-    /// victim slot is taken refuses inserts; a counting filter past twice
-    /// its capacity has a false-positive rate far above the target.
+    /// victim slot is taken refuses inserts; a counting filter past its
+    /// capacity is past its target false-positive rate, which each of a
+    /// large cluster's peers pays for in lookups sent in vain.
     pub fn outgrown(&self, capacity: u64) -> bool {
         match self {
-            LocalFilter::Counting(f) => f.items() > capacity.saturating_mul(2),
+            LocalFilter::Counting(f) => f.items() > capacity,
             LocalFilter::Cuckoo(f) => f.is_full(),
         }
     }

@@ -6,15 +6,16 @@
 //! bit-sliced index, as a domain's replicas hold them), filled with
 //! synthetic IDs; nothing else of a domain runs here (no ZooKeeper, no
 //! HTTP, no sync). Three layouts of the copies are compared:
-//! - `common`, today's rule: a filter is sized for the larger of
+//! - `common`, the rule before (issue 12): a filter is sized for the larger of
 //!   `expected_items` and 1.5 × its records, so the domains at or under
 //!   `expected_items` share one geometry, bit-sliced in one index, and the
 //!   larger ones are held one by one;
-//! - `own`: each filter sized for 1.5 × its own records, all held one by
-//!   one (what today's replicas do with filters of other geometries);
-//! - `classes`: each sized for its own records rounded up to a power of
-//!   two, each size class of at least 64 filters bit-sliced in an index of
-//!   its own, the others held one by one.
+//! - `own`: each filter sized for exactly its own records, all held one
+//!   by one (the least memory at the target rate, and the routing step of
+//!   replicas that hold copies of other geometries one by one);
+//! - `classes`, what domains do now: each sized for the next power of two
+//!   above its records, each size class of at least 64 filters bit-sliced
+//!   in an index of its own, the others held one by one.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,9 @@ use rand_distr::Distribution;
 use serde::Serialize;
 use serde_json::json;
 use xarchive_filter::{BloomFilter, BloomGeometry, SlicedIndex};
+
+use xarchive_node::cluster::MIN_SLICED;
+use xarchive_node::{capacity_for, FilterSettings};
 
 use super::quantile;
 use super::svg::{Chart, Series};
@@ -42,11 +46,6 @@ const LEVELS: [(&str, usize, f64); 4] = [
 const NATION: usize = 3_301;
 /// Spread of sizes within a level (σ of the log).
 const SIGMA: f64 = 0.8;
-/// Fewest filters of one size class worth bit-slicing: an index row is a
-/// 64-bit word however few slots it has.
-const MIN_SLICED: usize = 64;
-/// Smallest filter capacity.
-const MIN_CAPACITY: u64 = 1_024;
 
 #[derive(clap::Args)]
 pub struct NationBenchArgs {
@@ -126,10 +125,8 @@ impl Layout {
     fn capacity(self, records: u64, expected: u64) -> u64 {
         match self {
             Layout::Common => expected.max(records + records / 2),
-            Layout::Own => (records + records / 2).max(MIN_CAPACITY),
-            Layout::Classes => (records + records / 2)
-                .max(MIN_CAPACITY)
-                .next_power_of_two(),
+            Layout::Own => records.max(1),
+            Layout::Classes => capacity_for(&FilterSettings::default(), records, 0),
         }
     }
 }
