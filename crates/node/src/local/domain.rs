@@ -396,10 +396,14 @@ impl Domain {
                 _ => {}
             }
         }
+        let ids_outgrown = rebuild || state.filter.outgrown(state.capacity);
         let keys_outgrown = state.keys.items() > state.key_capacity;
-        if rebuild || keys_outgrown || state.filter.outgrown(state.capacity) {
-            let at_least = state.capacity.saturating_mul(2);
-            let keys_at_least = state.key_capacity.saturating_mul(2);
+        if ids_outgrown || keys_outgrown {
+            // Both are rebuilt (one epoch); only an outgrown one doubles.
+            let grow =
+                |capacity: u64, outgrown: bool| capacity.saturating_mul(1 + u64::from(outgrown));
+            let at_least = grow(state.capacity, ids_outgrown);
+            let keys_at_least = grow(state.key_capacity, keys_outgrown);
             let started = Instant::now();
             *state = Self::rebuild(
                 &self.store,
@@ -703,7 +707,10 @@ mod tests {
     fn a_filter_is_sized_for_the_domains_own_records_and_rebuilt_before_its_rate_is_passed() {
         let dir = tempfile::tempdir().unwrap();
         let d = Domain::open("A", dir.path(), FilterSettings::default(), keying(None)).unwrap();
-        let smallest = d.stats().unwrap().filter;
+        let (smallest, keys_before) = {
+            let stats = d.stats().unwrap();
+            (stats.filter, stats.key_filter)
+        };
         let epoch = d.position().epoch;
         // 1 024 records fill the smallest filter; one more rebuilds it
         // twice as large: 2 048.
@@ -713,6 +720,8 @@ mod tests {
         }
         let grown = d.stats().unwrap().filter;
         assert_ne!(d.position().epoch, epoch);
+        // The key filter, which did not outgrow its size, kept it.
+        assert_eq!(d.stats().unwrap().key_filter.cells, keys_before.cells);
         assert!(grown.cells > smallest.cells);
         assert!(grown.estimated_fpr <= 0.01, "{grown:?}");
         let reference = FilterSettings {
