@@ -60,6 +60,36 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
+    /// Asking many filters of different sizes at once answers as asking
+    /// each.
+    #[test]
+    fn asking_many_filters_at_once_answers_as_asking_each(
+        held in prop::collection::vec(prop::collection::vec(0usize..300, 0..60), 1..12),
+        asked in prop::collection::vec(0usize..300, 1..40),
+    ) {
+        let filters: Vec<BloomFilter> = held
+            .iter()
+            .enumerate()
+            .map(|(i, ids)| {
+                let mut f = BloomFilter::with_capacity(16 << (i % 4), 0.05).unwrap();
+                for &n in ids {
+                    f.insert(id(n));
+                }
+                f
+            })
+            .collect();
+        let refs: Vec<&BloomFilter> = filters.iter().collect();
+        for &n in &asked {
+            let each: Vec<bool> = filters.iter().map(|f| f.contains(id(n))).collect();
+            prop_assert_eq!(BloomFilter::contains_each(&refs, id(n)), each);
+        }
+        for (f, ids) in filters.iter().zip(&held) {
+            for &n in ids {
+                prop_assert!(BloomFilter::contains_each(&[f], id(n))[0]);
+            }
+        }
+    }
+
     /// One 512-counter block and 40 IDs: every counter is shared by many
     /// IDs and many saturate, the worst case for erasure.
     #[test]

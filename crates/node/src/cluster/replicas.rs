@@ -500,16 +500,24 @@ impl Replicas {
         for sliced in self.sliced.values() {
             sliced.candidates(id, &mut names);
         }
+        let (mut held, mut filters) = (Vec::new(), Vec::new());
         for (name, peer) in &self.peers {
-            let maybe = match &peer.held {
-                Held::Bloom(f) => f.contains(id),
-                Held::Cuckoo(f) => f.contains(id),
-                _ => false,
-            };
-            if maybe {
-                names.push(name.clone());
+            match &peer.held {
+                Held::Bloom(f) => {
+                    held.push(name);
+                    filters.push(f);
+                }
+                Held::Cuckoo(f) if f.contains(id) => names.push(name.clone()),
+                _ => {}
             }
         }
+        let maybe = BloomFilter::contains_each(&filters, id);
+        names.extend(
+            held.into_iter()
+                .zip(maybe)
+                .filter(|(_, maybe)| *maybe)
+                .map(|(name, _)| name.clone()),
+        );
         names.sort();
         names
     }

@@ -144,11 +144,14 @@ impl Routing {
         for (index, owners) in &self.indexes {
             out.extend(index.candidates(id).iter().map(|slot| owners[slot]));
         }
+        let filters: Vec<&BloomFilter> = self.single.iter().map(|(_, f)| f).collect();
+        let maybe = BloomFilter::contains_each(&filters, id);
         out.extend(
             self.single
                 .iter()
-                .filter(|(_, f)| f.contains(id))
-                .map(|(d, _)| *d),
+                .zip(maybe)
+                .filter(|(_, maybe)| *maybe)
+                .map(|((d, _), _)| *d),
         );
     }
 
