@@ -7,10 +7,8 @@
 //! It has its own position: both filters of a peer stand at the one
 //! position the peer publishes, but the two copies are fetched apart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
-
-use std::collections::HashMap;
 
 use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta};
 
@@ -106,6 +104,18 @@ impl Peer {
             self.behind_since = Some(Instant::now());
         }
     }
+}
+
+/// The names of `copies` that may hold `id`, their block reads started
+/// together ([`BloomFilter::contains_each`]).
+fn asked_together(copies: &[(&String, &BloomFilter)], id: &[u8]) -> Vec<String> {
+    let filters: Vec<&BloomFilter> = copies.iter().map(|(_, f)| *f).collect();
+    copies
+        .iter()
+        .zip(BloomFilter::contains_each(&filters, id))
+        .filter(|(_, maybe)| *maybe)
+        .map(|((name, _), _)| (*name).clone())
+        .collect()
 }
 
 /// Whether a copy at `held` includes every change up to `published`.
@@ -487,11 +497,16 @@ impl Replicas {
     /// `element` (in name order): those whose key filter copy may hold it,
     /// and those of which no copy is held.
     pub fn key_candidates(&self, element: &[u8]) -> Vec<String> {
-        self.peers
-            .iter()
-            .filter(|(_, p)| p.keys.as_ref().is_none_or(|f| f.contains(element)))
-            .map(|(name, _)| name.clone())
-            .collect()
+        let (mut names, mut copies) = (Vec::new(), Vec::new());
+        for (name, peer) in &self.peers {
+            match &peer.keys {
+                Some(f) => copies.push((name, f)),
+                None => names.push(name.clone()),
+            }
+        }
+        names.extend(asked_together(&copies, element));
+        names.sort();
+        names
     }
 
     /// Peers whose copy may hold `id` (in name order).
@@ -500,24 +515,15 @@ impl Replicas {
         for sliced in self.sliced.values() {
             sliced.candidates(id, &mut names);
         }
-        let (mut held, mut filters) = (Vec::new(), Vec::new());
+        let mut copies = Vec::new();
         for (name, peer) in &self.peers {
             match &peer.held {
-                Held::Bloom(f) => {
-                    held.push(name);
-                    filters.push(f);
-                }
+                Held::Bloom(f) => copies.push((name, f)),
                 Held::Cuckoo(f) if f.contains(id) => names.push(name.clone()),
                 _ => {}
             }
         }
-        let maybe = BloomFilter::contains_each(&filters, id);
-        names.extend(
-            held.into_iter()
-                .zip(maybe)
-                .filter(|(_, maybe)| *maybe)
-                .map(|(name, _)| name.clone()),
-        );
+        names.extend(asked_together(&copies, id.as_bytes()));
         names.sort();
         names
     }
