@@ -234,7 +234,8 @@ test('the page shows the cluster: three domains up, their filters held in the br
   await seeText(rows, ['A', 'B', 'C', `127.0.0.1:${server.port + 2}`]);
   for (const name of ['A', 'B', 'C']) {
     const row = page.locator(`#cluster-rows tr[data-domain="${name}"]`);
-    await seeText(row, ['在线 up', '2,000', /v\d+ · 1\.\d+ MB/, /synced/]);
+    // 2,000 records: a filter sized for 2,048 of them, 2.5 KB held.
+    await seeText(row, ['在线 up', '2,000', /v\d+ · 2\.5 KB/, /synced/]);
   }
   await seeText(page.locator('#cluster-summary'), ['3 domains', '6,000 records', 'filters of 3 of 3 domains']);
 });
