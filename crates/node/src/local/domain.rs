@@ -159,23 +159,19 @@ impl State {
         old: &BTreeMap<String, String>,
         new: &BTreeMap<String, String>,
     ) {
-        let gone: BTreeMap<String, String> = old
-            .iter()
-            .filter(|(t, v)| new.get(*t) != Some(*v))
-            .map(|(t, v)| (t.clone(), v.clone()))
-            .collect();
-        for element in keying.elements(&gone) {
+        let changed = |from: &BTreeMap<String, String>, to: &BTreeMap<String, String>| {
+            from.iter()
+                .filter(|(t, v)| to.get(*t) != Some(*v))
+                .filter_map(|(t, v)| keying.element(t, v))
+                .collect::<Vec<_>>()
+        };
+        for element in changed(old, new) {
             if self.keys.remove(&element).is_err() {
                 tracing::error!("a removed key was not in the key filter");
             }
         }
-        for (key_type, value) in new {
-            if old.get(key_type) != Some(value) {
-                let one = BTreeMap::from([(key_type.clone(), value.clone())]);
-                for element in keying.elements(&one) {
-                    self.keys.insert(element);
-                }
-            }
+        for element in changed(new, old) {
+            self.keys.insert(element);
         }
     }
 }
@@ -337,13 +333,7 @@ impl Domain {
         };
         let geometry = xarchive_filter::BloomGeometry::for_capacity(capacity, settings.fpr)?;
         let mut keys = CountingBloomFilter::new(geometry).with_log_capacity(settings.log_capacity);
-        if !keying.types.is_empty() {
-            store.for_each_keys(|held| {
-                for element in keying.elements(held) {
-                    keys.insert(element);
-                }
-            })?;
-        }
+        fill_keys(store, keying, &mut keys)?;
         Ok((keys, capacity))
     }
 
@@ -546,13 +536,7 @@ impl Domain {
             _ => state.filter.items() == records,
         };
         let mut keys = CountingBloomFilter::new(state.keys.geometry());
-        if !self.keying.types.is_empty() {
-            self.store.for_each_keys(|held| {
-                for element in self.keying.elements(held) {
-                    keys.insert(element);
-                }
-            })?;
-        }
+        fill_keys(&self.store, &self.keying, &mut keys)?;
         let key_filter_consistent = keys.same_contents(&state.keys);
         Ok(VerifyReport {
             consistent: same && missing == 0 && key_filter_consistent,
@@ -585,6 +569,23 @@ impl Domain {
         tracing::info!(domain = %self.name, "saved the filter snapshot");
         Ok(())
     }
+}
+
+/// Inserts the element of every key in `store` into `keys` (nothing to
+/// read when no key types are declared).
+fn fill_keys(
+    store: &Store,
+    keying: &Keying,
+    keys: &mut CountingBloomFilter,
+) -> Result<(), StoreError> {
+    if keying.types.is_empty() {
+        return Ok(());
+    }
+    store.for_each_keys(|held| {
+        for element in keying.elements(held) {
+            keys.insert(element);
+        }
+    })
 }
 
 /// A filter's refusal to give a delta, as the domain states it.

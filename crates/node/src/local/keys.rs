@@ -508,10 +508,14 @@ impl Keying {
         &'a self,
         keys: &'a BTreeMap<String, String>,
     ) -> impl Iterator<Item = Vec<u8>> + 'a {
-        keys.iter().filter_map(|(name, value)| {
-            let key_type = self.types.get(name)?;
-            Some(self.hasher.filter_element(key_type, value))
-        })
+        keys.iter()
+            .filter_map(|(name, value)| self.element(name, value))
+    }
+
+    /// The filter element of one key, if its type is declared.
+    pub fn element(&self, key_type: &str, value: &str) -> Option<Vec<u8>> {
+        let key_type = self.types.get(key_type)?;
+        Some(self.hasher.filter_element(key_type, value))
     }
 }
 
