@@ -173,16 +173,22 @@ impl Secured {
     /// The store file and the published filter of A, as digests.
     async fn state(&self) -> (u64, u64) {
         let store = std::fs::read(self.dir.path().join("A").join("records.redb")).unwrap();
-        let filter = self
-            .client(Some(&self.read))
-            .get(format!("{}/v1/filter", self.url(&self.a)))
+        let filter = self.a_filter(&self.read, "/v1/filter").await;
+        (digest(&store), digest(&filter))
+    }
+
+    /// A filter of A (`path`: the filter, or the key filter), fetched
+    /// with `token`.
+    async fn a_filter(&self, token: &str, path: &str) -> Vec<u8> {
+        self.client(Some(token))
+            .get(format!("{}{path}", self.url(&self.a)))
             .send()
             .await
             .unwrap()
             .bytes()
             .await
-            .unwrap();
-        (digest(&store), digest(&filter))
+            .unwrap()
+            .to_vec()
     }
 }
 
@@ -593,15 +599,7 @@ async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_
     );
 
     // What a thief gets: the key filter as a member receives it.
-    let stolen = s
-        .client(Some(&s.member))
-        .get(format!("{}/v1/filter/keys", s.url(&s.a)))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let stolen = s.a_filter(&s.member, "/v1/filter/keys").await;
     let filter = xarchive_filter::BloomFilter::decode(&stolen).unwrap();
 
     // 10^6 valid identity numbers: the 5,000 real ones and others.
@@ -685,15 +683,7 @@ async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_
         real.len()
     );
     // And the public filter holds no key at all.
-    let public_filter = s
-        .client(Some(&s.read))
-        .get(format!("{}/v1/filter", s.url(&s.a)))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let public_filter = s.a_filter(&s.read, "/v1/filter").await;
     let public_filter = xarchive_filter::BloomFilter::decode(&public_filter).unwrap();
     assert!(marked(&public_filter, &real, |v| keyed.filter_element(&private, v)) < real.len() / 20);
 }

@@ -262,6 +262,14 @@ async fn search(d: &Domain, key_type: &str, value: &str) -> (u16, SearchBody) {
     d.client.search(&request).await.unwrap()
 }
 
+/// Puts record `id` at `d`, about the person with identity number `card`.
+async fn put_person(d: &Domain, id: &str, card: &str) {
+    d.client
+        .put(id, &json!({"title": "t", "keys": {"id_card": card}}))
+        .await
+        .unwrap();
+}
+
 fn ids(body: &SearchBody) -> Vec<(String, String)> {
     body.records
         .iter()
@@ -279,20 +287,9 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
         (1, "B-学籍-1", "１１０１０５１９４９１２３１００２Ｘ"),
         (2, "C-工作-1", person),
     ] {
-        c.domains[d]
-            .client
-            .put(id, &json!({"title": "t", "keys": {"id_card": typed}}))
-            .await
-            .unwrap();
+        put_person(&c.domains[d], id, typed).await;
     }
-    c.domains[2]
-        .client
-        .put(
-            "C-other",
-            &json!({"title": "t", "keys": {"id_card": "440524198001010013"}}),
-        )
-        .await
-        .unwrap();
+    put_person(&c.domains[2], "C-other", "440524198001010013").await;
     let (status, found) = search(&c.domains[1], "id_card", person).await;
     assert_eq!(status, 200, "{found:?}");
     assert_eq!(
@@ -307,14 +304,7 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
     assert_eq!(found.records[0].keys["id_card"], person);
 
     // Replaced with another person's number, and deleted: the key follows.
-    c.domains[0]
-        .client
-        .put(
-            "A-婚姻-1",
-            &json!({"title": "t", "keys": {"id_card": "440524198001010013"}}),
-        )
-        .await
-        .unwrap();
+    put_person(&c.domains[0], "A-婚姻-1", "440524198001010013").await;
     assert!(c.domains[1].client.delete("B-学籍-1").await.unwrap());
     let (status, found) = search(&c.domains[0], "id_card", person).await;
     assert_eq!(status, 200);
@@ -327,19 +317,8 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
 async fn a_search_asks_only_the_domains_whose_key_filters_may_hold_the_key() {
     let c = Cluster::start(3).await;
     let person = "11010519491231002X";
-    c.domains[0]
-        .client
-        .put("A-1", &json!({"title": "t", "keys": {"id_card": person}}))
-        .await
-        .unwrap();
-    c.domains[2]
-        .client
-        .put(
-            "C-1",
-            &json!({"title": "t", "keys": {"id_card": "440524198001010013"}}),
-        )
-        .await
-        .unwrap();
+    put_person(&c.domains[0], "A-1", person).await;
+    put_person(&c.domains[2], "C-1", "440524198001010013").await;
     c.settle().await;
     let (status, found) = search(&c.domains[1], "id_card", person).await;
     assert_eq!(status, 200, "{found:?}");
@@ -360,11 +339,7 @@ async fn a_search_that_could_not_reach_a_domain_says_so_with_what_it_found() {
     let mut c = Cluster::start(3).await;
     let person = "11010519491231002X";
     for (d, id) in [(0, "A-1"), (2, "C-1")] {
-        c.domains[d]
-            .client
-            .put(id, &json!({"title": "t", "keys": {"id_card": person}}))
-            .await
-            .unwrap();
+        put_person(&c.domains[d], id, person).await;
     }
     c.settle().await;
     c.stop(2).await;
@@ -379,11 +354,7 @@ async fn a_search_that_could_not_reach_a_domain_says_so_with_what_it_found() {
 async fn every_domain_logs_the_private_searches_that_reached_it_without_the_value() {
     let c = Cluster::start(3).await;
     let person = "11010519491231002X";
-    c.domains[0]
-        .client
-        .put("A-1", &json!({"title": "t", "keys": {"id_card": person}}))
-        .await
-        .unwrap();
+    put_person(&c.domains[0], "A-1", person).await;
     let (status, found) = search(&c.domains[1], "id_card", person).await;
     assert_eq!(status, 200);
     // B (where it was made) and A (which holds the record) at least; C

@@ -392,19 +392,14 @@ fn report(args: &NationBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
             })
             .collect(),
     };
+    // `bench-nation.svg` gives `bench-nation-memory.svg` and `-time.svg`.
     let stem = args.plot.with_extension("");
-    let memory = stem.with_file_name(format!(
-        "{}-memory.svg",
-        stem.file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or("bench-nation")
-    ));
-    let time = stem.with_file_name(format!(
-        "{}-time.svg",
-        stem.file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or("bench-nation")
-    ));
+    let name = stem
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("bench-nation");
+    let beside = |what: &str| stem.with_file_name(format!("{name}-{what}.svg"));
+    let (memory, time) = (beside("memory"), beside("time"));
     std::fs::write(
         &memory,
         chart("Routing state of one domain against N", "MB", &|r| {
