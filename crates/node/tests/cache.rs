@@ -83,9 +83,18 @@ impl Pair {
     }
 
     /// Waits until A's copy of B is current.
+    /// Waits until A's copy of B covers B's present position (not only
+    /// the position A last heard of, which may be older).
     async fn settle(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.a.cluster_view().get("B").and_then(|p| p.current) != Some(true) {
+        let caught_up = || {
+            let at = self.b.domain().position();
+            self.a.cluster_view().get("B").is_some_and(|p| {
+                (p.epoch, p.version) == (Some(at.epoch), Some(at.version))
+                    && p.current == Some(true)
+            })
+        };
+        while !caught_up() {
             assert!(
                 Instant::now() < deadline,
                 "A's replica of B did not converge"
