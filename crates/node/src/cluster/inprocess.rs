@@ -23,12 +23,7 @@ impl Hub {
     pub fn new() -> Arc<Hub> {
         Arc::new(Hub {
             roster: Mutex::new(Roster::default()),
-            view: watch::channel(View {
-                members: BTreeMap::new(),
-                connected: true,
-                lost_at: None,
-            })
-            .0,
+            view: watch::channel(View::of(BTreeMap::new())).0,
         })
     }
 
@@ -43,11 +38,8 @@ impl Hub {
     fn update(&self, f: impl FnOnce(&mut Roster)) {
         let mut roster = self.roster.lock();
         f(&mut roster);
-        self.view.send_replace(View {
-            members: roster.members.clone(),
-            connected: true,
-            lost_at: None,
-        });
+        let members = roster.members.clone();
+        self.view.send_modify(|v| v.replace_members(members));
     }
 }
 

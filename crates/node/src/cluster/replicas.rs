@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta};
 
-use super::coordinator::View;
+use super::coordinator::{Member, View};
 use super::sliced::{Sliced, MIN_SLICED};
 use crate::cluster::client::{FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
@@ -232,28 +232,39 @@ impl Replicas {
             .collect()
     }
 
-    /// Takes in the coordinator's view: new peers, addresses, published
-    /// positions; peers that left are kept (marked down) with their copy.
-    pub fn update_view(&mut self, view: &View) {
+    /// Takes in what changed in the coordinator's view (`changes`: each
+    /// name's member now, none if it is gone): new peers, addresses,
+    /// published positions; peers that left are kept (marked down) with
+    /// their copy, once the view follows the coordinator. Returns whether
+    /// the peers known (names, addresses, kinds) changed.
+    pub fn update_view(&mut self, view: &View, changes: &[(String, Option<Member>)]) -> bool {
         self.taken = view.connected.then_some(view.lost_at);
-        for (name, member) in view.members.iter().filter(|(n, _)| **n != self.me) {
-            let peer = self
-                .peers
-                .entry(name.clone())
-                .or_insert_with(|| Peer::new(&member.address, member.kind));
-            peer.address.clone_from(&member.address);
-            peer.kind = member.kind;
-            peer.published = Some(member.position());
-            peer.last_published = Some(member.position());
-            peer.note_lag();
-        }
-        if view.connected {
-            for (name, peer) in self.peers.iter_mut() {
-                if !view.members.contains_key(name) {
-                    peer.published = None;
+        let mut known_changed = false;
+        for (name, member) in changes.iter().filter(|(n, _)| **n != self.me) {
+            match member {
+                Some(member) => {
+                    let peer = self.peers.entry(name.clone()).or_insert_with(|| {
+                        known_changed = true;
+                        Peer::new(&member.address, member.kind)
+                    });
+                    if peer.address != member.address || peer.kind != member.kind {
+                        known_changed = true;
+                        peer.address.clone_from(&member.address);
+                        peer.kind = member.kind;
+                    }
+                    peer.published = Some(member.position());
+                    peer.last_published = Some(member.position());
+                    peer.note_lag();
                 }
+                None if view.connected => {
+                    if let Some(peer) = self.peers.get_mut(name) {
+                        peer.published = None;
+                    }
+                }
+                None => {}
             }
         }
+        known_changed
     }
 
     pub fn peer(&self, name: &str) -> Option<&Peer> {
@@ -532,14 +543,13 @@ impl Replicas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::Member;
     use crate::local::filter::FilterKind;
     use bytes::Bytes;
     use xarchive_filter::CountingBloomFilter;
 
     fn view(names: &[(&str, u64, u64)]) -> View {
-        View {
-            members: names
+        View::of(
+            names
                 .iter()
                 .map(|(n, e, v)| {
                     (
@@ -554,8 +564,25 @@ mod tests {
                     )
                 })
                 .collect(),
-            connected: true,
-            lost_at: None,
+        )
+    }
+
+    impl Replicas {
+        /// Takes in the whole of `view`, as a follower that saw it change
+        /// from nothing (or from the peers held) would.
+        fn update_view_all(&mut self, view: &View) {
+            let mut changes: Vec<(String, Option<Member>)> = view
+                .members
+                .iter()
+                .map(|(n, m)| (n.clone(), Some(m.clone())))
+                .collect();
+            changes.extend(
+                self.peers
+                    .keys()
+                    .filter(|n| !view.members.contains_key(*n))
+                    .map(|n| (n.clone(), None)),
+            );
+            self.update_view(view, &changes);
         }
     }
 
@@ -566,7 +593,7 @@ mod tests {
         let mut b = CountingBloomFilter::new(g);
         b.set_epoch(7);
         b.insert("B-1");
-        r.update_view(&view(&[("A", 1, 1), ("B", 7, b.version())]));
+        r.update_view_all(&view(&[("A", 1, 1), ("B", 7, b.version())]));
         assert!(!r.peer("B").unwrap().current());
         let fetched = FetchedFilter {
             kind: FilterKind::Counting,
@@ -582,14 +609,14 @@ mod tests {
 
         let since = b.version();
         b.insert("B-2");
-        r.update_view(&view(&[("A", 1, 1), ("B", 7, b.version())]));
+        r.update_view_all(&view(&[("A", 1, 1), ("B", 7, b.version())]));
         assert!(!r.peer("B").unwrap().current());
         r.apply("B", &b.flips_since(since).unwrap()).unwrap();
         assert!(r.peer("B").unwrap().current());
         assert_eq!(r.candidates("B-2"), vec!["B".to_string()]);
 
         // B leaves: down, but its copy still routes.
-        r.update_view(&view(&[("A", 1, 1)]));
+        r.update_view_all(&view(&[("A", 1, 1)]));
         let peer = r.peer("B").unwrap();
         assert!(!peer.up() && peer.current());
         assert_eq!(r.candidates("B-1"), vec!["B".to_string()]);
@@ -601,18 +628,18 @@ mod tests {
         let mut r = Replicas::new("A", "key");
         let mut live = view(&[("A", 1, 1), ("B", 7, 3)]);
         assert!(!r.follows(&live), "nothing taken in yet");
-        r.update_view(&live);
+        r.update_view_all(&live);
         assert!(r.follows(&live));
         // The connection drops: nothing follows, taken in or not.
         live.lose();
         assert!(!r.follows(&live));
-        r.update_view(&live);
+        r.update_view_all(&live);
         assert!(!r.follows(&live));
         // Reconnected and read again, but not yet taken in here: B may
         // have published positions that the copies are behind, unseen.
         live.connected = true;
         assert!(!r.follows(&live));
-        r.update_view(&live);
+        r.update_view_all(&live);
         assert!(r.follows(&live));
     }
 
@@ -628,7 +655,7 @@ mod tests {
         let mut b = CountingBloomFilter::new(g);
         b.set_epoch(7);
         b.insert("B-1");
-        r.update_view(&view(&[("A", 1, 1), ("B", 7, b.version())]));
+        r.update_view_all(&view(&[("A", 1, 1), ("B", 7, b.version())]));
         std::thread::sleep(std::time::Duration::from_millis(5));
         let health = r.health();
         assert_eq!(health.len(), 2);
@@ -654,7 +681,7 @@ mod tests {
         };
         r.install("B", &fetched).unwrap();
         assert_eq!(r.health()[0].lag, Some(std::time::Duration::ZERO));
-        r.update_view(&view(&[("A", 1, 1)]));
+        r.update_view_all(&view(&[("A", 1, 1)]));
         assert!(!r.health()[0].up);
     }
 
@@ -662,7 +689,7 @@ mod tests {
     fn a_peer_is_a_search_candidate_unless_a_copy_of_its_key_filter_under_our_key_rules_it_out() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
         let mut r = Replicas::new("A", "ours");
-        r.update_view(&view(&[("A", 1, 1), ("B", 7, 2), ("C", 7, 2)]));
+        r.update_view_all(&view(&[("A", 1, 1), ("B", 7, 2), ("C", 7, 2)]));
         // No key filter copies yet: both may hold anything.
         assert_eq!(r.key_candidates(b"k1"), ["B", "C"]);
 
@@ -711,7 +738,7 @@ mod tests {
         let names: Vec<String> = (0..70).map(|i| format!("D{i:02}")).collect();
         let members: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 7, 2)).collect();
         let mut r = Replicas::new("A", "key");
-        r.update_view(&view(&members));
+        r.update_view_all(&view(&members));
         let copy = |geometry, ids: &[String]| {
             let mut f = CountingBloomFilter::new(geometry);
             f.set_epoch(7);

@@ -3,7 +3,7 @@
 //! published position moves past the copy held; first of its filter,
 //! then of its key filter.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,37 +17,73 @@ use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
 /// Follows the coordinator's view, starting a sync task for each peer.
+///
+/// Only what changed is taken in (the view's revisions): at national
+/// scale a view holds thousands of members and changes a thousand times
+/// a second, and rescanning it, or waking every peer's task, at each
+/// change cost most of a core (docs/SCALING.md).
 pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     let mut view = cluster.coordinator.view();
     let stop_peers = CancellationToken::new();
     let mut tasks: BTreeMap<String, watch::Sender<Option<Member>>> = BTreeMap::new();
     let mut remembered = BTreeMap::new();
+    // The view's revision taken in, and the removals seen while it did
+    // not follow the coordinator: a peer is marked gone only by a view
+    // that does, so those are taken in again once it follows.
+    let mut seen = 0;
+    let mut unconfirmed: BTreeSet<String> = BTreeSet::new();
     loop {
-        let current = view.borrow_and_update().clone();
-        cluster.replicas.write().update_view(&current);
-        cluster.remember_peers(&mut remembered);
-        for (name, member) in current.members.iter().filter(|(n, _)| **n != cluster.me) {
-            match tasks.get(name) {
-                Some(tx) => {
-                    tx.send_replace(Some(member.clone()));
+        let (changes, connected, known_changed) = {
+            let current = view.borrow_and_update();
+            let mut names: BTreeSet<String> = current
+                .changed_since(seen)
+                .filter(|n| *n != cluster.me)
+                .map(str::to_owned)
+                .collect();
+            seen = current.revision();
+            if current.connected {
+                names.append(&mut unconfirmed);
+            }
+            let changes: Vec<(String, Option<Member>)> = names
+                .into_iter()
+                .map(|n| {
+                    let member = current.members.get(&n).cloned();
+                    (n, member)
+                })
+                .collect();
+            if !current.connected {
+                unconfirmed.extend(
+                    changes
+                        .iter()
+                        .filter(|(_, m)| m.is_none())
+                        .map(|(n, _)| n.clone()),
+                );
+            }
+            let known_changed = cluster.replicas.write().update_view(&current, &changes);
+            (changes, current.connected, known_changed)
+        };
+        if known_changed {
+            cluster.remember_peers(&mut remembered);
+        }
+        for (name, member) in changes {
+            match (tasks.get(&name), member) {
+                (Some(tx), Some(member)) => {
+                    tx.send_replace(Some(member));
                 }
-                None => {
-                    let (tx, rx) = watch::channel(Some(member.clone()));
+                (None, Some(member)) => {
+                    let (tx, rx) = watch::channel(Some(member));
                     cluster.tasks.spawn(peer(
                         cluster.clone(),
                         name.clone(),
                         rx,
                         stop_peers.child_token(),
                     ));
-                    tasks.insert(name.clone(), tx);
+                    tasks.insert(name, tx);
                 }
-            }
-        }
-        if current.connected {
-            for (name, tx) in &tasks {
-                if !current.members.contains_key(name) {
+                (Some(tx), None) if connected => {
                     tx.send_replace(None);
                 }
+                (_, None) => {}
             }
         }
         tokio::select! {
@@ -181,6 +217,7 @@ async fn sync_keys_once(
             }
         }
     }
+    let _turn = cluster.snapshots.acquire().await;
     let fetched = client.key_filter().await?;
     cluster.replicas.write().install_keys(name, &fetched)?;
     Ok(())
@@ -211,6 +248,7 @@ async fn sync_once(
             DeltaAnswer::SnapshotRequired => {}
         }
     }
+    let _turn = cluster.snapshots.acquire().await;
     let fetched = client.filter().await?;
     cluster.on_snapshot(name);
     cluster.replicas.write().install(name, &fetched)?;

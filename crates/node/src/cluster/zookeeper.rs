@@ -216,7 +216,7 @@ impl ZooKeeperCoordinator {
         client.sync(&self.folder()).await.map_err(failed)?;
         let members = read_members(client, &self.folder()).await?;
         self.view.send_modify(|v| {
-            v.members = members;
+            v.replace_members(members);
             if following(client.state()) {
                 v.connected = true;
             } else {
@@ -246,22 +246,16 @@ impl ZooKeeperCoordinator {
             zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => {
                 match client.get_data(&event.path).await {
                     Ok((data, _)) => match serde_json::from_slice::<Member>(&data) {
-                        Ok(member) => self.view.send_modify(|v| {
-                            v.members.insert(name.to_owned(), member);
-                        }),
+                        Ok(member) => self.view.send_modify(|v| v.put(name, member)),
                         Err(e) => {
                             tracing::warn!(domain = name, error = %e, "unreadable member znode")
                         }
                     },
-                    Err(zk::Error::NoNode) => self.view.send_modify(|v| {
-                        v.members.remove(name);
-                    }),
+                    Err(zk::Error::NoNode) => self.view.send_modify(|v| v.remove(name)),
                     Err(e) => return Err(failed(e)),
                 }
             }
-            zk::EventType::NodeDeleted => self.view.send_modify(|v| {
-                v.members.remove(name);
-            }),
+            zk::EventType::NodeDeleted => self.view.send_modify(|v| v.remove(name)),
             _ => {}
         }
         Ok(())
