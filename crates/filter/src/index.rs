@@ -71,6 +71,26 @@ impl SlicedIndex {
         self.geometry
     }
 
+    /// Makes room for at least `slots` filters, every filter kept in its
+    /// slot: each row's words are copied over whole, not the filters bit
+    /// by bit.
+    pub fn grow(&mut self, slots: usize) {
+        let row_words = slots.div_ceil(64).max(1);
+        if row_words <= self.row_words {
+            return;
+        }
+        let mut rows = vec![0; self.geometry.num_bits() as usize * row_words];
+        for (new, old) in rows
+            .chunks_exact_mut(row_words)
+            .zip(self.rows.chunks_exact(self.row_words))
+        {
+            new[..self.row_words].copy_from_slice(old);
+        }
+        self.rows = rows;
+        self.row_words = row_words;
+        self.positions.resize(row_words * 64, (0, 0));
+    }
+
     /// Slots the index has room for.
     pub fn slots(&self) -> usize {
         self.row_words * 64
@@ -205,6 +225,49 @@ mod tests {
         assert_eq!(index.filter(3).words(), filters[3].words());
         index.clear(3);
         assert!(!index.contains(3, "3/1"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_grown_index_answers_as_before_and_takes_more(
+            before in 1usize..130,
+            after in 1usize..300,
+            seed in 0u32..1000,
+        ) {
+            let g = BloomGeometry::for_capacity(200, 0.01).unwrap();
+            let mut index = SlicedIndex::new(g, before);
+            let slots = index.slots();
+            let filter = |s: usize| {
+                let mut f = BloomFilter::new(g);
+                for i in 0..100 {
+                    f.insert(format!("{seed}/{s}/{i}"));
+                }
+                f.set_version(s as u64);
+                f
+            };
+            for s in 0..slots {
+                index.set(s, &filter(s)).unwrap();
+            }
+            let asked: Vec<String> = (0..200).map(|q| format!("{seed}/{}/{}", q % (slots + 3), q)).collect();
+            let answers: Vec<Vec<usize>> = asked.iter().map(|id| index.candidates(id).iter().collect()).collect();
+            index.grow(after);
+            proptest::prop_assert!(index.slots() >= after.max(slots));
+            for (id, want) in asked.iter().zip(&answers) {
+                let got: Vec<usize> = index.candidates(id).iter().collect();
+                proptest::prop_assert_eq!(&got, want);
+            }
+            for s in 0..slots {
+                proptest::prop_assert_eq!(index.position(s), (0, s as u64));
+            }
+            // New slots are empty, and take filters.
+            let last = index.slots() - 1;
+            if last >= slots {
+                proptest::prop_assert!(asked.iter().all(|id| !index.contains(last, id)));
+            }
+            index.set(last, &filter(last)).unwrap();
+            let (held, put) = (index.filter(last), filter(last));
+            proptest::prop_assert_eq!(held.words(), put.words());
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use xarchive_filter::{
     ApplyError, BloomFilter, BloomGeometry, Delta, GeometryMismatch, SlicedIndex,
 };
 
-/// Slots added to an index when it is full (a row is a word per 64).
+/// Slots are added in words of 64 (a row is a word per 64).
 pub const SLOT_STEP: usize = 64;
 
 /// Fewest copies of one geometry worth an index: a row is a 64-bit word
@@ -71,15 +71,14 @@ impl Sliced {
         if let Some(slot) = self.owners.iter().position(Option::is_none) {
             return slot;
         }
-        // Full: a larger index with every copy moved over.
-        let mut bigger = SlicedIndex::new(self.index.geometry(), self.owners.len() + SLOT_STEP);
-        for (slot, owner) in self.owners.iter().enumerate() {
-            if owner.is_some() {
-                let _ = bigger.set(slot, &self.index.filter(slot));
-            }
-        }
-        self.index = bigger;
-        self.owners.resize(self.owners.len() + SLOT_STEP, None);
-        self.owners.len() - SLOT_STEP
+        // Full: a quarter more room (at least a word), rows copied whole.
+        // Growing by one word and moving each copy over bit by bit made a
+        // domain joining 3 301 others spend most of its time here: every
+        // 64 copies installed, all copies held were rewritten.
+        let full = self.owners.len();
+        let slots = (full + (full / 4).max(SLOT_STEP)).div_ceil(SLOT_STEP) * SLOT_STEP;
+        self.index.grow(slots);
+        self.owners.resize(self.index.slots(), None);
+        full
     }
 }
