@@ -92,6 +92,8 @@ pub struct Client {
     /// Added before each request and after each answer: a simulated
     /// one-way network delay, for benchmarks (zero otherwise).
     delay: Duration,
+    /// The timeout of a filter snapshot, if not the client's own.
+    snapshot_timeout: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -171,7 +173,14 @@ impl Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
             delay: Duration::ZERO,
+            snapshot_timeout: None,
         })
+    }
+
+    /// Gives filter snapshots their own timeout (they can be large).
+    pub fn with_snapshot_timeout(mut self, timeout: Duration) -> Self {
+        self.snapshot_timeout = Some(timeout);
+        self
     }
 
     /// Delays every call by `one_way` each way (a WAN between domains).
@@ -406,7 +415,11 @@ impl Client {
         path: &str,
     ) -> Result<(FetchedFilter, Option<String>), ClientError> {
         let url = self.url(path);
-        let response = self.send(self.http.get(&url), &url).await?;
+        let mut request = self.http.get(&url);
+        if let Some(timeout) = self.snapshot_timeout {
+            request = request.timeout(timeout);
+        }
+        let response = self.send(request, &url).await?;
         let header = |name: &str| {
             response
                 .headers()
