@@ -94,6 +94,28 @@ pub enum DeltaRefusal {
     SnapshotRequired { since: u64 },
     #[error("version {since} is ahead of the filter (at {current})")]
     FutureVersion { since: u64, current: u64 },
+    #[error("the {changes} changes since version {since} outweigh the filter's {bytes} bytes; take a snapshot")]
+    SnapshotSmaller {
+        since: u64,
+        changes: usize,
+        bytes: u64,
+    },
+}
+
+/// Refuses a delta that would be no smaller than a snapshot (a change
+/// takes at least one byte): a peer far behind, after an import, then
+/// fetches the snapshot. A county archive importing a million records
+/// sets about six million bits of a filter of twenty million.
+fn smaller_than_snapshot(delta: Delta) -> Result<Delta, DeltaRefusal> {
+    let bytes = delta.num_cells * u64::from(delta.cell_bits) / 8;
+    if delta.changes.len() as u64 > bytes {
+        return Err(DeltaRefusal::SnapshotSmaller {
+            since: delta.from_version,
+            changes: delta.changes.len(),
+            bytes,
+        });
+    }
+    Ok(delta)
 }
 
 /// Result of comparing the filter with one rebuilt from the store.
@@ -476,7 +498,7 @@ impl Domain {
         if epoch != current {
             return Err(DeltaRefusal::EpochChanged { current });
         }
-        state.keys.flips_since(since).map_err(refusal)
+        smaller_than_snapshot(state.keys.flips_since(since).map_err(refusal)?)
     }
 
     /// The changes (cells, and IDs replaced or deleted) since `since` in
@@ -487,7 +509,7 @@ impl Domain {
         if epoch != current {
             return Err(DeltaRefusal::EpochChanged { current });
         }
-        let delta = state.filter.delta_since(since).map_err(refusal)?;
+        let delta = smaller_than_snapshot(state.filter.delta_since(since).map_err(refusal)?)?;
         let changed = state
             .feed
             .since(since)
@@ -756,6 +778,29 @@ mod tests {
                 current: position.epoch
             }
         );
+    }
+
+    #[test]
+    fn a_delta_that_would_outweigh_the_snapshot_is_refused_for_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::open("A", dir.path(), FilterSettings::default(), keying(None)).unwrap();
+        let start = d.position();
+        d.apply(&[put("first")]).unwrap();
+        assert!(d.delta(start.epoch, start.version).is_ok(), "a few bits");
+        let before = d.position();
+        // 600 records set about 4 000 bits of the smallest filter's
+        // 10 000 (1.2 KB): more changes than the snapshot has bytes.
+        let ids: Vec<Write> = (0..600).map(|i| put(&format!("ID-{i}"))).collect();
+        d.apply(&ids).unwrap();
+        assert_eq!(d.position().epoch, start.epoch, "not rebuilt");
+        assert!(matches!(
+            d.delta(start.epoch, start.version),
+            Err(DeltaRefusal::SnapshotSmaller { .. })
+        ));
+        d.apply(&[put("last")]).unwrap();
+        let after = d.position();
+        assert!(d.delta(after.epoch, after.version - 1).is_ok());
+        assert!(d.delta(before.epoch, before.version).is_err());
     }
 
     #[test]
