@@ -4,6 +4,10 @@
 # its address, then stops it by process id. For benchmarks and trying the
 # distributed mode by hand:
 #   scripts/zookeeper.sh target/release/xarchive bench sync
+# ZK_HEAP sets its Java heap (default 256m; `bench nation` at 3 301
+# domains wants 2g). Connections per client address are not limited
+# (`bench nation` opens a session per light domain from one process), and
+# `mntr` is allowed (it reads ZooKeeper's own figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,8 +21,10 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 minSessionTimeout=400
 maxSessionTimeout=20000
+maxClientCnxns=0
+4lw.commands.whitelist=mntr,srvr,ruok
 CFG
-java -Xmx256m -XX:+UseSerialGC -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
+java -Xmx"${ZK_HEAP:-256m}" -XX:+UseSerialGC -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
   org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
 zk=$!
 trap 'kill "$zk" 2>/dev/null; wait "$zk" 2>/dev/null; rm -rf "$dir"' EXIT

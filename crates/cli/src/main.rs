@@ -14,7 +14,7 @@ pub const EXIT_UNAVAILABLE: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();
-    init_logging(cli.verbose);
+    init_logging(cli.verbose, cli.default_log());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,9 +34,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, quiet: &str) {
     let default = match verbose {
-        0 => "info",
+        0 => quiet,
         1 => "debug",
         _ => "trace",
     };

@@ -31,6 +31,18 @@ pub struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
+    /// thousands of ZooKeeper sessions, whose client library logs each
+    /// at info.
+    pub fn default_log(&self) -> &'static str {
+        match self.command {
+            Command::Bench(_) => "info,zookeeper_client=warn",
+            _ => "info",
+        }
+    }
+}
+
 /// Where a client command sends its requests.
 #[derive(clap::Args, Clone)]
 pub struct ServerArgs {

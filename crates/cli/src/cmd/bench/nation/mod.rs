@@ -1,8 +1,11 @@
-//! `xarchive bench nation`, first part (issue 12): what a full domain
-//! holds to route lookups among N domains of realistic, very different
-//! sizes, and what one routing step costs.
+//! `xarchive bench nation` (issue 12): one domain among N of realistic,
+//! very different sizes. Two parts: `routing` (here), what a full domain
+//! holds to route lookups and what one routing step costs; `cluster`
+//! (cluster.rs), a real domain process joining a real ZooKeeper among
+//! N − 1 light publishers (light.rs), measured while joining, syncing,
+//! following an import and looking up.
 //!
-//! The domains' filters are real (the filter crate's Bloom filters and
+//! In the routing part the domains' filters are real (the filter crate's Bloom filters and
 //! bit-sliced index, as a domain's replicas hold them), filled with
 //! synthetic IDs; nothing else of a domain runs here (no ZooKeeper, no
 //! HTTP, no sync). Three layouts of the copies are compared:
@@ -33,6 +36,9 @@ use xarchive_node::{capacity_for, FilterSettings};
 
 use super::quantile;
 use super::svg::{Chart, Series};
+
+mod cluster;
+mod light;
 
 /// The archive levels at N = 3 301 (national comprehensive archives at the
 /// end of 2022): how many, and their share of all IDs (three quarters at
@@ -74,10 +80,42 @@ pub struct NationBenchArgs {
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "bench-nation.json")]
     json: PathBuf,
-    /// Where to draw routing memory and time against N (SVG; `-memory`
-    /// and `-time` are added to the name).
+    /// Where to draw routing memory and time against N (SVG; `-memory`,
+    /// `-time`, `-join` and `-sync` are added to the name).
     #[arg(long, default_value = "bench-nation.svg")]
     plot: PathBuf,
+    /// Parts to run: `routing` (no servers) and `cluster` (needs
+    /// ZooKeeper: `--zk`, or run under scripts/zookeeper.sh).
+    #[arg(long, value_delimiter = ',', default_value = "routing,cluster")]
+    parts: Vec<Part>,
+    /// ZooKeeper for the cluster part: host:port[,host:port…][/chroot].
+    #[arg(long, env = "XARCHIVE_ZK")]
+    zk: Option<String>,
+    /// Record writes per second over the whole nation, in the cluster
+    /// part's steady phase (each at a domain drawn in proportion to its
+    /// size, each published as a domain publishes it).
+    #[arg(long, default_value_t = 1_000)]
+    write_rate: u64,
+    /// How long the steady phase writes.
+    #[arg(long, default_value_t = 60)]
+    steady_seconds: u64,
+    /// Records one county archive imports (0: no import phase).
+    #[arg(long, default_value_t = 1_000_000)]
+    import: u64,
+    /// Light watchers: sessions that follow the membership as a full
+    /// domain does (a watch, a read per change), to load ZooKeeper as N
+    /// full domains would.
+    #[arg(long, default_value_t = 0)]
+    watchers: usize,
+    /// Lookups through the measured domain, of held IDs and of absent ones.
+    #[arg(long, default_value_t = 500)]
+    cluster_lookups: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    Routing,
+    Cluster,
 }
 
 /// The ID of item `i` of domain `d`: 12 bytes, as the filters see bytes.
@@ -262,6 +300,13 @@ fn time_routing(routing: &Routing, ids: &[[u8; 12]]) -> (f64, f64) {
 }
 
 pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
+    let zk = match (&args.zk, args.parts.contains(&Part::Cluster)) {
+        (None, true) => anyhow::bail!(
+            "the cluster part needs a ZooKeeper: give --zk (or XARCHIVE_ZK), run under \
+             scripts/zookeeper.sh, or leave it out with --parts routing"
+        ),
+        (zk, _) => zk.clone(),
+    };
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let plans: Vec<(usize, Vec<u64>)> = args
         .domains
@@ -271,6 +316,29 @@ pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
             Ok((n, nation(n, total, &mut rng)?))
         })
         .collect::<anyhow::Result<_>>()?;
+    let rows = if args.parts.contains(&Part::Routing) {
+        routing(&args, &plans, &mut rng)?
+    } else {
+        Vec::new()
+    };
+    let mut cluster_rows = Vec::new();
+    if let Some(zk) = zk {
+        for (_, sizes) in &plans {
+            // The measured domain takes the place of the last county.
+            let light = &sizes[..sizes.len().saturating_sub(1)];
+            cluster_rows.push(cluster::measure(&args, &zk, light).await?);
+        }
+    }
+    report(&args, &rows, &cluster_rows)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The routing part: every layout at every N.
+fn routing(
+    args: &NationBenchArgs,
+    plans: &[(usize, Vec<u64>)],
+    rng: &mut impl Rng,
+) -> anyhow::Result<Vec<Row>> {
     let inserts: u64 = plans
         .iter()
         .map(|(_, s)| s.iter().sum::<u64>())
@@ -281,7 +349,7 @@ pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
             .progress_chars("=> "),
     );
     let mut rows = Vec::new();
-    for (n, sizes) in &plans {
+    for (n, sizes) in plans {
         let total: u64 = sizes.iter().sum();
         // Present IDs drawn in proportion to the domains' sizes.
         let mut starts = Vec::with_capacity(sizes.len());
@@ -302,7 +370,7 @@ pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
         for &layout in &args.layouts {
             bar.set_message(format!("{n} domains, {layout:?}"));
             let started = Instant::now();
-            let routing = build(layout, sizes, &args, &bar)?;
+            let routing = build(layout, sizes, args, &bar)?;
             let build_seconds = started.elapsed().as_secs_f64();
             let (route_ns_present, candidates_present) = time_routing(&routing, &present);
             let (route_ns_absent, candidates_absent) = time_routing(&routing, &absent);
@@ -322,11 +390,127 @@ pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     bar.finish_and_clear();
-    report(&args, &rows)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(rows)
 }
 
-fn report(args: &NationBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
+fn report(
+    args: &NationBenchArgs,
+    rows: &[Row],
+    cluster_rows: &[cluster::ClusterRow],
+) -> anyhow::Result<()> {
+    if !rows.is_empty() {
+        print_routing(args, rows);
+    }
+    if !cluster_rows.is_empty() {
+        cluster::print(cluster_rows);
+    }
+    let report = json!({
+        "fpr": args.fpr,
+        "expected_items": args.expected_items,
+        "ids_at_3301": args.ids,
+        "lookups": args.lookups,
+        "seed": args.seed,
+        "levels": LEVELS.iter().map(|(name, count, share)| json!({"level": name, "at_3301": count, "share": share})).collect::<Vec<_>>(),
+        "rows": rows,
+        "cluster": {
+            "write_rate": args.write_rate,
+            "steady_seconds": args.steady_seconds,
+            "import": args.import,
+            "watchers": args.watchers,
+            "rows": cluster_rows,
+        },
+    });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
+    // `bench-nation.svg` gives `bench-nation-memory.svg`, `-time.svg`…
+    let stem = args.plot.with_extension("");
+    let name = stem
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("bench-nation");
+    let beside = |what: &str| stem.with_file_name(format!("{name}-{what}.svg"));
+    let chart = |title: &str, y_label: &str, series: Vec<Series>| Chart {
+        title: title.into(),
+        x_label: "domains".into(),
+        y_label: y_label.into(),
+        series,
+    };
+    let mut written = Vec::new();
+    if !rows.is_empty() {
+        let colours = ["#d62728", "#1f77b4", "#2ca02c"];
+        let by_layout = |value: &dyn Fn(&Row) -> f64| {
+            LAYOUTS
+                .iter()
+                .zip(colours)
+                .map(|(layout, colour)| Series {
+                    name: format!("{layout:?}").to_lowercase(),
+                    colour,
+                    dashed: false,
+                    points: rows
+                        .iter()
+                        .filter(|r| r.layout == *layout)
+                        .map(|r| (r.domains as f64, value(r)))
+                        .collect(),
+                })
+                .collect()
+        };
+        let memory = chart(
+            "Routing state of one domain against N",
+            "MB",
+            by_layout(&|r| r.routing_bytes as f64 / 1e6),
+        );
+        let time = chart(
+            "One routing step (an ID held somewhere) against N",
+            "ns",
+            by_layout(&|r| r.route_ns_present),
+        );
+        written.push((beside("memory"), memory));
+        written.push((beside("time"), time));
+    }
+    if !cluster_rows.is_empty() {
+        let series = |name: &str, colour, value: &dyn Fn(&cluster::ClusterRow) -> f64| Series {
+            name: name.into(),
+            colour,
+            dashed: false,
+            points: cluster_rows
+                .iter()
+                .map(|r| (r.domains as f64, value(r)))
+                .collect(),
+        };
+        let join = chart(
+            "Joining from nothing against N",
+            "seconds / 10 MB",
+            vec![
+                series("seconds", "#1f77b4", &|r| r.join_seconds),
+                series("10 MB fetched", "#d62728", &|r| r.join_bytes as f64 / 1e7),
+            ],
+        );
+        let sync = chart(
+            &format!("Steady sync at {} writes/s against N", args.write_rate),
+            "% of a core / ms",
+            vec![
+                series("CPU, % of a core", "#1f77b4", &|r| r.cpu_share * 100.0),
+                series("lag p99, ms", "#d62728", &|r| r.lag_p99_ms),
+            ],
+        );
+        written.push((beside("join"), join));
+        written.push((beside("sync"), sync));
+    }
+    for (path, chart) in &written {
+        std::fs::write(path, chart.render())?;
+    }
+    let names: Vec<String> = written
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    println!(
+        "\nfigures in {}, charts in {}",
+        args.json.display(),
+        names.join(", ")
+    );
+    Ok(())
+}
+
+fn print_routing(args: &NationBenchArgs, rows: &[Row]) {
     println!(
         "\nRouting state and step of one full domain, filters at {} % false positives, `common` sized for {} items\n",
         args.fpr * 100.0,
@@ -362,67 +546,6 @@ fn report(args: &NationBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
             r.candidates_absent
         );
     }
-    let report = json!({
-        "fpr": args.fpr,
-        "expected_items": args.expected_items,
-        "ids_at_3301": args.ids,
-        "lookups": args.lookups,
-        "seed": args.seed,
-        "levels": LEVELS.iter().map(|(name, count, share)| json!({"level": name, "at_3301": count, "share": share})).collect::<Vec<_>>(),
-        "rows": rows,
-    });
-    std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
-    let colours = ["#d62728", "#1f77b4", "#2ca02c"];
-    let chart = |title: &str, y_label: &str, value: &dyn Fn(&Row) -> f64| Chart {
-        title: title.into(),
-        x_label: "domains".into(),
-        y_label: y_label.into(),
-        series: LAYOUTS
-            .iter()
-            .zip(colours)
-            .map(|(layout, colour)| Series {
-                name: format!("{layout:?}").to_lowercase(),
-                colour,
-                dashed: false,
-                points: rows
-                    .iter()
-                    .filter(|r| r.layout == *layout)
-                    .map(|r| (r.domains as f64, value(r)))
-                    .collect(),
-            })
-            .collect(),
-    };
-    // `bench-nation.svg` gives `bench-nation-memory.svg` and `-time.svg`.
-    let stem = args.plot.with_extension("");
-    let name = stem
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or("bench-nation");
-    let beside = |what: &str| stem.with_file_name(format!("{name}-{what}.svg"));
-    let (memory, time) = (beside("memory"), beside("time"));
-    std::fs::write(
-        &memory,
-        chart("Routing state of one domain against N", "MB", &|r| {
-            r.routing_bytes as f64 / 1e6
-        })
-        .render(),
-    )?;
-    std::fs::write(
-        &time,
-        chart(
-            "One routing step (an ID held somewhere) against N",
-            "ns",
-            &|r| r.route_ns_present,
-        )
-        .render(),
-    )?;
-    println!(
-        "\nfigures in {}, charts in {} and {}",
-        args.json.display(),
-        memory.display(),
-        time.display()
-    );
-    Ok(())
 }
 
 #[cfg(test)]
@@ -459,6 +582,13 @@ mod tests {
             seed: 0,
             json: PathBuf::new(),
             plot: PathBuf::new(),
+            parts: vec![Part::Routing],
+            zk: None,
+            write_rate: 0,
+            steady_seconds: 0,
+            import: 0,
+            watchers: 0,
+            cluster_lookups: 0,
         };
         let bar = ProgressBar::hidden();
         let mut out = Vec::new();

@@ -1,0 +1,524 @@
+//! `bench nation`'s cluster part: one full domain (a real `xarchive
+//! serve` process) joins a real ZooKeeper where N − 1 light publishers
+//! (light.rs) are registered, and is measured while it joins, while the
+//! nation writes at a steady rate, while one archive imports a million
+//! records, and while it answers lookups; ZooKeeper is measured by its
+//! own `mntr` figures. Optional light watchers hold the membership watch
+//! a full domain holds and read each changed znode, as its coordinator
+//! does, to show ZooKeeper's load when every domain follows every other.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use xarchive_node::Client;
+use zookeeper_client as zk;
+
+use super::light::{light_id, Nation};
+use super::NationBenchArgs;
+use crate::cmd::bench::child::ServeChild;
+use crate::cmd::bench::quantile;
+
+/// What one N showed.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterRow {
+    pub domains: usize,
+    pub ids: u64,
+    /// Registering the light publishers: sessions opened, znodes written.
+    pub register_seconds: f64,
+    pub znodes: u64,
+    pub zk_connections: u64,
+    pub zk_watches: u64,
+    /// The measured domain joining from nothing until its view converged.
+    pub join_seconds: f64,
+    pub join_bytes: u64,
+    /// Its resident anonymous memory after joining, and at most.
+    pub rss_anon_bytes: u64,
+    pub hwm_bytes: u64,
+    /// Steady sync at the write rate.
+    pub write_rate: f64,
+    pub writes_acknowledged: u64,
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    pub writes_never_sent: u64,
+    pub cpu_share: f64,
+    pub sync_bytes_per_second: f64,
+    pub sync_requests_per_second: f64,
+    pub zk_packets_in_per_second: f64,
+    pub zk_packets_out_per_second: f64,
+    pub watch_events_per_second: f64,
+    pub watchers: usize,
+    /// One archive importing.
+    pub import_records: u64,
+    pub import_seconds: f64,
+    pub import_routed_after_seconds: f64,
+    pub import_bytes_to_one_peer: u64,
+    pub import_one_copy_bytes: u64,
+    /// Lookups through the measured domain.
+    pub lookup_found_ms_p50: f64,
+    pub lookup_absent_ms_p50: f64,
+    pub calls_per_found: f64,
+    pub calls_per_absent: f64,
+    pub lookups_wrong: u64,
+}
+
+/// ZooKeeper's `mntr` figures (four-letter word; it must be allowed by
+/// `4lw.commands.whitelist`, as scripts/zookeeper.sh does).
+async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String>> {
+    let host = connect
+        .split('/')
+        .next()
+        .and_then(|h| h.split(',').next())
+        .unwrap_or_default();
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .with_context(|| format!("cannot reach ZooKeeper at {host}"))?;
+    stream.write_all(b"mntr").await?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await?;
+    if text.contains("not in the whitelist") || text.contains("not executed") {
+        bail!("ZooKeeper refuses `mntr`: add `4lw.commands.whitelist=mntr` to its zoo.cfg (scripts/zookeeper.sh does)");
+    }
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect())
+}
+
+fn figure(m: &HashMap<String, String>, name: &str) -> u64 {
+    m.get(name)
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// CPU time of a process so far (user + system), from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = text
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("unreadable stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after ")".
+    let (user, system) = (ticks(11), ticks(12));
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
+    Ok((user.context("no utime")? + system.context("no stime")?) / hz)
+}
+
+/// Sessions that follow the membership as a full domain's coordinator
+/// does (a persistent recursive watch, a read per event), counting events.
+struct Watchers {
+    events: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Watchers {
+    async fn start(connect: &str, folder: &str, count: usize) -> anyhow::Result<Watchers> {
+        let events = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..count {
+            let client = zk::Client::connector()
+                .with_session_timeout(Duration::from_secs(6))
+                .connect(connect)
+                .await?;
+            let mut watcher = client
+                .watch(folder, zk::AddWatchMode::PersistentRecursive)
+                .await?;
+            let events = events.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let event = watcher.changed().await;
+                    if event.event_type == zk::EventType::Session {
+                        if event.session_state.is_terminated() {
+                            break;
+                        }
+                        continue;
+                    }
+                    events.fetch_add(1, Ordering::Relaxed);
+                    let _ = client.get_data(&event.path).await;
+                }
+            }));
+        }
+        Ok(Watchers { events, tasks })
+    }
+}
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn bar(len: u64, message: String) -> anyhow::Result<ProgressBar> {
+    let bar = ProgressBar::new(len).with_style(
+        ProgressStyle::with_template("{msg:>34} [{bar:30}] {percent}% {elapsed} (eta {eta})")?
+            .progress_chars("=> "),
+    );
+    bar.set_message(message);
+    Ok(bar)
+}
+
+/// Waits until the measured domain's view holds every domain, each copy
+/// current.
+async fn converged(client: &Client, domains: usize, child: &ServeChild) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30 * 60);
+    loop {
+        if let Ok(view) = client.cluster().await {
+            if view.converged(domains) {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the measured domain did not converge within 30 minutes");
+        }
+        child.memory()?;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Picks domains in proportion to their sizes.
+struct Weighted(Vec<u64>);
+
+impl Weighted {
+    fn new(sizes: &[u64]) -> Self {
+        let mut sum = 0;
+        Weighted(
+            sizes
+                .iter()
+                .map(|s| {
+                    sum += s.max(&1);
+                    sum
+                })
+                .collect(),
+        )
+    }
+
+    fn pick(&self, rng: &mut impl Rng) -> usize {
+        let at = rng.random_range(0..*self.0.last().unwrap_or(&1));
+        self.0.partition_point(|&s| s <= at)
+    }
+}
+
+/// The cluster part at one N: `sizes` are the light domains' (the
+/// measured one holds nothing of its own).
+pub async fn measure(
+    args: &NationBenchArgs,
+    zk_connect: &str,
+    sizes: &[u64],
+) -> anyhow::Result<ClusterRow> {
+    let n = sizes.len() + 1;
+    let ids: u64 = sizes.iter().sum();
+    let cluster = format!("bench-nation-{}-{n}", std::process::id());
+    let mut row = ClusterRow {
+        domains: n,
+        ids,
+        watchers: args.watchers,
+        ..ClusterRow::default()
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+
+    let filling = bar(ids, format!("{n} domains: filling light filters"))?;
+    let nation = Nation::new(sizes, args.fpr, cluster.clone(), &|k| filling.inc(k))?;
+    filling.finish_and_clear();
+    let _server = nation.serve().await?;
+    let registering = bar(sizes.len() as u64, format!("{n} domains: registering"))?;
+    row.register_seconds = nation
+        .register(zk_connect, 64, &|| registering.inc(1))
+        .await?
+        .as_secs_f64();
+    registering.finish_and_clear();
+    println!(
+        "{n} domains: {} light publishers registered in {:.1} s",
+        sizes.len(),
+        row.register_seconds
+    );
+    let watchers = Watchers::start(
+        zk_connect,
+        &format!("/xarchive/{cluster}/domains"),
+        args.watchers,
+    )
+    .await?;
+
+    // Joining from nothing.
+    let dir = tempfile::tempdir()?;
+    let joining =
+        ProgressBar::new_spinner().with_message(format!("{n} domains: measured domain joining"));
+    joining.enable_steady_tick(Duration::from_millis(200));
+    let before = nation.sent.bytes();
+    let started = Instant::now();
+    let fpr = args.fpr.to_string();
+    let child = ServeChild::start(
+        "measured",
+        &dir.path().join("data"),
+        &[
+            "--zk".into(),
+            zk_connect.into(),
+            "--cluster".into(),
+            cluster.clone(),
+            "--fpr".into(),
+            fpr,
+        ],
+        &dir.path().join("measured.log"),
+    )
+    .await?;
+    let client = Client::new(&child.url, Duration::from_secs(60))?;
+    converged(&client, n, &child).await?;
+    row.join_seconds = started.elapsed().as_secs_f64();
+    row.join_bytes = nation.sent.bytes() - before;
+    joining.finish_and_clear();
+    println!(
+        "{n} domains: joined in {:.1} s, {:.1} MB fetched",
+        row.join_seconds,
+        row.join_bytes as f64 / 1e6
+    );
+    let memory = child.memory()?;
+    row.rss_anon_bytes = memory.rss_anon.unwrap_or(memory.rss);
+    row.hwm_bytes = memory.hwm;
+    let m = mntr(zk_connect).await?;
+    row.znodes = figure(&m, "zk_znode_count");
+    row.zk_connections = figure(&m, "zk_num_alive_connections");
+    row.zk_watches = figure(&m, "zk_watch_count");
+
+    // Steady sync.
+    let weighted = Weighted::new(sizes);
+    nation.lags.lock().clear();
+    let (bytes0, requests0) = (
+        nation.sent.bytes(),
+        nation.sent.requests.load(Ordering::Relaxed),
+    );
+    let cpu0 = cpu_seconds(child.pid())?;
+    let zk0 = mntr(zk_connect).await?;
+    let events0 = watchers.events.load(Ordering::Relaxed);
+    let window = Duration::from_secs(args.steady_seconds);
+    let steady = bar(
+        args.steady_seconds * args.write_rate,
+        format!("{n} domains: {} writes/s", args.write_rate),
+    )?;
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / args.write_rate as f64));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut writes = tokio::task::JoinSet::new();
+    let mut sent_writes = 0u64;
+    while started.elapsed() < window {
+        tick.tick().await;
+        let d = weighted.pick(&mut rng);
+        let nation = nation.clone();
+        writes.spawn(async move { nation.write(d, 1).await });
+        sent_writes += 1;
+        steady.inc(1);
+        while let Some(done) = writes.try_join_next() {
+            done??;
+            row.writes_acknowledged += 1;
+        }
+    }
+    while let Some(done) = writes.join_next().await {
+        done??;
+        row.writes_acknowledged += 1;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(child.pid())? - cpu0;
+    let zk1 = mntr(zk_connect).await?;
+    let events = watchers.events.load(Ordering::Relaxed) - events0;
+    let (bytes, requests) = (
+        nation.sent.bytes() - bytes0,
+        nation.sent.requests.load(Ordering::Relaxed) - requests0,
+    );
+    steady.finish_and_clear();
+    // Let the last writes reach the measured domain before counting.
+    let settle = Instant::now();
+    while nation.lags.lock().len() < sent_writes as usize
+        && settle.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut lags = nation.lags.lock().clone();
+    lags.sort_by(f64::total_cmp);
+    row.write_rate = sent_writes as f64 / elapsed;
+    row.writes_never_sent = sent_writes.saturating_sub(lags.len() as u64);
+    row.lag_p50_ms = quantile(&lags, 0.5) * 1e3;
+    row.lag_p99_ms = quantile(&lags, 0.99) * 1e3;
+    row.lag_max_ms = lags.last().copied().unwrap_or(f64::NAN) * 1e3;
+    row.cpu_share = cpu / elapsed;
+    row.sync_bytes_per_second = bytes as f64 / elapsed;
+    row.sync_requests_per_second = requests as f64 / elapsed;
+    let per_second =
+        |name: &str| (figure(&zk1, name).saturating_sub(figure(&zk0, name))) as f64 / elapsed;
+    row.zk_packets_in_per_second = per_second("zk_packets_received");
+    row.zk_packets_out_per_second = per_second("zk_packets_sent");
+    row.watch_events_per_second = events as f64 / elapsed;
+    println!(
+        "{n} domains: {} writes in {elapsed:.0} s, lag p99 {:.0} ms, {:.1} % of a core",
+        row.writes_acknowledged,
+        row.lag_p99_ms,
+        row.cpu_share * 100.0
+    );
+
+    // One archive imports: the county archive of median size.
+    if args.import > 0 {
+        let county = sizes.len().saturating_sub(sizes.len() * 3 / 4)..sizes.len();
+        let mut by_size: Vec<usize> = county.collect();
+        by_size.sort_by_key(|&d| sizes[d]);
+        let d = by_size.get(by_size.len() / 2).copied().unwrap_or(0);
+        let from = nation.position(d);
+        let first_new = nation.held(d);
+        let importing = bar(args.import, format!("{n} domains: one archive importing"))?;
+        let bytes0 = nation.sent.bytes();
+        nation.lags.lock().clear();
+        let started = Instant::now();
+        let batch = 10_000.min(args.import);
+        let mut done = 0;
+        let mut batches = 0;
+        while done < args.import {
+            let count = batch.min(args.import - done);
+            nation.write(d, count).await?;
+            done += count;
+            batches += 1;
+            importing.inc(count);
+        }
+        row.import_seconds = started.elapsed().as_secs_f64();
+        let acked = Instant::now();
+        while nation.lags.lock().len() < batches && acked.elapsed() < Duration::from_secs(120) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        row.import_routed_after_seconds = acked.elapsed().as_secs_f64();
+        importing.finish_and_clear();
+        row.import_records = args.import;
+        row.import_bytes_to_one_peer = nation.sent.bytes() - bytes0;
+        row.import_one_copy_bytes = nation.one_copy(d, from) as u64;
+        // The measured domain routes the new IDs.
+        for i in 0..20 {
+            let id = light_id(d, first_new + i * (args.import / 20));
+            match client.lookup(&id, false).await {
+                Ok((200, _)) => {}
+                other => bail!("the measured domain does not find imported {id}: {other:?}"),
+            }
+        }
+    }
+
+    // Lookups through the measured domain.
+    let mut found_ms = Vec::new();
+    let mut absent_ms = Vec::new();
+    let reads0 = nation.sent.record_reads.load(Ordering::Relaxed)
+        + nation.sent.probes.load(Ordering::Relaxed);
+    for _ in 0..args.cluster_lookups {
+        let d = weighted.pick(&mut rng);
+        let id = light_id(d, rng.random_range(0..nation.held(d).max(1)));
+        let started = Instant::now();
+        let answer = client.lookup(&id, false).await;
+        found_ms.push(started.elapsed().as_secs_f64() * 1e3);
+        if !matches!(answer, Ok((200, _))) {
+            row.lookups_wrong += 1;
+        }
+    }
+    let reads1 = nation.sent.record_reads.load(Ordering::Relaxed)
+        + nation.sent.probes.load(Ordering::Relaxed);
+    for i in 0..args.cluster_lookups {
+        let id = format!("absent-{}-{i}", rng.random::<u64>());
+        let started = Instant::now();
+        let answer = client.lookup(&id, false).await;
+        absent_ms.push(started.elapsed().as_secs_f64() * 1e3);
+        if !matches!(answer, Ok((404, _))) {
+            row.lookups_wrong += 1;
+        }
+    }
+    let reads2 = nation.sent.record_reads.load(Ordering::Relaxed)
+        + nation.sent.probes.load(Ordering::Relaxed);
+    let lookups = args.cluster_lookups.max(1) as f64;
+    row.calls_per_found = (reads1 - reads0) as f64 / lookups;
+    row.calls_per_absent = (reads2 - reads1) as f64 / lookups;
+    found_ms.sort_by(f64::total_cmp);
+    absent_ms.sort_by(f64::total_cmp);
+    row.lookup_found_ms_p50 = quantile(&found_ms, 0.5);
+    row.lookup_absent_ms_p50 = quantile(&absent_ms, 0.5);
+
+    child.stop().await?;
+    drop(watchers);
+    nation.close();
+    Ok(row)
+}
+
+/// The N × N matrix of one full domain's rows, printed.
+pub fn print(rows: &[ClusterRow]) {
+    println!("\nThe measured domain among N (real ZooKeeper, N − 1 light publishers)\n");
+    println!(
+        "{:>7} {:>13} {:>8} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7} {:>10} {:>9} {:>9} {:>10}",
+        "domains",
+        "IDs",
+        "join s",
+        "join MB",
+        "RSS MB",
+        "writes/s",
+        "lag p50",
+        "lag p99",
+        "CPU %",
+        "sync KB/s",
+        "import s",
+        "import ×",
+        "miss ms"
+    );
+    for r in rows {
+        println!(
+            "{:>7} {:>13} {:>8.1} {:>9.1} {:>9.1} {:>10.0} {:>9.1} {:>9.1} {:>7.1} {:>10.1} {:>9.2} {:>9.2} {:>10.1}",
+            r.domains,
+            r.ids,
+            r.join_seconds,
+            r.join_bytes as f64 / 1e6,
+            r.rss_anon_bytes as f64 / 1e6,
+            r.write_rate,
+            r.lag_p50_ms,
+            r.lag_p99_ms,
+            r.cpu_share * 100.0,
+            r.sync_bytes_per_second / 1e3,
+            r.import_routed_after_seconds,
+            r.import_bytes_to_one_peer as f64 / r.import_one_copy_bytes.max(1) as f64,
+            r.lookup_absent_ms_p50,
+        );
+    }
+    println!("\nZooKeeper and lookups\n");
+    println!(
+        "{:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7}",
+        "domains",
+        "znodes",
+        "conns",
+        "watches",
+        "pkts in/s",
+        "pkts out/s",
+        "watchers",
+        "events/s",
+        "calls/hit",
+        "calls/miss",
+        "wrong"
+    );
+    for r in rows {
+        println!(
+            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>7}",
+            r.domains,
+            r.znodes,
+            r.zk_connections,
+            r.zk_watches,
+            r.zk_packets_in_per_second,
+            r.zk_packets_out_per_second,
+            r.watchers,
+            r.watch_events_per_second,
+            r.calls_per_found,
+            r.calls_per_absent,
+            r.lookups_wrong,
+        );
+    }
+}

@@ -1,0 +1,708 @@
+//! The light publishers of `bench nation`'s cluster part: the many domains
+//! a machine cannot run in full. Each has a real ZooKeeper session, its
+//! own ephemeral znode and known record in the very form a domain writes
+//! them, and a real filter (the bit view a domain serves, sized as a
+//! domain sizes it) with a change log; one HTTP server in this process
+//! answers for all of them, under `/d/<name>`, the routes a peer calls
+//! (filter, delta, key filter, key delta, record, contains). What they
+//! lack: a store (a light domain holds the IDs `n<d>-<i>` for `i` below
+//! its count, and answers record reads from that rule), replicas of the
+//! others, and a watch on the membership.
+//!
+//! Written here rather than by running `xarchive serve` 3 301 times: a
+//! full domain holds copies of every other filter, so N of them on one
+//! machine would hold N² copies.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use tokio_util::task::AbortOnDropHandle;
+use xarchive_filter::{BloomFilter, BloomGeometry, CellChange, Delta};
+use xarchive_node::cluster::Member;
+use xarchive_node::wire::{
+    frame_delta_with_ids, Contains, DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER,
+    KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
+};
+use xarchive_node::{capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Record};
+use zookeeper_client as zk;
+
+/// The ID of item `i` of domain `d`, as the cluster part writes it
+/// (`fill` writes the same).
+pub fn light_id(d: usize, i: u64) -> String {
+    format!("n{d}-{i}")
+}
+
+/// The bits set, by version, for deltas: a light domain only inserts, so
+/// a change is a bit set to 1. (The filter crate's own change log is
+/// private to it; this is the few lines an insert-only log needs.)
+struct Log {
+    /// At most a domain's `log_capacity` (a peer further behind takes a
+    /// snapshot, as from a real domain whose log has moved on).
+    changes: VecDeque<(u64, u64)>,
+    /// Deltas can start at this version and no earlier.
+    oldest: u64,
+}
+
+impl Log {
+    fn new(version: u64) -> Self {
+        Log {
+            changes: VecDeque::new(),
+            oldest: version,
+        }
+    }
+
+    fn record(&mut self, version: u64, cell: u64) {
+        if self.changes.len() == FilterSettings::default().log_capacity {
+            if let Some((v, _)) = self.changes.pop_front() {
+                self.oldest = self.oldest.max(v);
+            }
+        }
+        self.changes.push_back((version, cell));
+    }
+
+    /// The cells set after `since`, each once, in order.
+    fn since(&self, since: u64) -> Option<Vec<CellChange>> {
+        if since < self.oldest {
+            return None;
+        }
+        let mut cells: Vec<u64> = self
+            .changes
+            .iter()
+            .filter(|(v, _)| *v > since)
+            .map(|(_, c)| *c)
+            .collect();
+        cells.sort_unstable();
+        cells.dedup();
+        Some(
+            cells
+                .into_iter()
+                .map(|cell| CellChange { cell, value: 1 })
+                .collect(),
+        )
+    }
+}
+
+/// One light domain's filter and what peers have been sent of it.
+struct Filter {
+    bits: BloomFilter,
+    log: Log,
+    /// Versions written and not yet sent to the measured domain, with
+    /// when each was acknowledged (its publication confirmed; none yet
+    /// while it is being published).
+    unsent: VecDeque<(u64, Option<Instant>)>,
+}
+
+impl Filter {
+    /// Inserts `id` as one version, logging the bits it sets for deltas.
+    fn insert(&mut self, id: &str) {
+        let g = self.bits.geometry();
+        let probes = g.probes(id.as_bytes());
+        let version = self.bits.version() + 1;
+        for p in 0..g.k() {
+            let cell = probes.position(p);
+            if !self.bits.bit(cell) {
+                self.log.record(version, cell);
+            }
+        }
+        self.bits.insert(id.as_bytes());
+    }
+}
+
+pub struct LightDomain {
+    pub name: String,
+    pub index: usize,
+    /// IDs `n<index>-0` .. `n<index>-(held-1)`.
+    held: AtomicU64,
+    filter: Mutex<Filter>,
+    /// The znode's path and the session that owns it.
+    session: Mutex<Option<zk::Client>>,
+}
+
+/// What the HTTP server sent, by kind, in bytes (bodies only).
+#[derive(Default)]
+pub struct Sent {
+    pub snapshots: AtomicU64,
+    pub deltas: AtomicU64,
+    pub key_filters: AtomicU64,
+    pub records: AtomicU64,
+    pub requests: AtomicU64,
+    pub record_reads: AtomicU64,
+    pub probes: AtomicU64,
+}
+
+impl Sent {
+    pub fn bytes(&self) -> u64 {
+        self.snapshots.load(Ordering::Relaxed)
+            + self.deltas.load(Ordering::Relaxed)
+            + self.key_filters.load(Ordering::Relaxed)
+            + self.records.load(Ordering::Relaxed)
+    }
+}
+
+/// The light domains of one nation, and their server.
+pub struct Nation {
+    pub domains: Vec<LightDomain>,
+    by_name: HashMap<String, usize>,
+    pub fpr: f64,
+    /// The empty key filter's bytes are the same for every light domain
+    /// but for the position, so only its geometry is kept.
+    key_geometry: BloomGeometry,
+    key_id: String,
+    pub sent: Sent,
+    /// Seconds from a write's acknowledgement until the measured domain
+    /// was sent a delta or snapshot that includes it.
+    pub lags: Mutex<Vec<f64>>,
+    pub address: Mutex<String>,
+    pub cluster: String,
+}
+
+fn capacity(held: u64) -> u64 {
+    capacity_for(&FilterSettings::default(), held, 0)
+}
+
+fn geometry(held: u64, fpr: f64) -> anyhow::Result<BloomGeometry> {
+    Ok(BloomGeometry::for_capacity(capacity(held), fpr)?)
+}
+
+impl Nation {
+    /// Light domains of these sizes, their filters filled (`progress`
+    /// is told of every ID inserted, by domain).
+    pub fn new(
+        sizes: &[u64],
+        fpr: f64,
+        cluster: String,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> anyhow::Result<Arc<Nation>> {
+        // Filled on every core: at 10^9 IDs this is minutes.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut filled: Vec<Option<anyhow::Result<BloomFilter>>> =
+            (0..sizes.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            for (t, part) in filled
+                .chunks_mut(sizes.len().div_ceil(threads).max(1))
+                .enumerate()
+            {
+                let first = t * sizes.len().div_ceil(threads).max(1);
+                scope.spawn(move || {
+                    for (j, slot) in part.iter_mut().enumerate() {
+                        let (d, held) = (first + j, sizes[first + j]);
+                        *slot = Some(geometry(held, fpr).map(|g| fill(d, held, g, 1)));
+                        progress(held);
+                    }
+                });
+            }
+        });
+        let domains = sizes
+            .iter()
+            .zip(filled)
+            .enumerate()
+            .map(|(d, (&held, bits))| {
+                let bits = bits.context("a light filter was not filled")??;
+                Ok(LightDomain {
+                    name: format!("n{d:04}"),
+                    index: d,
+                    held: AtomicU64::new(held),
+                    filter: Mutex::new(Filter {
+                        log: Log::new(bits.version()),
+                        bits,
+                        unsent: VecDeque::new(),
+                    }),
+                    session: Mutex::new(None),
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let by_name = domains.iter().map(|d| (d.name.clone(), d.index)).collect();
+        Ok(Arc::new(Nation {
+            domains,
+            by_name,
+            fpr,
+            key_geometry: geometry(0, fpr)?,
+            key_id: KeyHasher::new(None).filter_key_id(),
+            sent: Sent::default(),
+            lags: Mutex::new(Vec::new()),
+            address: Mutex::new(String::new()),
+            cluster,
+        }))
+    }
+
+    fn folder(&self, what: &str) -> String {
+        format!("/xarchive/{}/{what}", self.cluster)
+    }
+
+    fn member(&self, d: &LightDomain) -> Member {
+        let f = d.filter.lock();
+        Member {
+            address: format!("{}/d/{}", self.address.lock(), d.name),
+            kind: FilterKind::Counting,
+            epoch: f.bits.epoch(),
+            version: f.bits.version(),
+            keys: String::new(),
+        }
+    }
+
+    /// Serves every light domain on a loopback port until the handle
+    /// returned is dropped.
+    pub async fn serve(self: &Arc<Self>) -> anyhow::Result<AbortOnDropHandle<()>> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = format!("http://{}", listener.local_addr()?);
+        *self.address.lock() = address.clone();
+        let app = Router::new()
+            .route("/d/{name}/v1/filter", get(snapshot))
+            .route("/d/{name}/v1/filter/delta", get(delta))
+            .route("/d/{name}/v1/filter/keys", get(key_snapshot))
+            .route("/d/{name}/v1/filter/keys/delta", get(key_delta))
+            .route("/d/{name}/v1/archives/{id}", get(record))
+            .route("/d/{name}/v1/contains/{id}", get(contains))
+            .with_state(self.clone());
+        Ok(AbortOnDropHandle::new(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "the light domains' server stopped");
+            }
+        })))
+    }
+
+    /// Opens a session per light domain (`parallel` at a time) and
+    /// registers it as a domain does: known record, then ephemeral znode.
+    /// Returns how long it took.
+    pub async fn register(
+        self: &Arc<Self>,
+        zk_connect: &str,
+        parallel: usize,
+        progress: &(dyn Fn() + Sync),
+    ) -> anyhow::Result<Duration> {
+        let root = zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(6))
+            .connect(zk_connect)
+            .await
+            .context("cannot reach ZooKeeper")?;
+        for path in [
+            "/xarchive".to_owned(),
+            format!("/xarchive/{}", self.cluster),
+            self.folder("domains"),
+            self.folder("known"),
+        ] {
+            match root
+                .create(
+                    &path,
+                    b"",
+                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                )
+                .await
+            {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(e).with_context(|| format!("cannot create {path}")),
+            }
+        }
+        let started = Instant::now();
+        let results: Vec<anyhow::Result<()>> = futures::stream::iter(&self.domains)
+            .map(|d| async move {
+                let client = zk::Client::connector()
+                    .with_session_timeout(Duration::from_secs(6))
+                    .connect(zk_connect)
+                    .await
+                    .with_context(|| format!("{}: cannot open a ZooKeeper session", d.name))?;
+                let member = self.member(d);
+                // A domain's `Known` record: its member, flattened, and
+                // `departed`.
+                let mut known = serde_json::to_value(&member)?;
+                known["departed"] = false.into();
+                let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                let known_path = format!("{}/{}", self.folder("known"), d.name);
+                match client
+                    .create(&known_path, &serde_json::to_vec(&known)?, &open)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(zk::Error::NodeExists) => {
+                        client
+                            .set_data(&known_path, &serde_json::to_vec(&known)?, None)
+                            .await?;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                client
+                    .create(
+                        &self.path(d),
+                        &serde_json::to_vec(&member)?,
+                        &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+                    )
+                    .await
+                    .with_context(|| format!("{}: cannot register", d.name))?;
+                *d.session.lock() = Some(client);
+                progress();
+                Ok(())
+            })
+            .buffer_unordered(parallel)
+            .collect()
+            .await;
+        results.into_iter().collect::<anyhow::Result<()>>()?;
+        Ok(started.elapsed())
+    }
+
+    fn path(&self, d: &LightDomain) -> String {
+        format!("{}/{}", self.folder("domains"), d.name)
+    }
+
+    /// Writes `count` new IDs at domain `d` as one version range, then
+    /// publishes its position; returns once ZooKeeper confirmed it (the
+    /// acknowledgement). A filter outgrown is rebuilt twice as large in a
+    /// new epoch, as a domain's is.
+    pub async fn write(&self, d: usize, count: u64) -> anyhow::Result<()> {
+        let domain = &self.domains[d];
+        let first = domain.held.fetch_add(count, Ordering::SeqCst);
+        let held = first + count;
+        {
+            let mut f = domain.filter.lock();
+            // (Sized like a domain: rebuilt once it holds more than its
+            // capacity, which changes only at powers of two.)
+            if capacity(held) != capacity(f.bits.items()) {
+                let epoch = f.bits.epoch() + 1;
+                f.bits = fill(d, held, geometry(held, self.fpr)?, epoch);
+                f.log = Log::new(f.bits.version());
+            } else {
+                for i in first..held {
+                    f.insert(&light_id(d, i));
+                }
+            }
+            let version = f.bits.version();
+            f.unsent.push_back((version, None));
+        }
+        self.publish(domain).await
+    }
+
+    async fn publish(&self, domain: &LightDomain) -> anyhow::Result<()> {
+        let client = domain
+            .session
+            .lock()
+            .clone()
+            .context("a light domain wrote before registering")?;
+        let member = self.member(domain);
+        client
+            .set_data(&self.path(domain), &serde_json::to_vec(&member)?, None)
+            .await
+            .with_context(|| format!("{}: cannot publish", domain.name))?;
+        let acked = Instant::now();
+        let mut f = domain.filter.lock();
+        if let Some(entry) = f.unsent.iter_mut().find(|(v, _)| *v == member.version) {
+            entry.1 = Some(acked);
+        }
+        Ok(())
+    }
+
+    /// Where each write since the last call went: the measured domain
+    /// was sent everything up to `version` of `d`.
+    fn sent_up_to(&self, domain: &LightDomain, epoch: u64, version: u64) {
+        let mut f = domain.filter.lock();
+        if epoch != f.bits.epoch() {
+            return;
+        }
+        let now = Instant::now();
+        let mut lags = self.lags.lock();
+        while let Some(&(v, acked)) = f.unsent.front() {
+            if v > version {
+                break;
+            }
+            // Sent before its acknowledgement: no lag at all.
+            lags.push(acked.map_or(0.0, |a| now.saturating_duration_since(a).as_secs_f64()));
+            f.unsent.pop_front();
+        }
+    }
+
+    pub fn domain(&self, name: &str) -> Option<&LightDomain> {
+        self.by_name.get(name).map(|&i| &self.domains[i])
+    }
+
+    pub fn held(&self, d: usize) -> u64 {
+        self.domains[d].held.load(Ordering::SeqCst)
+    }
+
+    /// The encoded net change of `d` from `from` (epoch, version) to now:
+    /// a delta in the same epoch, else the snapshot a peer would take.
+    pub fn one_copy(&self, d: usize, from: (u64, u64)) -> usize {
+        let f = self.domains[d].filter.lock();
+        if f.bits.epoch() != from.0 {
+            return f.bits.encode().len();
+        }
+        match delta_since(&f, from.1) {
+            Some(delta) => delta.encode().len(),
+            None => f.bits.encode().len(),
+        }
+    }
+
+    pub fn position(&self, d: usize) -> (u64, u64) {
+        let f = self.domains[d].filter.lock();
+        (f.bits.epoch(), f.bits.version())
+    }
+
+    /// Drops every session (their znodes vanish with them).
+    pub fn close(&self) {
+        for d in &self.domains {
+            d.session.lock().take();
+        }
+    }
+}
+
+/// A filter of `geometry` holding IDs `0..held` of domain `d`, at
+/// version `held` of `epoch`.
+fn fill(d: usize, held: u64, geometry: BloomGeometry, epoch: u64) -> BloomFilter {
+    use std::fmt::Write;
+    let mut bits = BloomFilter::new(geometry);
+    // One buffer for all: at 10^9 IDs, an allocation each was half the time.
+    let mut id = String::new();
+    for i in 0..held {
+        id.clear();
+        let _ = write!(id, "n{d}-{i}");
+        bits.insert(id.as_bytes());
+    }
+    bits.set_epoch(epoch);
+    bits
+}
+
+fn delta_since(f: &Filter, since: u64) -> Option<Delta> {
+    let current = f.bits.version();
+    if since > current {
+        return None;
+    }
+    let changes = f.log.since(since)?;
+    // As a domain does: no delta that outweighs the snapshot.
+    if changes.len() as u64 > f.bits.geometry().num_bits() / 8 {
+        return None;
+    }
+    Some(Delta {
+        epoch: f.bits.epoch(),
+        from_version: since,
+        to_version: current,
+        num_cells: f.bits.geometry().num_bits(),
+        cell_bits: 1,
+        items: f.bits.items(),
+        changes,
+    })
+}
+
+type Shared = State<Arc<Nation>>;
+
+fn positioned(body: Vec<u8>, epoch: u64, version: u64, counter: &AtomicU64) -> HeaderMap {
+    counter.fetch_add(body.len() as u64, Ordering::Relaxed);
+    let mut headers = HeaderMap::new();
+    headers.insert(EPOCH_HEADER, HeaderValue::from(epoch));
+    headers.insert(VERSION_HEADER, HeaderValue::from(version));
+    headers.insert(KIND_HEADER, HeaderValue::from_static("counting"));
+    headers
+}
+
+fn unknown() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(serde_json::json!({"code": "unknown_domain", "message": "no such light domain"})),
+    )
+        .into_response()
+}
+
+async fn snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
+    let Some(domain) = nation.domain(&name) else {
+        return unknown();
+    };
+    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
+    let (body, epoch, version) = {
+        let f = domain.filter.lock();
+        (f.bits.encode(), f.bits.epoch(), f.bits.version())
+    };
+    nation.sent_up_to(domain, epoch, version);
+    let headers = positioned(body.clone(), epoch, version, &nation.sent.snapshots);
+    (headers, body).into_response()
+}
+
+#[derive(Deserialize)]
+struct Since {
+    epoch: u64,
+    since: u64,
+}
+
+fn snapshot_required(epoch: u64, version: u64) -> Response {
+    (
+        StatusCode::CONFLICT,
+        Json(serde_json::json!({"code": "snapshot_required", "epoch": epoch.to_string(), "version": version})),
+    )
+        .into_response()
+}
+
+async fn delta(
+    State(nation): Shared,
+    Path(name): Path<String>,
+    Query(q): Query<Since>,
+) -> Response {
+    let Some(domain) = nation.domain(&name) else {
+        return unknown();
+    };
+    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
+    let (delta, epoch, version) = {
+        let f = domain.filter.lock();
+        let at = (f.bits.epoch(), f.bits.version());
+        match delta_since(&f, q.since).filter(|_| q.epoch == at.0) {
+            Some(d) => (d, at.0, at.1),
+            None => return snapshot_required(at.0, at.1),
+        }
+    };
+    nation.sent_up_to(domain, epoch, version);
+    let body = frame_delta_with_ids(&delta.encode(), &[]);
+    let mut headers = positioned(body.clone(), epoch, version, &nation.sent.deltas);
+    headers.insert(FROM_VERSION_HEADER, HeaderValue::from(q.since));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(DELTA_WITH_IDS),
+    );
+    (headers, body).into_response()
+}
+
+/// A light domain declares no keys: its key filter is empty, at its
+/// filter's position (as a real domain keeps them aligned).
+async fn key_snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
+    let Some(domain) = nation.domain(&name) else {
+        return unknown();
+    };
+    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
+    let (epoch, version) = nation.position(domain.index);
+    let mut keys = BloomFilter::new(nation.key_geometry);
+    keys.set_epoch(epoch);
+    keys.set_version(version);
+    let body = keys.encode();
+    let mut headers = positioned(body.clone(), epoch, version, &nation.sent.key_filters);
+    if let Ok(id) = HeaderValue::from_str(&nation.key_id) {
+        headers.insert(KEY_ID_HEADER, id);
+    }
+    (headers, body).into_response()
+}
+
+async fn key_delta(
+    State(nation): Shared,
+    Path(name): Path<String>,
+    Query(q): Query<Since>,
+) -> Response {
+    let Some(domain) = nation.domain(&name) else {
+        return unknown();
+    };
+    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
+    let (epoch, version) = nation.position(domain.index);
+    if q.epoch != epoch || q.since > version {
+        return snapshot_required(epoch, version);
+    }
+    let body = Delta {
+        epoch,
+        from_version: q.since,
+        to_version: version,
+        num_cells: nation.key_geometry.num_bits(),
+        cell_bits: 1,
+        items: 0,
+        changes: Vec::new(),
+    }
+    .encode();
+    let headers = positioned(body.clone(), epoch, version, &nation.sent.key_filters);
+    (headers, body).into_response()
+}
+
+/// Whether light domain `d` holds `id` (by the naming rule).
+fn holds(nation: &Nation, d: &LightDomain, id: &str) -> bool {
+    let Some(rest) = id.strip_prefix(&format!("n{}-", d.index)) else {
+        return false;
+    };
+    rest.parse::<u64>()
+        .is_ok_and(|i| i < nation.held(d.index) && rest == i.to_string())
+}
+
+async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>) -> Response {
+    let Some(domain) = nation.domain(&name) else {
+        return unknown();
+    };
+    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
+    nation.sent.record_reads.fetch_add(1, Ordering::Relaxed);
+    let parsed = ArchiveId::parse(&id);
+    match parsed {
+        Ok(archive_id) if holds(&nation, domain, &id) => {
+            let now = time::OffsetDateTime::now_utc();
+            let record = Record {
+                id: archive_id,
+                title: format!("record {id}"),
+                metadata: Default::default(),
+                content: None,
+                created_at: now,
+                updated_at: now,
+                domain: name,
+                keys: Default::default(),
+            };
+            let body = serde_json::to_vec(&record).unwrap_or_default();
+            nation
+                .sent
+                .records
+                .fetch_add(body.len() as u64, Ordering::Relaxed);
+            ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        _ => (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({"code": "not_found", "message": "no such record here"})),
+        )
+            .into_response(),
+    }
+}
+
+async fn contains(State(nation): Shared, Path((name, id)): Path<(String, String)>) -> Response {
+    let Some(domain) = nation.domain(&name) else {
+        return unknown();
+    };
+    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
+    nation.sent.probes.fetch_add(1, Ordering::Relaxed);
+    let maybe = domain.filter.lock().bits.contains(id.as_bytes());
+    Json(Contains {
+        id,
+        domain: name,
+        maybe,
+    })
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_light_domain_holds_exactly_its_named_ids() {
+        let nation = Nation::new(&[3, 5], 0.01, "t".into(), &|_| {}).unwrap();
+        let d = &nation.domains[1];
+        assert!(holds(&nation, d, "n1-0"));
+        assert!(holds(&nation, d, "n1-4"));
+        assert!(!holds(&nation, d, "n1-5"));
+        assert!(!holds(&nation, d, "n1-04"), "only the canonical form");
+        assert!(!holds(&nation, d, "n0-1"));
+        assert!(!holds(&nation, d, "n11-1"));
+    }
+
+    #[test]
+    fn a_delta_from_a_light_domain_brings_a_copy_to_its_filter() {
+        let nation = Nation::new(&[1_000], 0.01, "t".into(), &|_| {}).unwrap();
+        let mut copy = BloomFilter::decode(&nation.domains[0].filter.lock().bits.encode()).unwrap();
+        let since = copy.version();
+        // Written without publishing: the filter and log only.
+        nation.domains[0].held.store(1_100, Ordering::SeqCst);
+        {
+            let mut f = nation.domains[0].filter.lock();
+            for i in 1_000..1_100 {
+                f.insert(&light_id(0, i));
+            }
+        }
+        let delta = delta_since(&nation.domains[0].filter.lock(), since).unwrap();
+        copy.apply(&Delta::decode(&delta.encode()).unwrap())
+            .unwrap();
+        assert_eq!(copy, nation.domains[0].filter.lock().bits);
+        assert!((1_000..1_100).all(|i| copy.contains(light_id(0, i).as_bytes())));
+    }
+}
