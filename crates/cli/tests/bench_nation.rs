@@ -64,6 +64,7 @@ fn bench_nation_measures_a_domain_joining_syncing_and_looking_up_among_light_pub
         assert!(number(row, "writes_acknowledged") > 0.0, "{row}");
         assert_eq!(number(row, "writes_never_sent"), 0.0, "{row}");
         assert_eq!(number(row, "lookups_wrong"), 0.0, "{row}");
+        assert_eq!(number(row, "lookups_unanswered"), 0.0, "{row}");
         assert!(number(row, "import_bytes_to_one_peer") > 0.0, "{row}");
         assert!(number(row, "import_one_copy_bytes") > 0.0, "{row}");
         assert!(

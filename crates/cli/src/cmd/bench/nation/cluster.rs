@@ -66,7 +66,22 @@ pub struct ClusterRow {
     pub lookup_absent_ms_p50: f64,
     pub calls_per_found: f64,
     pub calls_per_absent: f64,
+    /// A held ID answered 404, or an absent one found: must be 0.
     pub lookups_wrong: u64,
+    /// Answered 503 (a domain that may hold it not reached, or the
+    /// membership not confirmed): honest, but no answer.
+    pub lookups_unanswered: u64,
+}
+
+impl ClusterRow {
+    /// Counts a lookup's answer against the status it should have had.
+    fn count<T>(&mut self, answer: Result<(u16, T), xarchive_node::ClientError>, right: u16) {
+        match answer {
+            Ok((status, _)) if status == right => {}
+            Ok((200 | 404, _)) => self.lookups_wrong += 1,
+            _ => self.lookups_unanswered += 1,
+        }
+    }
 }
 
 /// ZooKeeper's `mntr` figures (four-letter word; it must be allowed by
@@ -422,9 +437,7 @@ pub async fn measure(
         let started = Instant::now();
         let answer = client.lookup(&id, false).await;
         found_ms.push(started.elapsed().as_secs_f64() * 1e3);
-        if !matches!(answer, Ok((200, _))) {
-            row.lookups_wrong += 1;
-        }
+        row.count(answer, 200);
     }
     let reads1 = nation.sent.record_reads.load(Ordering::Relaxed)
         + nation.sent.probes.load(Ordering::Relaxed);
@@ -433,9 +446,7 @@ pub async fn measure(
         let started = Instant::now();
         let answer = client.lookup(&id, false).await;
         absent_ms.push(started.elapsed().as_secs_f64() * 1e3);
-        if !matches!(answer, Ok((404, _))) {
-            row.lookups_wrong += 1;
-        }
+        row.count(answer, 404);
     }
     let reads2 = nation.sent.record_reads.load(Ordering::Relaxed)
         + nation.sent.probes.load(Ordering::Relaxed);
@@ -507,7 +518,7 @@ pub fn print(rows: &[ClusterRow]) {
     );
     for r in rows {
         println!(
-            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>7}",
+            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>7} {:>7}",
             r.domains,
             r.znodes,
             r.zk_connections,
@@ -519,6 +530,7 @@ pub fn print(rows: &[ClusterRow]) {
             r.calls_per_found,
             r.calls_per_absent,
             r.lookups_wrong,
+            r.lookups_unanswered,
         );
     }
 }
