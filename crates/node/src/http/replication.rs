@@ -204,7 +204,8 @@ fn delta_headers(response: &mut Response, delta: &Delta) {
 
 /// `GET /v1/filter/delta?epoch=E&since=V[&ids=true]`: the changes since
 /// version V as an `XADL` delta, or 409 `snapshot_required` when they are
-/// not held (another epoch, or older than the log).
+/// not held (another epoch, or older than the log) or outnumber the
+/// snapshot's bytes.
 #[utoipa::path(
     get,
     path = "/v1/filter/delta",
