@@ -125,6 +125,9 @@ pub fn http_client(
     let mut builder = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(5)))
+        // A request given a longer timeout (a snapshot) still fails as
+        // soon as its peer goes silent for this long.
+        .read_timeout(timeout)
         .pool_idle_timeout(Duration::from_secs(30))
         .pool_max_idle_per_host(256);
     if let Some(token) = token {
