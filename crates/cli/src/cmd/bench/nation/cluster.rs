@@ -202,6 +202,7 @@ async fn converged(client: &Client, domains: usize, child: &ServeChild) -> anyho
         if Instant::now() > deadline {
             bail!("the measured domain did not converge within 30 minutes");
         }
+        // Fails once the process is gone (its /proc entry with it).
         child.memory()?;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -464,7 +465,7 @@ pub async fn measure(
     Ok(row)
 }
 
-/// The N × N matrix of one full domain's rows, printed.
+/// The rows, as two tables: the measured domain, and ZooKeeper and lookups.
 pub fn print(rows: &[ClusterRow]) {
     println!("\nThe measured domain among N (real ZooKeeper, N − 1 light publishers)\n");
     println!(
