@@ -119,13 +119,13 @@ impl Filter {
     }
 }
 
-pub struct LightDomain {
-    pub name: String,
-    pub index: usize,
+struct LightDomain {
+    name: String,
+    index: usize,
     /// IDs `n<index>-0` .. `n<index>-(held-1)`.
     held: AtomicU64,
     filter: Mutex<Filter>,
-    /// The znode's path and the session that owns it.
+    /// The ZooKeeper session that owns its znode.
     session: Mutex<Option<zk::Client>>,
 }
 
@@ -152,9 +152,9 @@ impl Sent {
 
 /// The light domains of one nation, and their server.
 pub struct Nation {
-    pub domains: Vec<LightDomain>,
+    domains: Vec<LightDomain>,
     by_name: HashMap<String, usize>,
-    pub fpr: f64,
+    fpr: f64,
     /// The empty key filter's bytes are the same for every light domain
     /// but for the position, so only its geometry is kept.
     key_geometry: BloomGeometry,
@@ -163,8 +163,9 @@ pub struct Nation {
     /// Seconds from a write's acknowledgement until the measured domain
     /// was sent a delta or snapshot that includes it.
     pub lags: Mutex<Vec<f64>>,
-    pub address: Mutex<String>,
-    pub cluster: String,
+    /// The HTTP server's base address, once it serves.
+    address: Mutex<String>,
+    cluster: String,
 }
 
 fn capacity(held: u64) -> u64 {
@@ -419,7 +420,7 @@ impl Nation {
         }
     }
 
-    pub fn domain(&self, name: &str) -> Option<&LightDomain> {
+    fn domain(&self, name: &str) -> Option<&LightDomain> {
         self.by_name.get(name).map(|&i| &self.domains[i])
     }
 
