@@ -428,41 +428,47 @@ pub async fn measure(
     }
 
     // Lookups through the measured domain.
-    let mut found_ms = Vec::new();
-    let mut absent_ms = Vec::new();
-    let reads0 = nation.sent.record_reads.load(Ordering::Relaxed)
-        + nation.sent.probes.load(Ordering::Relaxed);
-    for _ in 0..args.cluster_lookups {
-        let d = weighted.pick(&mut rng);
-        let id = light_id(d, rng.random_range(0..nation.held(d).max(1)));
-        let started = Instant::now();
-        let answer = client.lookup(&id, false).await;
-        found_ms.push(started.elapsed().as_secs_f64() * 1e3);
-        row.count(answer, 200);
-    }
-    let reads1 = nation.sent.record_reads.load(Ordering::Relaxed)
-        + nation.sent.probes.load(Ordering::Relaxed);
-    for i in 0..args.cluster_lookups {
-        let id = format!("absent-{}-{i}", rng.random::<u64>());
-        let started = Instant::now();
-        let answer = client.lookup(&id, false).await;
-        absent_ms.push(started.elapsed().as_secs_f64() * 1e3);
-        row.count(answer, 404);
-    }
-    let reads2 = nation.sent.record_reads.load(Ordering::Relaxed)
-        + nation.sent.probes.load(Ordering::Relaxed);
-    let lookups = args.cluster_lookups.max(1) as f64;
-    row.calls_per_found = (reads1 - reads0) as f64 / lookups;
-    row.calls_per_absent = (reads2 - reads1) as f64 / lookups;
-    found_ms.sort_by(f64::total_cmp);
-    absent_ms.sort_by(f64::total_cmp);
-    row.lookup_found_ms_p50 = quantile(&found_ms, 0.5);
-    row.lookup_absent_ms_p50 = quantile(&absent_ms, 0.5);
+    let held: Vec<String> = (0..args.cluster_lookups)
+        .map(|_| {
+            let d = weighted.pick(&mut rng);
+            light_id(d, rng.random_range(0..nation.held(d).max(1)))
+        })
+        .collect();
+    let absent: Vec<String> = (0..args.cluster_lookups)
+        .map(|i| format!("absent-{}-{i}", rng.random::<u64>()))
+        .collect();
+    (row.lookup_found_ms_p50, row.calls_per_found) =
+        lookups(&client, &nation, &held, 200, &mut row).await;
+    (row.lookup_absent_ms_p50, row.calls_per_absent) =
+        lookups(&client, &nation, &absent, 404, &mut row).await;
 
     child.stop().await?;
     drop(watchers);
     nation.close();
     Ok(row)
+}
+
+/// Looks `ids` up through the measured domain, each expected to answer
+/// `right`; returns the median time in ms and the calls to light domains
+/// per lookup.
+async fn lookups(
+    client: &Client,
+    nation: &Nation,
+    ids: &[String],
+    right: u16,
+    row: &mut ClusterRow,
+) -> (f64, f64) {
+    let calls = nation.sent.lookup_calls();
+    let mut ms = Vec::with_capacity(ids.len());
+    for id in ids {
+        let started = Instant::now();
+        let answer = client.lookup(id, false).await;
+        ms.push(started.elapsed().as_secs_f64() * 1e3);
+        row.count(answer, right);
+    }
+    ms.sort_by(f64::total_cmp);
+    let per_lookup = (nation.sent.lookup_calls() - calls) as f64 / ids.len().max(1) as f64;
+    (quantile(&ms, 0.5), per_lookup)
 }
 
 /// The rows, as two tables: the measured domain, and ZooKeeper and lookups.

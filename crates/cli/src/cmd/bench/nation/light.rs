@@ -50,6 +50,7 @@ struct Log {
     /// At most a domain's `log_capacity` (a peer further behind takes a
     /// snapshot, as from a real domain whose log has moved on).
     changes: VecDeque<(u64, u64)>,
+    capacity: usize,
     /// Deltas can start at this version and no earlier.
     oldest: u64,
 }
@@ -58,12 +59,13 @@ impl Log {
     fn new(version: u64) -> Self {
         Log {
             changes: VecDeque::new(),
+            capacity: FilterSettings::default().log_capacity,
             oldest: version,
         }
     }
 
     fn record(&mut self, version: u64, cell: u64) {
-        if self.changes.len() == FilterSettings::default().log_capacity {
+        if self.changes.len() == self.capacity {
             if let Some((v, _)) = self.changes.pop_front() {
                 self.oldest = self.oldest.max(v);
             }
@@ -142,6 +144,11 @@ pub struct Sent {
 }
 
 impl Sent {
+    /// Calls a lookup made to light domains: record reads and probes.
+    pub fn lookup_calls(&self) -> u64 {
+        self.record_reads.load(Ordering::Relaxed) + self.probes.load(Ordering::Relaxed)
+    }
+
     pub fn bytes(&self) -> u64 {
         self.snapshots.load(Ordering::Relaxed)
             + self.deltas.load(Ordering::Relaxed)
@@ -420,7 +427,9 @@ impl Nation {
         }
     }
 
-    fn domain(&self, name: &str) -> Option<&LightDomain> {
+    /// The light domain a request names, the request counted.
+    fn asked(&self, name: &str) -> Option<&LightDomain> {
+        self.sent.requests.fetch_add(1, Ordering::Relaxed);
         self.by_name.get(name).map(|&i| &self.domains[i])
     }
 
@@ -493,8 +502,9 @@ fn delta_since(f: &Filter, since: u64) -> Option<Delta> {
 
 type Shared = State<Arc<Nation>>;
 
-fn positioned(body: Vec<u8>, epoch: u64, version: u64, counter: &AtomicU64) -> HeaderMap {
-    counter.fetch_add(body.len() as u64, Ordering::Relaxed);
+/// The position headers of a body of `len` bytes, counted in `counter`.
+fn positioned(len: usize, epoch: u64, version: u64, counter: &AtomicU64) -> HeaderMap {
+    counter.fetch_add(len as u64, Ordering::Relaxed);
     let mut headers = HeaderMap::new();
     headers.insert(EPOCH_HEADER, HeaderValue::from(epoch));
     headers.insert(VERSION_HEADER, HeaderValue::from(version));
@@ -511,16 +521,15 @@ fn unknown() -> Response {
 }
 
 async fn snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
-    let Some(domain) = nation.domain(&name) else {
+    let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
     let (body, epoch, version) = {
         let f = domain.filter.lock();
         (f.bits.encode(), f.bits.epoch(), f.bits.version())
     };
     nation.sent_up_to(domain, epoch, version);
-    let headers = positioned(body.clone(), epoch, version, &nation.sent.snapshots);
+    let headers = positioned(body.len(), epoch, version, &nation.sent.snapshots);
     (headers, body).into_response()
 }
 
@@ -543,10 +552,9 @@ async fn delta(
     Path(name): Path<String>,
     Query(q): Query<Since>,
 ) -> Response {
-    let Some(domain) = nation.domain(&name) else {
+    let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
     let (delta, epoch, version) = {
         let f = domain.filter.lock();
         let at = (f.bits.epoch(), f.bits.version());
@@ -557,7 +565,7 @@ async fn delta(
     };
     nation.sent_up_to(domain, epoch, version);
     let body = frame_delta_with_ids(&delta.encode(), &[]);
-    let mut headers = positioned(body.clone(), epoch, version, &nation.sent.deltas);
+    let mut headers = positioned(body.len(), epoch, version, &nation.sent.deltas);
     headers.insert(FROM_VERSION_HEADER, HeaderValue::from(q.since));
     headers.insert(
         header::CONTENT_TYPE,
@@ -569,16 +577,15 @@ async fn delta(
 /// A light domain declares no keys: its key filter is empty, at its
 /// filter's position (as a real domain keeps them aligned).
 async fn key_snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
-    let Some(domain) = nation.domain(&name) else {
+    let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
     let (epoch, version) = nation.position(domain.index);
     let mut keys = BloomFilter::new(nation.key_geometry);
     keys.set_epoch(epoch);
     keys.set_version(version);
     let body = keys.encode();
-    let mut headers = positioned(body.clone(), epoch, version, &nation.sent.key_filters);
+    let mut headers = positioned(body.len(), epoch, version, &nation.sent.key_filters);
     if let Ok(id) = HeaderValue::from_str(&nation.key_id) {
         headers.insert(KEY_ID_HEADER, id);
     }
@@ -590,10 +597,9 @@ async fn key_delta(
     Path(name): Path<String>,
     Query(q): Query<Since>,
 ) -> Response {
-    let Some(domain) = nation.domain(&name) else {
+    let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
     let (epoch, version) = nation.position(domain.index);
     if q.epoch != epoch || q.since > version {
         return snapshot_required(epoch, version);
@@ -608,7 +614,7 @@ async fn key_delta(
         changes: Vec::new(),
     }
     .encode();
-    let headers = positioned(body.clone(), epoch, version, &nation.sent.key_filters);
+    let headers = positioned(body.len(), epoch, version, &nation.sent.key_filters);
     (headers, body).into_response()
 }
 
@@ -622,10 +628,9 @@ fn holds(nation: &Nation, d: &LightDomain, id: &str) -> bool {
 }
 
 async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>) -> Response {
-    let Some(domain) = nation.domain(&name) else {
+    let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
     nation.sent.record_reads.fetch_add(1, Ordering::Relaxed);
     let parsed = ArchiveId::parse(&id);
     match parsed {
@@ -657,10 +662,9 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
 }
 
 async fn contains(State(nation): Shared, Path((name, id)): Path<(String, String)>) -> Response {
-    let Some(domain) = nation.domain(&name) else {
+    let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    nation.sent.requests.fetch_add(1, Ordering::Relaxed);
     nation.sent.probes.fetch_add(1, Ordering::Relaxed);
     let maybe = domain.filter.lock().bits.contains(id.as_bytes());
     Json(Contains {
