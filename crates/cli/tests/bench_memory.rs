@@ -6,33 +6,27 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use xarchive_testkit::tempdir;
+use xarchive_testkit::{stdout_of, tempdir};
 
 #[test]
 fn bench_memory_reports_every_kind_and_the_process() {
     let dir = tempdir().unwrap();
     let (json, plot) = (dir.path().join("m.json"), dir.path().join("m.svg"));
-    let out = Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive")))
-        .args([
-            "bench",
-            "memory",
-            "--sizes",
-            "4000,2000",
-            "--probes",
-            "5000",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .arg("--plot")
-        .arg(&plot)
-        .env_remove("XARCHIVE_ZK")
-        .output()
-        .expect("the binary runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive")))
+            .args([
+                "bench",
+                "memory",
+                "--sizes",
+                "4000,2000",
+                "--probes",
+                "5000",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .arg("--plot")
+            .arg(&plot)
+            .env_remove("XARCHIVE_ZK"),
     );
     assert!(text.contains("counting MB"), "{text}");
     assert!(text.contains("target not checked"), "{text}");

@@ -9,45 +9,39 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use xarchive_testkit::{tempdir, ZooKeeperServer};
+use xarchive_testkit::{stdout_of, tempdir, ZooKeeperServer};
 
 #[test]
 fn bench_nation_measures_a_domain_joining_syncing_and_looking_up_among_light_publishers() {
     let zk = ZooKeeperServer::start();
     let dir = tempdir().unwrap();
     let (json, plot) = (dir.path().join("n.json"), dir.path().join("n.svg"));
-    let out = Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive")))
-        .args(["bench", "nation", "--parts", "cluster", "--domains", "4,8"])
-        // 3 301 000 IDs at 3 301 domains: 1 000 per domain on average.
-        .args([
-            "--ids",
-            "3301000",
-            "--write-rate",
-            "50",
-            "--steady-seconds",
-            "2",
-        ])
-        .args([
-            "--import",
-            "3000",
-            "--cluster-lookups",
-            "20",
-            "--watchers",
-            "2",
-        ])
-        .args(["--zk", &zk.connect_string()])
-        .arg("--json")
-        .arg(&json)
-        .arg("--plot")
-        .arg(&plot)
-        .current_dir(dir.path())
-        .output()
-        .expect("the binary runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive")))
+            .args(["bench", "nation", "--parts", "cluster", "--domains", "4,8"])
+            // 3 301 000 IDs at 3 301 domains: 1 000 per domain on average.
+            .args([
+                "--ids",
+                "3301000",
+                "--write-rate",
+                "50",
+                "--steady-seconds",
+                "2",
+            ])
+            .args([
+                "--import",
+                "3000",
+                "--cluster-lookups",
+                "20",
+                "--watchers",
+                "2",
+            ])
+            .args(["--zk", &zk.connect_string()])
+            .arg("--json")
+            .arg(&json)
+            .arg("--plot")
+            .arg(&plot)
+            .current_dir(dir.path()),
     );
     assert!(text.contains("The measured domain among N"), "{text}");
 

@@ -70,3 +70,17 @@ pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     }
     panic!("timed out after {secs} s waiting for {what}");
 }
+
+/// Runs `command` to its end and returns its standard output; fails the
+/// test, showing both outputs, unless it exits successfully.
+pub fn stdout_of(command: &mut std::process::Command) -> String {
+    let out = command.output().expect("the command runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}\n{text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
