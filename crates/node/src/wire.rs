@@ -74,6 +74,108 @@ pub fn split_delta_with_ids(body: &[u8]) -> Result<(Delta, Vec<ArchiveId>), Fram
     Ok((delta, changed))
 }
 
+/// A page of a domain's relay (`GET /v1/relay`): entries, each framed as
+/// a u32 (little-endian) length, a [`RelayHeader`] as JSON, a u32 length,
+/// and the body: an origin's delta (`DELTA_WITH_IDS` for its filter, a
+/// bare `XADL` for its key filter) or a whole filter (`XABL`/`XACK`).
+pub const RELAY_PAGE: &str = "application/x-xarchive-relay";
+/// Which relay answered (a domain's relay starts anew when it restarts).
+pub const RELAY_HEADER: &str = "x-xarchive-relay";
+/// The sequence number to ask for next.
+pub const RELAY_NEXT_HEADER: &str = "x-xarchive-relay-next";
+
+/// Which of an origin's two filters a relayed change is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RelayPart {
+    Filter,
+    Keys,
+}
+
+/// What a relayed change is: whose filter, and from which position to which.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayHeader {
+    /// The domain whose filter changed.
+    pub origin: String,
+    pub part: RelayPart,
+    #[serde(with = "crate::local::epoch::u64_string")]
+    pub epoch: u64,
+    /// The version the body brings a copy to.
+    pub version: u64,
+    /// A delta's first version; absent for a whole filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// A whole filter's kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FilterKind>,
+    /// A whole key filter's key id (`KEY_ID_HEADER`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+}
+
+/// One relayed change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayEntry {
+    pub header: RelayHeader,
+    pub body: bytes::Bytes,
+}
+
+/// Why a relay page could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayPageError {
+    #[error("entry at byte {0} runs past the end of the page")]
+    Truncated(usize),
+    #[error("entry at byte {at}: header: {source}")]
+    Header {
+        at: usize,
+        source: serde_json::Error,
+    },
+}
+
+/// Writes a relay page.
+pub fn encode_relay_page<'a>(entries: impl IntoIterator<Item = &'a RelayEntry>) -> Vec<u8> {
+    let mut page = Vec::new();
+    for entry in entries {
+        // A header of strings and numbers always serializes.
+        let header = serde_json::to_vec(&entry.header).unwrap_or_default();
+        page.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        page.extend_from_slice(&header);
+        page.extend_from_slice(&(entry.body.len() as u32).to_le_bytes());
+        page.extend_from_slice(&entry.body);
+    }
+    page
+}
+
+/// Reads a relay page; bodies are slices of `page`, not copies.
+pub fn decode_relay_page(page: &bytes::Bytes) -> Result<Vec<RelayEntry>, RelayPageError> {
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at < page.len() {
+        let start = at;
+        let take = |at: &mut usize| -> Result<bytes::Bytes, RelayPageError> {
+            let len = page
+                .get(*at..*at + 4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(|b| u32::from_le_bytes(b) as usize)
+                .ok_or(RelayPageError::Truncated(start))?;
+            let end = (*at + 4)
+                .checked_add(len)
+                .filter(|end| *end <= page.len())
+                .ok_or(RelayPageError::Truncated(start))?;
+            let part = page.slice(*at + 4..end);
+            *at = end;
+            Ok(part)
+        };
+        let header = take(&mut at)?;
+        let header = serde_json::from_slice(&header)
+            .map_err(|source| RelayPageError::Header { at: start, source })?;
+        let body = take(&mut at)?;
+        entries.push(RelayEntry { header, body });
+    }
+    Ok(entries)
+}
+
 /// Every error body: a stable `code` for programs, a `message` for people,
 /// and for some codes more fields (`id`, the current `epoch` and `version`
 /// of a 409 `snapshot_required`, the `route` of a lookup, the `index` of a
@@ -419,5 +521,59 @@ mod tests {
             split_delta_with_ids(&bad_id),
             Err(FramingError::Id(_))
         ));
+    }
+
+    fn relay_entry() -> impl proptest::strategy::Strategy<Value = RelayEntry> {
+        use proptest::prelude::*;
+        (
+            "[a-z0-9-]{1,12}",
+            any::<bool>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::option::of(any::<u64>()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(origin, keys, epoch, version, from, body)| RelayEntry {
+                header: RelayHeader {
+                    origin,
+                    part: if keys {
+                        RelayPart::Keys
+                    } else {
+                        RelayPart::Filter
+                    },
+                    epoch,
+                    version,
+                    from,
+                    kind: from.is_none().then_some(FilterKind::Counting),
+                    key_id: (keys && from.is_none()).then(|| "k1".to_owned()),
+                },
+                body: body.into(),
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_relay_page_reads_back_as_written(
+            entries in proptest::collection::vec(relay_entry(), 0..6)
+        ) {
+            let page = bytes::Bytes::from(encode_relay_page(&entries));
+            proptest::prop_assert_eq!(decode_relay_page(&page).unwrap(), entries);
+        }
+
+        #[test]
+        fn a_cut_relay_page_is_refused_and_any_bytes_are_read_without_panic(
+            entries in proptest::collection::vec(relay_entry(), 1..4),
+            cut in 1usize..64,
+            noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128),
+        ) {
+            let page = encode_relay_page(&entries);
+            let cut = cut.min(page.len());
+            let short = bytes::Bytes::copy_from_slice(&page[..page.len() - cut]);
+            // What is left may end exactly between entries, else it is refused.
+            if let Ok(read) = decode_relay_page(&short) {
+                proptest::prop_assert!(read.len() < entries.len());
+            }
+            let _ = decode_relay_page(&bytes::Bytes::from(noise));
+        }
     }
 }

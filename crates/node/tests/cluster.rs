@@ -26,6 +26,11 @@ struct Cluster {
 
 impl Cluster {
     async fn start(n: usize) -> Cluster {
+        Cluster::start_with(n, |_| {}).await
+    }
+
+    /// `n` domains, each config changed by `tweak` before it opens.
+    async fn start_with(n: usize, tweak: impl Fn(&mut NodeConfig)) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let hub = Hub::new();
         let mut domains = Vec::new();
@@ -40,6 +45,7 @@ impl Cluster {
             };
             config.filter.expected_items = 10_000;
             config.cluster.peer_timeout_ms = 1_000;
+            tweak(&mut config);
             let node = Node::open_in(config, hub.coordinator(), &address).unwrap();
             let stop = CancellationToken::new();
             let shutdown = stop.child_token();
@@ -87,6 +93,11 @@ impl Cluster {
             }
             if all {
                 return;
+            }
+            if Instant::now() >= deadline {
+                for d in &running {
+                    eprintln!("{}", serde_json::to_string(&d.node.cluster_view()).unwrap());
+                }
             }
             assert!(Instant::now() < deadline, "replicas did not converge");
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -383,4 +394,57 @@ async fn every_domain_logs_the_private_searches_that_reached_it_without_the_valu
     // The same value gives the same digest everywhere: one person's
     // searches can be followed across domains without the number.
     assert_eq!(digests.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_travels_along_the_relay_tree_to_domains_that_never_pull_it_from_its_origin() {
+    // Degree 1: the tree is the chain A - B - C - D, and no copy is ever
+    // pulled from its origin again once held (the grace outlasts the test).
+    let c = Cluster::start_with(4, |config| {
+        config.cluster.relay_fanout = 1;
+        config.cluster.relay_grace_ms = 3_600_000;
+    })
+    .await;
+    c.settle().await;
+    let (a, d) = (&c.domains[0], &c.domains[3]);
+    a.client
+        .put("RELAYED-1", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    a.client.delete("RELAYED-1").await.unwrap();
+    a.client
+        .put("RELAYED-2", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    // D's copies of A's filter and key filter reach A's position through
+    // B and C, and D routes by them.
+    c.settle().await;
+    assert_eq!(d.node.cluster().candidates("RELAYED-2"), ["A"]);
+    assert!(d.node.cluster().candidates("RELAYED-1").is_empty());
+    let (status, answer) = lookup(d, "RELAYED-2").await;
+    assert_eq!((status, answer.route.remote_calls), (200, 1), "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_the_relay_cannot_bring_is_pulled_from_its_origin_after_the_grace() {
+    let mut c = Cluster::start_with(4, |config| {
+        config.cluster.relay_fanout = 1;
+        config.cluster.relay_grace_ms = 200;
+    })
+    .await;
+    c.settle().await;
+    // B, between A and the rest of the chain, is gone: nothing of A's
+    // travels along the tree to C and D any more.
+    c.stop(1).await;
+    c.domains[0]
+        .client
+        .put("CUT-OFF-1", &json!({"title": "t"}))
+        .await
+        .unwrap();
+    c.settle().await;
+    for d in &c.domains[2..] {
+        assert_eq!(d.node.cluster().candidates("CUT-OFF-1"), ["A"]);
+        let (status, answer) = lookup(d, "CUT-OFF-1").await;
+        assert_eq!(status, 200, "{answer:?}");
+    }
 }

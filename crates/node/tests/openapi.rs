@@ -305,6 +305,15 @@ async fn every_answer_matches_the_openapi_document() {
     }
     let r = api.get("/v1/filter/verify", "/v1/filter/verify").await;
     assert_eq!(r.json()["consistent"], true);
+    // A first read of the relay answers at once: no page, and where it ends.
+    for (uri, status) in [
+        ("/v1/relay?asker=peer", StatusCode::OK),
+        ("/v1/relay?asker=peer&relay=x", StatusCode::BAD_REQUEST),
+        ("/v1/relay?relay=0", StatusCode::BAD_REQUEST),
+    ] {
+        let r = api.get("/v1/relay", uri).await;
+        assert_eq!(r.status, status, "{uri}");
+    }
 
     // Lookups.
     for (uri, status) in [

@@ -14,9 +14,9 @@ use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::wire::{
-    split_delta_with_ids, ArchiveList, AuditPage, BulkReport, ClusterView, Contains, ContainsMany,
-    LookupBody, SearchBody, SearchRequest, DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER,
-    KIND_HEADER, VERSION_HEADER,
+    decode_relay_page, split_delta_with_ids, ArchiveList, AuditPage, BulkReport, ClusterView,
+    Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest, DELTA_WITH_IDS,
+    EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER, VERSION_HEADER,
 };
 
 /// Why a call failed: the server said no (with its JSON error), or the
@@ -72,6 +72,16 @@ pub struct FetchedFilter {
 pub struct FetchedKeys {
     pub filter: FetchedFilter,
     pub key_id: String,
+}
+
+/// A page of a peer's relay.
+#[derive(Debug)]
+pub struct RelayPage {
+    /// Which relay answered.
+    pub relay: u64,
+    /// The sequence number to ask from next.
+    pub next: u64,
+    pub entries: Vec<RelayEntry>,
 }
 
 /// The answer to a delta request.
@@ -489,6 +499,46 @@ impl Client {
         let body = response.bytes().await.map_err(transport(&url))?;
         let (delta, changed) = split_delta_with_ids(&body).map_err(|e| decode(e.to_string()))?;
         Ok(DeltaAnswer::Delta { delta, changed })
+    }
+
+    /// A page of this domain's relay from sequence number `from` (of the
+    /// relay `relay`; another, or 0, starts at its end), leaving out what
+    /// came from `asker`. Waits up to a second for a change.
+    pub async fn relay(
+        &self,
+        relay: u64,
+        from: u64,
+        asker: &str,
+    ) -> Result<RelayPage, ClientError> {
+        let url = self.url(&format!(
+            "/v1/relay?relay={relay}&from={from}&asker={}",
+            percent_encoding::utf8_percent_encode(asker, SEGMENT)
+        ));
+        let mut request = self.http.get(&url);
+        if let Some(timeout) = self.snapshot_timeout {
+            request = request.timeout(timeout);
+        }
+        let response = self.send(request, &url).await?;
+        let decode = |detail: String| ClientError::Decode {
+            url: url.clone(),
+            detail,
+        };
+        let number = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| decode(format!("missing or bad header {name}")))
+        };
+        let (relay, next) = (number(RELAY_HEADER)?, number(RELAY_NEXT_HEADER)?);
+        let body = response.bytes().await.map_err(transport(&url))?;
+        let entries = decode_relay_page(&body).map_err(|e| decode(e.to_string()))?;
+        Ok(RelayPage {
+            relay,
+            next,
+            entries,
+        })
     }
 
     /// The key filter's changes since `since` in `epoch` (no IDs: cached

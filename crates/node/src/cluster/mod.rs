@@ -8,6 +8,7 @@ pub(crate) mod coordinator;
 pub(crate) mod inprocess;
 pub(crate) mod lookup;
 mod peers;
+pub(crate) mod relay;
 pub(crate) mod replicas;
 pub(crate) mod search;
 mod sliced;
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 
 pub use coordinator::{CoordError, Coordinator, Member, View};
 pub use inprocess::{Hub, InProcessCoordinator};
+pub use relay::{neighbours, Relay, PULL_INTERVAL};
 pub use sliced::MIN_SLICED;
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 
@@ -60,6 +62,13 @@ pub struct ClusterConfig {
     /// Simulated one-way delay added to every call to a peer
     /// (benchmarks only).
     pub wan_delay_ms: u64,
+    /// Degree of the relay tree changes travel along (each domain passes
+    /// them on to at most this many; src/cluster/relay.rs). 0: every
+    /// domain pulls every change from its origin.
+    pub relay_fanout: usize,
+    /// How long a copy may stay behind its origin, waiting for the
+    /// relay, before it is pulled from the origin itself.
+    pub relay_grace_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -73,6 +82,8 @@ impl Default for ClusterConfig {
             publish_timeout_ms: 5_000,
             peer_timeout_ms: 3_000,
             wan_delay_ms: 0,
+            relay_fanout: 3,
+            relay_grace_ms: 1_000,
         }
     }
 }
@@ -119,6 +130,8 @@ pub struct Cluster {
     /// of copies), and decoding them all starved its ZooKeeper session
     /// until it expired (docs/SCALING.md).
     snapshots: tokio::sync::Semaphore,
+    /// The changes this domain passes on to its relay tree neighbours.
+    pub(crate) relay: relay::Relay,
 }
 
 /// See [`Cluster::snapshots`].
@@ -164,6 +177,7 @@ impl Cluster {
             remembered,
             cache,
             snapshots: tokio::sync::Semaphore::new(SNAPSHOTS_AT_ONCE),
+            relay: relay::Relay::default(),
             flights: Default::default(),
             tasks: TaskTracker::new(),
             http,
@@ -185,6 +199,11 @@ impl Cluster {
         }
     }
 
+    /// How long a copy behind waits for the relay, if relaying is on.
+    pub(crate) fn relay_grace(&self) -> Option<Duration> {
+        (self.config.relay_fanout > 0).then(|| Duration::from_millis(self.config.relay_grace_ms))
+    }
+
     /// A client for the peer at `address`, sharing the connection pool.
     pub fn peer_client(&self, address: &str) -> Result<Client, ClientError> {
         let timeout = Duration::from_millis(self.config.peer_timeout_ms);
@@ -193,14 +212,16 @@ impl Cluster {
             .with_snapshot_timeout(timeout * SNAPSHOT_TIMEOUTS))
     }
 
-    /// Starts the coordinator and the replica sync; both end when
-    /// `stop` is cancelled (the coordinator after deregistering).
-    /// `keys` is the fingerprint of the key types this domain declares:
-    /// it refuses to join a cluster whose members declare others.
+    /// Starts the coordinator, the replica sync and the relay of `own`
+    /// changes; all end when `stop` is cancelled (the coordinator after
+    /// deregistering). `keys` is the fingerprint of the key types this
+    /// domain declares: it refuses to join a cluster whose members
+    /// declare others.
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         keys: String,
+        own: Arc<dyn relay::OwnFilters>,
         positions: watch::Receiver<Position>,
         stop: &CancellationToken,
     ) {
@@ -212,6 +233,14 @@ impl Cluster {
             version: position.version,
             keys,
         };
+        if self.config.relay_fanout > 0 {
+            self.tasks.spawn(relay::own(
+                self.clone(),
+                own,
+                positions.clone(),
+                stop.child_token(),
+            ));
+        }
         self.tasks.spawn(self.coordinator.clone().run(
             self.me.clone(),
             member,

@@ -1,16 +1,21 @@
 //! Keeping the replicas current: one task per peer pulls a delta (or a
 //! snapshot on first contact, a new epoch, or 409) whenever the peer's
 //! published position moves past the copy held; first of its filter,
-//! then of its key filter.
+//! then of its key filter. With relaying on (src/cluster/relay.rs) a
+//! copy is pulled so only once it has stayed behind for a grace period
+//! (the relay brings nearly every change first), and this loop keeps a
+//! follower of each relay tree neighbour.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::client::{ClientError, DeltaAnswer};
 use super::coordinator::Member;
+use super::relay;
 use super::replicas::{covers, ReplicaError};
 use super::Cluster;
 use crate::local::domain::Position;
@@ -32,8 +37,16 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     // that does, so those are taken in again once it follows.
     let mut seen = 0;
     let mut unconfirmed: BTreeSet<String> = BTreeSet::new();
+    let mut followers = relay::Followers::default();
+    let mut was_placed = false;
+    let grace = cluster.relay_grace();
+    // Copies behind, and since when (relaying on): a peer's task is woken
+    // only once its copy has been behind for the grace period.
+    let mut behind: HashMap<String, Instant> = HashMap::new();
+    let mut sweep = tokio::time::interval(grace.unwrap_or(Duration::from_secs(1)) / 4);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let (changes, connected, known_changed) = {
+        let (changes, connected, known_changed, neighbours) = {
             let current = view.borrow_and_update();
             let mut names: BTreeSet<String> = current
                 .changed_since(seen)
@@ -60,15 +73,49 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
                 );
             }
             let known_changed = cluster.replicas.write().update_view(&current, &changes);
-            (changes, current.connected, known_changed)
+            // The tree changes with the membership (rarely): the O(N)
+            // layout is redone only then.
+            // (This domain's own arrival counts: the changes leave it out.)
+            let placed = current.members.contains_key(&cluster.me);
+            let membership = placed != was_placed
+                || changes
+                    .iter()
+                    .any(|(n, m)| m.is_none() || !tasks.contains_key(n));
+            was_placed = placed;
+            let neighbours = (membership || known_changed).then(|| {
+                relay::neighbours(
+                    current.members.keys().map(String::as_str),
+                    &cluster.me,
+                    cluster.config.relay_fanout,
+                )
+                .into_iter()
+                .filter_map(|n| {
+                    let member = current.members.get(n)?;
+                    Some((n.to_owned(), member.address.clone()))
+                })
+                .collect::<Vec<_>>()
+            });
+            (changes, current.connected, known_changed, neighbours)
         };
+        if let Some(neighbours) = neighbours {
+            followers.set(&cluster, neighbours, &stop_peers);
+        }
         if known_changed {
             cluster.remember_peers(&mut remembered);
         }
         for (name, member) in changes {
             match (tasks.get(&name), member) {
                 (Some(tx), Some(member)) => {
-                    tx.send_replace(Some(member));
+                    // With relaying on, a copy held waits for the relay
+                    // (the sweep below wakes it if that takes too long):
+                    // a wake-up per change and peer cost most of the CPU
+                    // at national scale.
+                    let wake = (grace.is_none() || held(&cluster, &name).is_none())
+                        && needs_sync(&cluster, &name, member.position());
+                    tx.send_if_modified(|slot| {
+                        *slot = Some(member);
+                        wake
+                    });
                 }
                 (None, Some(member)) => {
                     let (tx, rx) = watch::channel(Some(member));
@@ -88,6 +135,9 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
         }
         tokio::select! {
             changed = view.changed() => if changed.is_err() { break },
+            _ = sweep.tick(), if grace.is_some() => {
+                wake_laggards(&cluster, &tasks, &mut behind, grace.unwrap_or_default());
+            }
             _ = shutdown.cancelled() => break,
         }
     }
@@ -124,6 +174,37 @@ pub enum SyncError {
     Peer(#[from] ClientError),
     #[error(transparent)]
     Replica(#[from] ReplicaError),
+}
+
+/// Wakes the task of each peer whose copy has been behind its published
+/// position for `grace`, noting since when the others are behind.
+fn wake_laggards(
+    cluster: &Cluster,
+    tasks: &BTreeMap<String, watch::Sender<Option<Member>>>,
+    behind: &mut HashMap<String, Instant>,
+    grace: Duration,
+) {
+    let now = Instant::now();
+    for (name, tx) in tasks {
+        let lagging = tx
+            .borrow()
+            .as_ref()
+            .is_some_and(|m| needs_sync(cluster, name, m.position()));
+        if !lagging {
+            behind.remove(name);
+            continue;
+        }
+        let since = *behind.entry(name.clone()).or_insert(now);
+        if now.duration_since(since) >= grace {
+            tx.send_modify(|_| {});
+        }
+    }
+}
+
+/// Whether either copy of `name`'s filters is behind `published`.
+fn needs_sync(cluster: &Cluster, name: &str, published: Position) -> bool {
+    pull(held(cluster, name), published) != Pull::Nothing
+        || pull(held_keys(cluster, name), published) != Pull::Nothing
 }
 
 /// Syncs one peer's copy whenever its published position is ahead.

@@ -226,38 +226,65 @@ impl ZooKeeperCoordinator {
         Ok(())
     }
 
-    /// Applies one watch event to the view; an error means the view may
-    /// have missed this change (the member's znode could not be read).
-    async fn on_event(
+    /// Applies watch events to the view, reading every znode they name in
+    /// one request and changing the view once: at national scale events
+    /// come a thousand a second, and a read and a wake-up each cost the
+    /// follower most of its CPU (docs/SCALING.md). An error means the
+    /// view may have missed these changes (the znodes could not be read).
+    async fn on_events(
         &self,
         client: &zk::Client,
-        event: zk::WatchedEvent,
+        events: &[zk::WatchedEvent],
     ) -> Result<(), CoordError> {
         let folder = self.folder();
-        let Some(name) = event
-            .path
-            .strip_prefix(&folder)
-            .and_then(|p| p.strip_prefix('/'))
-            .filter(|n| !n.is_empty() && !n.contains('/'))
-        else {
+        let mut names: Vec<&str> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.event_type,
+                    zk::EventType::NodeCreated
+                        | zk::EventType::NodeDataChanged
+                        | zk::EventType::NodeDeleted
+                )
+            })
+            .filter_map(|e| {
+                e.path
+                    .strip_prefix(&folder)
+                    .and_then(|p| p.strip_prefix('/'))
+                    .filter(|n| !n.is_empty() && !n.contains('/'))
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
             return Ok(());
-        };
-        match event.event_type {
-            zk::EventType::NodeCreated | zk::EventType::NodeDataChanged => {
-                match client.get_data(&event.path).await {
-                    Ok((data, _)) => match serde_json::from_slice::<Member>(&data) {
-                        Ok(member) => self.view.send_modify(|v| v.put(name, member)),
-                        Err(e) => {
-                            tracing::warn!(domain = name, error = %e, "unreadable member znode")
+        }
+        // Each znode as it is now, whatever order its events came in.
+        let mut reader = client.new_multi_reader();
+        for name in &names {
+            reader
+                .add_get_data(&format!("{folder}/{name}"))
+                .map_err(failed)?;
+        }
+        let read = reader.commit().await.map_err(failed)?;
+        self.view.send_modify(|view| {
+            for (name, result) in names.iter().zip(read) {
+                match result {
+                    zk::MultiReadResult::Data { data, .. } => {
+                        match serde_json::from_slice::<Member>(&data) {
+                            Ok(member) => view.put(name, member),
+                            Err(e) => {
+                                tracing::warn!(domain = name, error = %e, "unreadable member znode")
+                            }
                         }
-                    },
-                    Err(zk::Error::NoNode) => self.view.send_modify(|v| v.remove(name)),
-                    Err(e) => return Err(failed(e)),
+                    }
+                    zk::MultiReadResult::Error {
+                        err: zk::Error::NoNode,
+                    } => view.remove(name),
+                    _ => {}
                 }
             }
-            zk::EventType::NodeDeleted => self.view.send_modify(|v| v.remove(name)),
-            _ => {}
-        }
+        });
         Ok(())
     }
 
@@ -449,7 +476,23 @@ impl ZooKeeperCoordinator {
                         }
                         continue;
                     }
-                    if let Err(e) = self.on_event(&client, event).await {
+                    // Let the events of one publish interval gather,
+                    // then take in all that came.
+                    let mut events = vec![event];
+                    tokio::time::sleep(s.publish_interval).await;
+                    let mut ended = None;
+                    while let Some(event) = watcher.changed().now_or_never() {
+                        if event.event_type == zk::EventType::Session {
+                            ended = Some(event);
+                            break;
+                        }
+                        events.push(event);
+                    }
+                    if let Some(session) = ended.filter(|e| e.session_state.is_terminated()) {
+                        tracing::warn!(state = ?session.session_state, "ZooKeeper session ended");
+                        return Ok(End::Lost);
+                    }
+                    if let Err(e) = self.on_events(&client, &events).await {
                         // The view may have missed a change: read it all
                         // again, or start over in a new session.
                         self.view.send_modify(View::lose);

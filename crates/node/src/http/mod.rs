@@ -133,6 +133,10 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
             compressed(get(replication::key_delta)),
         ),
         ("/v1/filter/verify", get(replication::verify)),
+        // Not compressed: its pages are mostly deltas, already packed, and
+        // starting a compressor per page cost 7 % of a domain's CPU at
+        // national scale (docs/SCALING.md).
+        ("/v1/relay", get(replication::relay)),
         ("/v1/lookup/{id}", compressed(get(lookup::lookup))),
         ("/v1/route/{id}", get(lookup::route)),
         ("/v1/keys", get(search::key_types)),

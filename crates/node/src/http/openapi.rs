@@ -35,6 +35,7 @@ use crate::wire::ErrorBody;
         replication::delta,
         replication::key_snapshot,
         replication::key_delta,
+        replication::relay,
         replication::verify,
         lookup::lookup,
         lookup::route,

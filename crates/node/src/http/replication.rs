@@ -18,8 +18,9 @@ use crate::local::domain::{DeltaRefusal, Published};
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
-    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, DELTA_WITH_IDS,
-    EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
+    encode_relay_page, frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody,
+    DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER,
+    RELAY_NEXT_HEADER, RELAY_PAGE, VERSION_HEADER,
 };
 use xarchive_filter::Delta;
 
@@ -304,6 +305,57 @@ pub async fn key_delta(
         .into_response();
     delta_headers(&mut response, &delta);
     key_id_header(&node, &mut response);
+    Ok(response)
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RelayParams {
+    /// The relay last read (0 at first): another starts at its end.
+    #[serde(default)]
+    relay: u64,
+    /// The sequence number to read from.
+    #[serde(default)]
+    from: u64,
+    /// The asking domain's name: what came from it is not sent back.
+    asker: String,
+}
+
+/// `GET /v1/relay?relay=R&from=S&asker=NAME`: a page of the changes this
+/// domain passes on to its relay tree neighbours (members only; docs/FORMAT.md §9).
+#[utoipa::path(
+    get,
+    path = "/v1/relay",
+    tag = "filter",
+    params(RelayParams),
+    responses(
+        (
+            status = 200,
+            description = "A relay page (docs/FORMAT.md §9), empty after a second without changes",
+            content_type = "application/x-xarchive-relay",
+            headers(
+                ("x-xarchive-relay" = u64, description = "Which relay answered"),
+                ("x-xarchive-relay-next" = u64, description = "The sequence number to read from next"),
+            )
+        ),
+        (status = 400, description = "`invalid_parameter`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a member", body = ErrorBody),
+    )
+)]
+pub async fn relay(
+    State(node): State<Arc<Node>>,
+    params: Result<Query<RelayParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(ApiError::query)?;
+    let relay = &node.cluster.relay;
+    let (page, next) = relay.read(params.relay, params.from, &params.asker).await;
+    let body = encode_relay_page(page.iter().map(|e| e.as_ref()));
+    let mut response = ([(header::CONTENT_TYPE, RELAY_PAGE)], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(RELAY_HEADER, HeaderValue::from(relay.id));
+    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(next));
     Ok(response)
 }
 

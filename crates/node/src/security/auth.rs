@@ -187,7 +187,7 @@ pub fn need(method: &Method, route: &str) -> Need {
         | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
         (&Method::POST, "/v1/search") => Need::MemberOrSearch,
         (&Method::GET, "/v1/audit") => Need::Audit,
-        (&Method::GET, "/v1/filter/keys" | "/v1/filter/keys/delta") => Need::Member,
+        (&Method::GET, "/v1/filter/keys" | "/v1/filter/keys/delta" | "/v1/relay") => Need::Member,
         _ => Need::Read,
     }
 }
@@ -340,7 +340,7 @@ impl Authority {
                 "searching by key needs a token with the search role",
             )),
             (Principal::Client { .. }, Need::Member) => Err(Refusal::Forbidden(
-                "the key filter is served only to the cluster's members",
+                "the key filter and the relay are served only to the cluster's members",
             )),
             (Principal::Client { .. }, _) => Err(Refusal::Forbidden(
                 "reading the search log needs a token with the audit role",

@@ -17,10 +17,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::task::AbortOnDropHandle;
+use xarchive_node::cluster::PULL_INTERVAL;
 use xarchive_node::Client;
 use zookeeper_client as zk;
 
-use super::light::{light_id, Nation};
+use super::light::{light_id, Nation, MEASURED};
 use super::NationBenchArgs;
 use crate::cmd::bench::child::ServeChild;
 use crate::cmd::bench::quantile;
@@ -59,8 +61,19 @@ pub struct ClusterRow {
     pub import_records: u64,
     pub import_seconds: f64,
     pub import_routed_after_seconds: f64,
+    /// Bytes the measured domain was sent meanwhile.
     pub import_bytes_to_one_peer: u64,
     pub import_one_copy_bytes: u64,
+    /// Bytes the importing archive sent (to its relay tree neighbours,
+    /// and to any peer that pulled from it).
+    pub import_bytes_sent: u64,
+    /// The importing archive's relay tree neighbours.
+    pub import_neighbours: usize,
+    /// The relay tree's degree.
+    pub relay_fanout: usize,
+    /// Bytes a second the measured domain's relay sent its tree
+    /// neighbours in the steady phase.
+    pub relay_out_bytes_per_second: f64,
     /// Lookups through the measured domain.
     pub lookup_found_ms_p50: f64,
     pub lookup_absent_ms_p50: f64,
@@ -208,6 +221,56 @@ async fn converged(client: &Client, domains: usize, child: &ServeChild) -> anyho
     }
 }
 
+/// Light tree neighbours reading a relay as a domain reads it, until
+/// dropped; their pages are counted, not taken in.
+struct RelayReaders {
+    tasks: Vec<AbortOnDropHandle<()>>,
+    /// Bytes of entries read, and where each reader is.
+    read: Arc<AtomicU64>,
+    at: Vec<Arc<AtomicU64>>,
+}
+
+impl RelayReaders {
+    /// One reader per name in `askers` of the relay at `base`.
+    fn start(base: &str, askers: &[String]) -> anyhow::Result<RelayReaders> {
+        let read = Arc::new(AtomicU64::new(0));
+        let mut readers = RelayReaders {
+            tasks: Vec::new(),
+            read: read.clone(),
+            at: Vec::new(),
+        };
+        for asker in askers {
+            let client = Client::new(base, Duration::from_secs(60))?;
+            let (asker, read, at) = (asker.clone(), read.clone(), Arc::new(AtomicU64::new(0)));
+            readers.at.push(at.clone());
+            readers
+                .tasks
+                .push(AbortOnDropHandle::new(tokio::spawn(async move {
+                    let (mut relay, mut from) = (0, 0);
+                    loop {
+                        if let Ok(page) = client.relay(relay, from, &asker).await {
+                            (relay, from) = (page.relay, page.next);
+                            let bytes: usize = page.entries.iter().map(|e| e.body.len()).sum();
+                            read.fetch_add(bytes as u64, Ordering::Relaxed);
+                            at.store(from, Ordering::Relaxed);
+                        }
+                        tokio::time::sleep(PULL_INTERVAL).await;
+                    }
+                })));
+        }
+        Ok(readers)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// Whether every reader has read up to sequence number `next`.
+    fn read_up_to(&self, next: u64) -> bool {
+        self.at.iter().all(|a| a.load(Ordering::Relaxed) >= next)
+    }
+}
+
 /// Picks domains in proportion to their sizes.
 struct Weighted(Vec<u64>);
 
@@ -251,6 +314,7 @@ pub async fn measure(
 
     let filling = bar(ids, format!("{n} domains: filling light filters"))?;
     let nation = Nation::new(sizes, args.fpr, cluster.clone(), &|k| filling.inc(k))?;
+    row.relay_fanout = nation.fanout;
     filling.finish_and_clear();
     let _server = nation.serve().await?;
     let registering = bar(sizes.len() as u64, format!("{n} domains: registering"))?;
@@ -280,7 +344,7 @@ pub async fn measure(
     let started = Instant::now();
     let fpr = args.fpr.to_string();
     let child = ServeChild::start(
-        "measured",
+        MEASURED,
         &dir.path().join("data"),
         &[
             "--zk".into(),
@@ -303,6 +367,8 @@ pub async fn measure(
         row.join_seconds,
         row.join_bytes as f64 / 1e6
     );
+    // Its light tree neighbours read its relay, as domains would.
+    let neighbours_reading = RelayReaders::start(&child.url, &nation.neighbours(MEASURED))?;
     let memory = child.memory()?;
     row.rss_anon_bytes = memory.rss_anon.unwrap_or(memory.rss);
     row.hwm_bytes = memory.hwm;
@@ -319,6 +385,7 @@ pub async fn measure(
         nation.sent.requests.load(Ordering::Relaxed),
     );
     let cpu0 = cpu_seconds(child.pid())?;
+    let relayed0 = neighbours_reading.bytes();
     let zk0 = mntr(zk_connect).await?;
     let events0 = watchers.events.load(Ordering::Relaxed);
     let window = Duration::from_secs(args.steady_seconds);
@@ -371,6 +438,7 @@ pub async fn measure(
     row.lag_p99_ms = quantile(&lags, 0.99) * 1e3;
     row.lag_max_ms = lags.last().copied().unwrap_or(f64::NAN) * 1e3;
     row.cpu_share = cpu / elapsed;
+    row.relay_out_bytes_per_second = (neighbours_reading.bytes() - relayed0) as f64 / elapsed;
     row.sync_bytes_per_second = bytes as f64 / elapsed;
     row.sync_requests_per_second = requests as f64 / elapsed;
     let per_second =
@@ -385,16 +453,35 @@ pub async fn measure(
         row.cpu_share * 100.0
     );
 
-    // One archive imports: the county archive of median size.
+    // One archive imports.
     if args.import > 0 {
-        let county = sizes.len().saturating_sub(sizes.len() * 3 / 4)..sizes.len();
-        let mut by_size: Vec<usize> = county.collect();
+        // The archive of median size among those with the most relay
+        // tree neighbours (fanout + 1): the most an importer sends to.
+        // (Names put the levels in order, so these are the larger
+        // archives; a county archive of median size is a leaf here.)
+        let most = nation.fanout + 1;
+        let mut by_size: Vec<usize> = (0..sizes.len())
+            .filter(|&d| nation.neighbours(nation.name(d)).len() == most)
+            .collect();
+        if by_size.is_empty() {
+            by_size = (0..sizes.len()).collect();
+        }
         by_size.sort_by_key(|&d| sizes[d]);
         let d = by_size.get(by_size.len() / 2).copied().unwrap_or(0);
         let from = nation.position(d);
         let first_new = nation.held(d);
+        // Its tree neighbours read its relay (the measured domain, if
+        // one of them, reads it itself).
+        let neighbours = nation.neighbours(nation.name(d));
+        row.import_neighbours = neighbours.len();
+        let readers: Vec<String> = neighbours.into_iter().filter(|n| n != MEASURED).collect();
+        let reading = RelayReaders::start(
+            &format!("{}/d/{}", nation.address(), nation.name(d)),
+            &readers,
+        )?;
         let importing = bar(args.import, format!("{n} domains: one archive importing"))?;
         let bytes0 = nation.sent.bytes();
+        let sent0 = nation.sent_by(d);
         nation.lags.lock().clear();
         let started = Instant::now();
         let batch = 10_000.min(args.import);
@@ -413,6 +500,12 @@ pub async fn measure(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_routed_after_seconds = acked.elapsed().as_secs_f64();
+        let end = nation.relay_next(d);
+        while !reading.read_up_to(end) && acked.elapsed() < Duration::from_secs(120) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        row.import_bytes_sent = nation.sent_by(d) - sent0;
+        drop(reading);
         importing.finish_and_clear();
         row.import_records = args.import;
         row.import_bytes_to_one_peer = nation.sent.bytes() - bytes0;
@@ -442,6 +535,7 @@ pub async fn measure(
     (row.lookup_absent_ms_p50, row.calls_per_absent) =
         lookups(&client, &nation, &absent, 404, &mut row).await;
 
+    drop(neighbours_reading);
     child.stop().await?;
     drop(watchers);
     nation.close();
@@ -475,7 +569,7 @@ async fn lookups(
 pub fn print(rows: &[ClusterRow]) {
     println!("\nThe measured domain among N (real ZooKeeper, N − 1 light publishers)\n");
     println!(
-        "{:>7} {:>13} {:>8} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7} {:>10} {:>9} {:>9} {:>10}",
+        "{:>7} {:>13} {:>8} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7} {:>10} {:>9} {:>9} {:>7} {:>10}",
         "domains",
         "IDs",
         "join s",
@@ -488,11 +582,12 @@ pub fn print(rows: &[ClusterRow]) {
         "sync KB/s",
         "import s",
         "import ×",
+        "sent ×",
         "miss ms"
     );
     for r in rows {
         println!(
-            "{:>7} {:>13} {:>8.1} {:>9.1} {:>9.1} {:>10.0} {:>9.1} {:>9.1} {:>7.1} {:>10.1} {:>9.2} {:>9.2} {:>10.1}",
+            "{:>7} {:>13} {:>8.1} {:>9.1} {:>9.1} {:>10.0} {:>9.1} {:>9.1} {:>7.1} {:>10.1} {:>9.2} {:>9.2} {:>7.1} {:>10.1}",
             r.domains,
             r.ids,
             r.join_seconds,
@@ -505,6 +600,7 @@ pub fn print(rows: &[ClusterRow]) {
             r.sync_bytes_per_second / 1e3,
             r.import_routed_after_seconds,
             r.import_bytes_to_one_peer as f64 / r.import_one_copy_bytes.max(1) as f64,
+            r.import_bytes_sent as f64 / r.import_one_copy_bytes.max(1) as f64,
             r.lookup_absent_ms_p50,
         );
     }

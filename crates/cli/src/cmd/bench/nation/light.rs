@@ -4,10 +4,17 @@
 //! them, and a real filter (the bit view a domain serves, sized as a
 //! domain sizes it) with a change log; one HTTP server in this process
 //! answers for all of them, under `/d/<name>`, the routes a peer calls
-//! (filter, delta, key filter, key delta, record, contains). What they
-//! lack: a store (a light domain holds the IDs `n<d>-<i>` for `i` below
-//! its count, and answers record reads from that rule), replicas of the
-//! others, and a watch on the membership.
+//! (filter, delta, key filter, key delta, relay, record, contains). What
+//! they lack: a store (a light domain holds the IDs `n<d>-<i>` for `i`
+//! below its count, and answers record reads from that rule), replicas of
+//! the others, and a watch on the membership.
+//!
+//! The relay tree (src/cluster/relay.rs in the node crate) is laid out
+//! over all N names as a domain lays it out. A light domain keeps its own
+//! changes in its relay, as a domain does. The changes that would reach
+//! the measured domain through one of its tree neighbours are put in that
+//! neighbour's relay at once: the hops between their origin and that
+//! neighbour, through light domains that keep no copies, are not run.
 //!
 //! Written here rather than by running `xarchive serve` 3 301 times: a
 //! full domain holds copies of every other filter, so N of them on one
@@ -29,10 +36,11 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::task::AbortOnDropHandle;
 use xarchive_filter::{BloomFilter, BloomGeometry, CellChange, Delta};
-use xarchive_node::cluster::Member;
+use xarchive_node::cluster::{ClusterConfig, Member, Relay};
 use xarchive_node::wire::{
-    frame_delta_with_ids, Contains, DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER,
-    KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
+    encode_relay_page, frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart,
+    DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER,
+    RELAY_NEXT_HEADER, RELAY_PAGE, VERSION_HEADER,
 };
 use xarchive_node::{capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Record};
 use zookeeper_client as zk;
@@ -124,6 +132,10 @@ impl Filter {
 struct LightDomain {
     name: String,
     index: usize,
+    /// Its own changes, for its relay tree neighbours.
+    relay: Relay,
+    /// Bytes of bodies it served, on every route.
+    sent: AtomicU64,
     /// IDs `n<index>-0` .. `n<index>-(held-1)`.
     held: AtomicU64,
     filter: Mutex<Filter>,
@@ -136,6 +148,9 @@ struct LightDomain {
 pub struct Sent {
     pub snapshots: AtomicU64,
     pub deltas: AtomicU64,
+    pub relays: AtomicU64,
+    /// Relay pages read by light domains (not sent to the measured one).
+    pub relayed_to_lights: AtomicU64,
     pub key_filters: AtomicU64,
     pub records: AtomicU64,
     pub requests: AtomicU64,
@@ -149,9 +164,11 @@ impl Sent {
         self.record_reads.load(Ordering::Relaxed) + self.probes.load(Ordering::Relaxed)
     }
 
+    /// Bytes sent to the measured domain.
     pub fn bytes(&self) -> u64 {
         self.snapshots.load(Ordering::Relaxed)
             + self.deltas.load(Ordering::Relaxed)
+            + self.relays.load(Ordering::Relaxed)
             + self.key_filters.load(Ordering::Relaxed)
             + self.records.load(Ordering::Relaxed)
     }
@@ -173,7 +190,14 @@ pub struct Nation {
     /// The HTTP server's base address, once it serves.
     address: Mutex<String>,
     cluster: String,
+    /// Every domain's name (the measured one's too) in name order: the
+    /// relay tree's layout.
+    pub tree: Vec<String>,
+    pub fanout: usize,
 }
+
+/// The measured domain's name.
+pub const MEASURED: &str = "measured";
 
 fn capacity(held: u64) -> u64 {
     capacity_for(&FilterSettings::default(), held, 0)
@@ -220,6 +244,8 @@ impl Nation {
                 Ok(LightDomain {
                     name: format!("n{d:04}"),
                     index: d,
+                    relay: Relay::default(),
+                    sent: AtomicU64::new(0),
                     held: AtomicU64::new(held),
                     filter: Mutex::new(Filter {
                         log: Log::new(bits.version()),
@@ -230,7 +256,11 @@ impl Nation {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let by_name = domains.iter().map(|d| (d.name.clone(), d.index)).collect();
+        let by_name: HashMap<String, usize> =
+            domains.iter().map(|d| (d.name.clone(), d.index)).collect();
+        let mut tree: Vec<String> = by_name.keys().cloned().collect();
+        tree.push(MEASURED.to_owned());
+        tree.sort();
         Ok(Arc::new(Nation {
             domains,
             by_name,
@@ -241,6 +271,8 @@ impl Nation {
             lags: Mutex::new(Vec::new()),
             address: Mutex::new(String::new()),
             cluster,
+            tree,
+            fanout: ClusterConfig::default().relay_fanout,
         }))
     }
 
@@ -270,6 +302,7 @@ impl Nation {
             .route("/d/{name}/v1/filter/delta", get(delta))
             .route("/d/{name}/v1/filter/keys", get(key_snapshot))
             .route("/d/{name}/v1/filter/keys/delta", get(key_delta))
+            .route("/d/{name}/v1/relay", get(relay))
             .route("/d/{name}/v1/archives/{id}", get(record))
             .route("/d/{name}/v1/contains/{id}", get(contains))
             .with_state(self.clone());
@@ -370,8 +403,9 @@ impl Nation {
         let domain = &self.domains[d];
         let first = domain.held.fetch_add(count, Ordering::SeqCst);
         let held = first + count;
-        {
+        let relayed = {
             let mut f = domain.filter.lock();
+            let before = (f.bits.epoch(), f.bits.version());
             // (Sized like a domain: rebuilt once it holds more than its
             // capacity, which changes only at powers of two.)
             if capacity(held) != capacity(f.bits.items()) {
@@ -385,8 +419,132 @@ impl Nation {
             }
             let version = f.bits.version();
             f.unsent.push_back((version, None));
-        }
+            self.relayed(domain, &f, before)
+        };
+        self.pass_on(d, relayed);
         self.publish(domain).await
+    }
+
+    /// `domain`'s change since `before` as its relay keeps it: a delta of
+    /// each filter, or the whole filter when no delta says it.
+    fn relayed(&self, domain: &LightDomain, f: &Filter, before: (u64, u64)) -> Vec<RelayEntry> {
+        let (epoch, version) = (f.bits.epoch(), f.bits.version());
+        let header = |part, from| RelayHeader {
+            origin: domain.name.clone(),
+            part,
+            epoch,
+            version,
+            from,
+            kind: from.is_none().then_some(FilterKind::Counting),
+            key_id: (from.is_none() && part == RelayPart::Keys).then(|| self.key_id.clone()),
+        };
+        let same_epoch = before.0 == epoch;
+        let filter = match delta_since(f, before.1).filter(|_| same_epoch) {
+            Some(delta) => RelayEntry {
+                header: header(RelayPart::Filter, Some(before.1)),
+                body: frame_delta_with_ids(&delta.encode(), &[]).into(),
+            },
+            None => RelayEntry {
+                header: header(RelayPart::Filter, None),
+                body: f.bits.encode().into(),
+            },
+        };
+        let keys = if same_epoch {
+            RelayEntry {
+                header: header(RelayPart::Keys, Some(before.1)),
+                body: self.key_delta(epoch, before.1, version).encode().into(),
+            }
+        } else {
+            RelayEntry {
+                header: header(RelayPart::Keys, None),
+                body: self.key_filter(epoch, version).encode().into(),
+            }
+        };
+        vec![filter, keys]
+    }
+
+    /// Keeps `d`'s change in its own relay and, if another, in that of
+    /// the measured domain's tree neighbour it would come through.
+    fn pass_on(&self, d: usize, entries: Vec<RelayEntry>) {
+        let through = self.toward(d);
+        for entry in entries {
+            if through != d {
+                self.domains[through].relay.push(entry.clone(), "");
+            }
+            self.domains[d].relay.push(entry, "");
+        }
+    }
+
+    /// The light domain next to the measured one on the tree path from
+    /// light domain `d` (a heap: a member's ancestors come before it).
+    fn toward(&self, d: usize) -> usize {
+        let at = |name: &str| {
+            self.tree
+                .binary_search_by(|n| n.as_str().cmp(name))
+                .unwrap_or(0)
+        };
+        let m = at(MEASURED);
+        let parent = |i: usize| (i - 1) / self.fanout;
+        let mut i = at(&self.domains[d].name);
+        let next = loop {
+            if i <= m {
+                break parent(m);
+            }
+            if parent(i) == m {
+                break i;
+            }
+            i = parent(i);
+        };
+        self.by_name.get(&self.tree[next]).copied().unwrap_or(d)
+    }
+
+    /// The tree neighbours of `name`.
+    pub fn neighbours(&self, name: &str) -> Vec<String> {
+        xarchive_node::cluster::neighbours(self.tree.iter().map(String::as_str), name, self.fanout)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The light domains' server, as `http://host:port`.
+    pub fn address(&self) -> String {
+        self.address.lock().clone()
+    }
+
+    /// Bytes light domain `d` served so far.
+    pub fn sent_by(&self, d: usize) -> u64 {
+        self.domains[d].sent.load(Ordering::Relaxed)
+    }
+
+    pub fn name(&self, d: usize) -> &str {
+        &self.domains[d].name
+    }
+
+    /// Where light domain `d`'s own relay ends now.
+    pub fn relay_next(&self, d: usize) -> u64 {
+        self.domains[d].relay.next()
+    }
+
+    /// A light domain's key filter: empty (it declares no keys), at its
+    /// filter's position (as a real domain keeps them aligned).
+    fn key_filter(&self, epoch: u64, version: u64) -> BloomFilter {
+        let mut keys = BloomFilter::new(self.key_geometry);
+        keys.set_epoch(epoch);
+        keys.set_version(version);
+        keys
+    }
+
+    /// The empty change of a light key filter from `since` to `version`.
+    fn key_delta(&self, epoch: u64, since: u64, version: u64) -> Delta {
+        Delta {
+            epoch,
+            from_version: since,
+            to_version: version,
+            num_cells: self.key_geometry.num_bits(),
+            cell_bits: 1,
+            items: 0,
+            changes: Vec::new(),
+        }
     }
 
     async fn publish(&self, domain: &LightDomain) -> anyhow::Result<()> {
@@ -502,9 +660,22 @@ fn delta_since(f: &Filter, since: u64) -> Option<Delta> {
 
 type Shared = State<Arc<Nation>>;
 
-/// The position headers of a body of `len` bytes, counted in `counter`.
-fn positioned(len: usize, epoch: u64, version: u64, counter: &AtomicU64) -> HeaderMap {
+/// Counts `len` bytes served by `domain` in `counter` too.
+fn served(domain: &LightDomain, len: usize, counter: &AtomicU64) {
     counter.fetch_add(len as u64, Ordering::Relaxed);
+    domain.sent.fetch_add(len as u64, Ordering::Relaxed);
+}
+
+/// The position headers of a body of `len` bytes `domain` served,
+/// counted in `counter`.
+fn positioned(
+    domain: &LightDomain,
+    len: usize,
+    epoch: u64,
+    version: u64,
+    counter: &AtomicU64,
+) -> HeaderMap {
+    served(domain, len, counter);
     let mut headers = HeaderMap::new();
     headers.insert(EPOCH_HEADER, HeaderValue::from(epoch));
     headers.insert(VERSION_HEADER, HeaderValue::from(version));
@@ -529,7 +700,7 @@ async fn snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
         (f.bits.encode(), f.bits.epoch(), f.bits.version())
     };
     nation.sent_up_to(domain, epoch, version);
-    let headers = positioned(body.len(), epoch, version, &nation.sent.snapshots);
+    let headers = positioned(domain, body.len(), epoch, version, &nation.sent.snapshots);
     (headers, body).into_response()
 }
 
@@ -565,7 +736,7 @@ async fn delta(
     };
     nation.sent_up_to(domain, epoch, version);
     let body = frame_delta_with_ids(&delta.encode(), &[]);
-    let mut headers = positioned(body.len(), epoch, version, &nation.sent.deltas);
+    let mut headers = positioned(domain, body.len(), epoch, version, &nation.sent.deltas);
     headers.insert(FROM_VERSION_HEADER, HeaderValue::from(q.since));
     headers.insert(
         header::CONTENT_TYPE,
@@ -574,18 +745,13 @@ async fn delta(
     (headers, body).into_response()
 }
 
-/// A light domain declares no keys: its key filter is empty, at its
-/// filter's position (as a real domain keeps them aligned).
 async fn key_snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
     let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
     let (epoch, version) = nation.position(domain.index);
-    let mut keys = BloomFilter::new(nation.key_geometry);
-    keys.set_epoch(epoch);
-    keys.set_version(version);
-    let body = keys.encode();
-    let mut headers = positioned(body.len(), epoch, version, &nation.sent.key_filters);
+    let body = nation.key_filter(epoch, version).encode();
+    let mut headers = positioned(domain, body.len(), epoch, version, &nation.sent.key_filters);
     if let Ok(id) = HeaderValue::from_str(&nation.key_id) {
         headers.insert(KEY_ID_HEADER, id);
     }
@@ -604,17 +770,50 @@ async fn key_delta(
     if q.epoch != epoch || q.since > version {
         return snapshot_required(epoch, version);
     }
-    let body = Delta {
-        epoch,
-        from_version: q.since,
-        to_version: version,
-        num_cells: nation.key_geometry.num_bits(),
-        cell_bits: 1,
-        items: 0,
-        changes: Vec::new(),
+    let body = nation.key_delta(epoch, q.since, version).encode();
+    let headers = positioned(domain, body.len(), epoch, version, &nation.sent.key_filters);
+    (headers, body).into_response()
+}
+
+#[derive(Deserialize)]
+struct RelayQuery {
+    #[serde(default)]
+    relay: u64,
+    #[serde(default)]
+    from: u64,
+    asker: String,
+}
+
+/// A light domain's relay, read as a domain's is; what the measured
+/// domain is sent counts towards the lag of the writes in it.
+async fn relay(
+    State(nation): Shared,
+    Path(name): Path<String>,
+    Query(q): Query<RelayQuery>,
+) -> Response {
+    let Some(domain) = nation.asked(&name) else {
+        return unknown();
+    };
+    let (page, next) = domain.relay.read(q.relay, q.from, &q.asker).await;
+    if q.asker == MEASURED {
+        for entry in &page {
+            if let Some(&origin) = nation.by_name.get(&entry.header.origin) {
+                let origin = &nation.domains[origin];
+                nation.sent_up_to(origin, entry.header.epoch, entry.header.version);
+            }
+        }
     }
-    .encode();
-    let headers = positioned(body.len(), epoch, version, &nation.sent.key_filters);
+    let body = encode_relay_page(page.iter().map(|e| e.as_ref()));
+    let counter = if q.asker == MEASURED {
+        &nation.sent.relays
+    } else {
+        &nation.sent.relayed_to_lights
+    };
+    served(domain, body.len(), counter);
+    let mut headers = HeaderMap::new();
+    headers.insert(RELAY_HEADER, HeaderValue::from(domain.relay.id));
+    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(next));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(RELAY_PAGE));
     (headers, body).into_response()
 }
 
