@@ -11,7 +11,9 @@ port=$(shuf -i 20000-60000 -n 1)
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
   --logfile "$dir/redis.log" --daemonize no >/dev/null 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+# Exits with the command's status, not that of stopping Redis (under
+# `set -e` a failing `wait` would end the trap there).
+trap 'status=$?; kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; exit "$status"' EXIT
 for _ in $(seq 100); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.05

@@ -27,7 +27,9 @@ CFG
 java -Xmx"${ZK_HEAP:-256m}" -XX:+UseSerialGC -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
   org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 &
 zk=$!
-trap 'kill "$zk" 2>/dev/null; wait "$zk" 2>/dev/null; rm -rf "$dir"' EXIT
+# Exits with the command's status, not that of stopping ZooKeeper (under
+# `set -e` a failing `wait` would end the trap there).
+trap 'status=$?; kill "$zk" 2>/dev/null; wait "$zk" 2>/dev/null || true; rm -rf "$dir"; exit "$status"' EXIT
 for _ in $(seq 150); do
   grep -q "binding to port" "$dir/zookeeper.log" 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.1

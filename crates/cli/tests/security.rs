@@ -214,6 +214,7 @@ fn endpoints() -> Vec<(Method, &'static str, Option<&'static str>)> {
         (Method::GET, "/v1/filter/keys", None),
         (Method::GET, "/v1/filter/keys/delta?epoch=1&since=0", None),
         (Method::GET, "/v1/filter/verify", None),
+        (Method::GET, "/v1/relay?asker=B", None),
         (Method::GET, "/v1/stats", None),
         (Method::GET, "/metrics", None),
         (Method::GET, "/v1/no-such-route", None),
@@ -266,7 +267,8 @@ async fn tokens_and_roles(tls: bool) {
             ("no token", &anonymous, unauthorized),
             ("foreign", &foreign, unauthorized),
         ];
-        if is_write(&e.0, e.1) || e.1.starts_with("/v1/filter/keys") {
+        let members_only = e.1.starts_with("/v1/filter/keys") || e.1.starts_with("/v1/relay");
+        if is_write(&e.0, e.1) || members_only {
             refused.push(("read token", &reader, (StatusCode::FORBIDDEN, "forbidden")));
         }
         for (who, client, expected) in refused {
@@ -279,7 +281,7 @@ async fn tokens_and_roles(tls: bool) {
                 || e.1.starts_with("/v1/filter?")
                 || e.1 == "/v1/filter"
                 || e.1.starts_with("/v1/filter/delta")
-                || e.1.starts_with("/v1/filter/keys")
+                || members_only
                 || e.1.starts_with("/v1/contains/"));
         assert_eq!(
             status != StatusCode::FORBIDDEN,

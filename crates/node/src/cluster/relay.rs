@@ -422,7 +422,7 @@ async fn take_in(cluster: &Cluster, entry: RelayEntry, via: &str) {
             return;
         };
         let held = match h.part {
-            RelayPart::Filter => peer.position.filter(|_| peer.holds_copy()),
+            RelayPart::Filter => peer.copy_position(),
             RelayPart::Keys => peer.key_position,
         };
         (held, peer.published)
@@ -476,6 +476,7 @@ async fn take_in(cluster: &Cluster, entry: RelayEntry, via: &str) {
         _ => false,
     };
     if taken {
+        cluster.replicas.write().relayed(&h.origin);
         cluster.relay.push(entry, via);
     }
 }

@@ -70,6 +70,11 @@ impl Peer {
         }
     }
 
+    /// The position of the copy held, if one is.
+    pub fn copy_position(&self) -> Option<Position> {
+        self.position.filter(|_| self.holds_copy())
+    }
+
     pub fn holds_copy(&self) -> bool {
         !matches!(self.held, Held::None)
     }
@@ -334,6 +339,16 @@ impl Replicas {
             peer.reachable = failure.is_none();
             peer.last_error = failure.map(|e| e.to_string());
             if peer.reachable && peer.current() {
+                peer.last_synced = Some(Instant::now());
+            }
+        }
+    }
+
+    /// A copy of `name` brought forward by the relay: once current, it
+    /// counts as synced (`last_sync_ms_ago`), as after a pull.
+    pub fn relayed(&mut self, name: &str) {
+        if let Some(peer) = self.peers.get_mut(name) {
+            if peer.current() {
                 peer.last_synced = Some(Instant::now());
             }
         }

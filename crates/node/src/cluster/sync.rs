@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::client::{ClientError, DeltaAnswer};
 use super::coordinator::Member;
 use super::relay;
-use super::replicas::{covers, ReplicaError};
+use super::replicas::{covers, Peer, ReplicaError, Replicas};
 use super::Cluster;
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
@@ -111,7 +111,7 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
                     // a wake-up per change and peer cost most of the CPU
                     // at national scale.
                     let wake = (grace.is_none() || held(&cluster, &name).is_none())
-                        && needs_sync(&cluster, &name, member.position());
+                        && needs_sync(&cluster.replicas.read(), &name, member.position());
                     tx.send_if_modified(|slot| {
                         *slot = Some(member);
                         wake
@@ -185,11 +185,12 @@ fn wake_laggards(
     grace: Duration,
 ) {
     let now = Instant::now();
+    let replicas = cluster.replicas.read();
     for (name, tx) in tasks {
         let lagging = tx
             .borrow()
             .as_ref()
-            .is_some_and(|m| needs_sync(cluster, name, m.position()));
+            .is_some_and(|m| needs_sync(&replicas, name, m.position()));
         if !lagging {
             behind.remove(name);
             continue;
@@ -202,9 +203,10 @@ fn wake_laggards(
 }
 
 /// Whether either copy of `name`'s filters is behind `published`.
-fn needs_sync(cluster: &Cluster, name: &str, published: Position) -> bool {
-    pull(held(cluster, name), published) != Pull::Nothing
-        || pull(held_keys(cluster, name), published) != Pull::Nothing
+fn needs_sync(replicas: &Replicas, name: &str, published: Position) -> bool {
+    let peer = replicas.peer(name);
+    pull(peer.and_then(Peer::copy_position), published) != Pull::Nothing
+        || pull(peer.and_then(|p| p.key_position), published) != Pull::Nothing
 }
 
 /// Syncs one peer's copy whenever its published position is ahead.
@@ -267,7 +269,7 @@ fn held(cluster: &Cluster, name: &str) -> Option<Position> {
         .replicas
         .read()
         .peer(name)
-        .and_then(|p| p.position.filter(|_| p.holds_copy()))
+        .and_then(Peer::copy_position)
 }
 
 /// The position of the copy of `name`'s key filter held, if any.

@@ -909,4 +909,26 @@ mod tests {
         assert_eq!(copy, nation.domains[0].filter.lock().bits);
         assert!((1_000..1_100).all(|i| copy.contains(light_id(0, i).as_bytes())));
     }
+
+    #[test]
+    fn every_light_domain_reaches_the_measured_one_through_one_of_its_tree_neighbours() {
+        let nation = Nation::new(&[1; 40], 0.01, "t".into(), &|_| {}).unwrap();
+        let around = nation.neighbours(MEASURED);
+        assert!(!around.is_empty());
+        for d in 0..40 {
+            let through = nation.name(nation.toward(d)).to_owned();
+            assert!(around.contains(&through), "n{d} through {through}");
+            // A neighbour is reached directly; any other through the
+            // neighbour on the tree path, so one of its own neighbours
+            // lies on that path too.
+            if around.contains(&nation.name(d).to_owned()) {
+                assert_eq!(nation.toward(d), d);
+            }
+        }
+        // "measured" is the first name, the tree's root: every subtree
+        // below it brings changes.
+        let children: std::collections::HashSet<usize> =
+            (0..40).map(|d| nation.toward(d)).collect();
+        assert_eq!(children.len(), around.len());
+    }
 }
