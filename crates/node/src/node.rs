@@ -4,16 +4,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use xarchive_filter::{Delta, GeometryError};
+use xarchive_filter::GeometryError;
 
 use crate::cluster::cache::{Cache, CacheError};
 use crate::cluster::client::ClientError;
 use crate::cluster::lookup::{Lookup, Outcome, Started, Strategy};
-use crate::cluster::relay::OwnFilters;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
 use crate::local::audit::{AuditEntry, AuditError, AuditLog, Requester};
-use crate::local::domain::{DeltaRefusal, Domain, DomainError, Published};
+use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
 use crate::metrics::Metrics;
@@ -154,11 +153,10 @@ impl Node {
 
     /// Starts the background work (registration and replica sync), which
     /// ends when `stop` is cancelled.
-    pub fn start(self: &Arc<Self>, stop: &CancellationToken) {
+    pub fn start(&self, stop: &CancellationToken) {
         self.cluster.start(
             self.domain.settings().kind,
             self.key_types().fingerprint(),
-            self.clone(),
             self.domain.subscribe(),
             stop,
         )
@@ -270,29 +268,5 @@ impl Node {
             last_sync_ms_ago: None,
             last_error: None,
         })
-    }
-}
-
-/// What the relay sends of this domain's own filters: what its routes
-/// serve (src/http/replication.rs).
-impl OwnFilters for Node {
-    fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
-        self.domain.delta(epoch, since)
-    }
-
-    fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
-        self.domain.key_delta(epoch, since)
-    }
-
-    fn published(&self) -> Published {
-        self.domain.published()
-    }
-
-    fn published_keys(&self) -> Published {
-        self.domain.published_keys()
-    }
-
-    fn key_id(&self) -> String {
-        self.domain.keying().hasher.filter_key_id()
     }
 }

@@ -212,16 +212,14 @@ impl Cluster {
             .with_snapshot_timeout(timeout * SNAPSHOT_TIMEOUTS))
     }
 
-    /// Starts the coordinator, the replica sync and the relay of `own`
-    /// changes; all end when `stop` is cancelled (the coordinator after
-    /// deregistering). `keys` is the fingerprint of the key types this
-    /// domain declares: it refuses to join a cluster whose members
-    /// declare others.
+    /// Starts the coordinator and the replica sync; both end when
+    /// `stop` is cancelled (the coordinator after deregistering).
+    /// `keys` is the fingerprint of the key types this domain declares:
+    /// it refuses to join a cluster whose members declare others.
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         keys: String,
-        own: Arc<dyn relay::OwnFilters>,
         positions: watch::Receiver<Position>,
         stop: &CancellationToken,
     ) {
@@ -233,14 +231,6 @@ impl Cluster {
             version: position.version,
             keys,
         };
-        if self.config.relay_fanout > 0 {
-            self.tasks.spawn(relay::own(
-                self.clone(),
-                own,
-                positions.clone(),
-                stop.child_token(),
-            ));
-        }
         self.tasks.spawn(self.coordinator.clone().run(
             self.me.clone(),
             member,

@@ -1,15 +1,16 @@
 //! Passing changes on, so that no domain sends a change to every other.
 //!
-//! Each domain keeps a relay: the changes of filters it took in (its own,
-//! and its copies' as they moved forward), in order, for a while. The
-//! members in name order are laid out as a tree of degree
-//! [`ClusterConfig::relay_fanout`](super::ClusterConfig); each domain
-//! pulls its tree neighbours' relays in pages, takes in what brings a
-//! copy forward, and keeps that in its own relay for its other
-//! neighbours. A change so crosses each edge of the tree once: its origin
-//! sends it to at most fanout + 1 neighbours, not to N − 1 peers, and a
-//! follower gets a page of many origins' changes per call instead of a
-//! call per change (docs/SCALING.md).
+//! The members in name order are laid out as a tree of degree
+//! [`ClusterConfig::relay_fanout`](super::ClusterConfig). A domain pulls
+//! the changes of its tree neighbours' own filters from them directly, at
+//! once (src/cluster/sync.rs), and keeps every change its copies take in
+//! (those pulls, and what comes by relay) in its relay, in order, for a
+//! while. Each domain reads its tree neighbours' relays in pages, takes in
+//! what brings a copy forward, and keeps that in its own relay for its
+//! other neighbours. A change so crosses each edge of the tree once: its
+//! origin sends it to at most fanout + 1 neighbours, not to N − 1 peers,
+//! and a follower gets a page of many origins' changes per call instead
+//! of a call per change (docs/SCALING.md).
 //!
 //! Why it cannot cause a false "not found": a copy's position is that of
 //! what it holds, whoever sent it. A delta is applied only to a copy
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{FetchedFilter, FetchedKeys};
 use super::Cluster;
-use crate::local::domain::{DeltaRefusal, Position, Published};
+use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::wire::{frame_delta_with_ids, split_delta_with_ids, RelayEntry, RelayHeader, RelayPart};
@@ -52,8 +53,8 @@ const RECENT: Duration = Duration::from_secs(2);
 pub const PULL_INTERVAL: Duration = Duration::from_millis(50);
 
 struct Kept {
-    /// The neighbour it came from ("" for this domain's own changes):
-    /// not sent back there.
+    /// The domain it came from (a neighbour's relay, or the origin
+    /// pulled): not sent back there.
     via: String,
     entry: Arc<RelayEntry>,
     kept_at: Instant,
@@ -116,8 +117,8 @@ impl Relay {
         self.ring.lock().next()
     }
 
-    /// The entries from sequence number `from` on that did not come from
-    /// `asker`, up to [`PAGE_BYTES`], and the number to ask from next. A
+    /// The entries from sequence number `from` on that neither came from
+    /// `asker` nor are of its own filters, up to [`PAGE_BYTES`], and the number to ask from next. A
     /// whole filter in the page makes the earlier entries of the same
     /// filter in it needless: they are left out.
     pub fn page(&self, from: u64, asker: &str) -> (Vec<Arc<RelayEntry>>, u64) {
@@ -130,7 +131,7 @@ impl Relay {
                 break;
             }
             next += 1;
-            if kept.via != asker {
+            if kept.via != asker && kept.entry.header.origin != asker {
                 bytes += kept.entry.body.len();
                 taken.push(kept.entry.clone());
             }
@@ -205,106 +206,50 @@ pub fn neighbours<'a>(
         .collect()
 }
 
-/// A domain's own filters, as its relay sends their changes.
-pub trait OwnFilters: Send + Sync {
-    fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal>;
-    fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal>;
-    fn published(&self) -> Published;
-    fn published_keys(&self) -> Published;
-    fn key_id(&self) -> String;
-}
-
-/// The changes of `own`'s two filters since `fed`, as relay entries (a
-/// delta, or the whole filter when no delta can say it), and the
-/// position they bring a copy to.
-fn own_entries(own: &dyn OwnFilters, me: &str, fed: Position) -> (Vec<RelayEntry>, Position) {
-    let header = |part, epoch, version, from| RelayHeader {
-        origin: me.to_owned(),
+/// A change pulled from `origin` itself, as the relay keeps it: a delta
+/// (with the IDs it changed, for the filter), or a whole filter.
+pub(crate) fn pulled(origin: &str, part: RelayPart, change: Pulled<'_>) -> RelayEntry {
+    let header = |epoch, version, from, kind, key_id| RelayHeader {
+        origin: origin.to_owned(),
         part,
         epoch,
         version,
         from,
-        kind: None,
-        key_id: None,
+        kind,
+        key_id,
     };
-    let whole = |part, published: Published, key_id: Option<String>| RelayEntry {
-        header: RelayHeader {
-            kind: Some(published.kind),
-            key_id,
-            ..header(
-                part,
-                published.position.epoch,
-                published.position.version,
+    match change {
+        Pulled::Delta(delta, changed) => RelayEntry {
+            header: header(
+                delta.epoch,
+                delta.to_version,
+                Some(delta.from_version),
                 None,
-            )
-        },
-        body: published.bytes.into(),
-    };
-    let filter = match own.delta(fed.epoch, fed.version) {
-        Ok((delta, changed)) => RelayEntry {
-            header: header(
-                RelayPart::Filter,
-                delta.epoch,
-                delta.to_version,
-                Some(delta.from_version),
+                None,
             ),
-            body: frame_delta_with_ids(&delta.encode(), &changed).into(),
+            body: match part {
+                RelayPart::Filter => frame_delta_with_ids(&delta.encode(), changed).into(),
+                RelayPart::Keys => delta.encode().into(),
+            },
         },
-        Err(_) => whole(RelayPart::Filter, own.published(), None),
-    };
-    let keys = match own.key_delta(fed.epoch, fed.version) {
-        Ok(delta) => RelayEntry {
+        Pulled::Whole(filter, key_id) => RelayEntry {
             header: header(
-                RelayPart::Keys,
-                delta.epoch,
-                delta.to_version,
-                Some(delta.from_version),
+                filter.position.epoch,
+                filter.position.version,
+                None,
+                Some(filter.kind),
+                key_id.map(str::to_owned),
             ),
-            body: delta.encode().into(),
+            body: filter.bytes.clone(),
         },
-        Err(_) => whole(RelayPart::Keys, own.published_keys(), Some(own.key_id())),
-    };
-    let at = Position {
-        epoch: filter.header.epoch,
-        version: filter.header.version,
-    };
-    let entries = [filter, keys]
-        .into_iter()
-        .filter(|e| e.header.from != Some(e.header.version))
-        .collect();
-    (entries, at)
+    }
 }
 
-/// Puts this domain's own changes in its relay as its position moves,
-/// gathering those that come within one publish interval.
-pub(crate) async fn own(
-    cluster: Arc<Cluster>,
-    own: Arc<dyn OwnFilters>,
-    mut positions: watch::Receiver<Position>,
-    stop: CancellationToken,
-) {
-    // Peers take their first copy from the origin itself; the relay
-    // carries what changes after.
-    let mut fed = *positions.borrow_and_update();
-    let gather = Duration::from_millis(cluster.config.publish_interval_ms);
-    loop {
-        tokio::select! {
-            changed = positions.changed() => if changed.is_err() { return },
-            _ = stop.cancelled() => return,
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(gather) => {}
-            _ = stop.cancelled() => return,
-        }
-        if *positions.borrow_and_update() == fed {
-            continue;
-        }
-        let (entries, at) = own_entries(own.as_ref(), &cluster.me, fed);
-        for entry in entries {
-            cluster.relay.push(entry, "");
-        }
-        fed = at;
-    }
+/// What a pull from an origin brought.
+pub(crate) enum Pulled<'a> {
+    Delta(&'a Delta, &'a [ArchiveId]),
+    /// A whole filter, and the key id of a key filter.
+    Whole(&'a FetchedFilter, Option<&'a str>),
 }
 
 /// Keeps one follower per tree neighbour: started for new neighbours
@@ -315,6 +260,11 @@ pub(crate) struct Followers {
 }
 
 impl Followers {
+    /// Whether `name` is a tree neighbour followed.
+    pub fn follows(&self, name: &str) -> bool {
+        self.running.contains_key(name)
+    }
+
     /// Follows exactly `wanted` (name, address).
     pub fn set(
         &mut self,

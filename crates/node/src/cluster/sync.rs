@@ -1,10 +1,11 @@
 //! Keeping the replicas current: one task per peer pulls a delta (or a
 //! snapshot on first contact, a new epoch, or 409) whenever the peer's
 //! published position moves past the copy held; first of its filter,
-//! then of its key filter. With relaying on (src/cluster/relay.rs) a
-//! copy is pulled so only once it has stayed behind for a grace period
-//! (the relay brings nearly every change first), and this loop keeps a
-//! follower of each relay tree neighbour.
+//! then of its key filter. With relaying on (src/cluster/relay.rs) that
+//! is so for the relay tree neighbours, and what is pulled is passed on;
+//! a copy of any other domain is pulled only once it has stayed behind
+//! for a grace period (the relay brings nearly every change first). This
+//! loop also keeps a follower of each tree neighbour's relay.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -15,10 +16,11 @@ use tokio::time::Instant;
 
 use super::client::{ClientError, DeltaAnswer};
 use super::coordinator::Member;
-use super::relay;
+use super::relay::{self, Pulled};
 use super::replicas::{covers, Peer, ReplicaError, Replicas};
 use super::Cluster;
 use crate::local::domain::Position;
+use crate::wire::RelayPart;
 use tokio_util::sync::CancellationToken;
 
 /// Follows the coordinator's view, starting a sync task for each peer.
@@ -106,11 +108,13 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
         for (name, member) in changes {
             match (tasks.get(&name), member) {
                 (Some(tx), Some(member)) => {
-                    // With relaying on, a copy held waits for the relay
-                    // (the sweep below wakes it if that takes too long):
-                    // a wake-up per change and peer cost most of the CPU
-                    // at national scale.
-                    let wake = (grace.is_none() || held(&cluster, &name).is_none())
+                    // With relaying on, a copy held of a domain that is not
+                    // a tree neighbour waits for the relay (the sweep below
+                    // wakes it if that takes too long): a wake-up per change
+                    // and peer cost most of the CPU at national scale.
+                    let wake = (grace.is_none()
+                        || followers.follows(&name)
+                        || held(&cluster, &name).is_none())
                         && needs_sync(&cluster.replicas.read(), &name, member.position());
                     tx.send_if_modified(|slot| {
                         *slot = Some(member);
@@ -290,10 +294,18 @@ async fn sync_keys_once(
     plan: Pull,
 ) -> Result<(), SyncError> {
     let client = cluster.peer_client(&member.address)?;
+    let pass_on = passes_on(cluster, held_keys(cluster, name));
     if let Pull::Delta { epoch, since } = plan {
         if let DeltaAnswer::Delta { delta, .. } = client.key_delta(epoch, since).await? {
             match cluster.replicas.write().apply_keys(name, &delta) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    if pass_on {
+                        let entry =
+                            relay::pulled(name, RelayPart::Keys, Pulled::Delta(&delta, &[]));
+                        cluster.relay.push(entry, name);
+                    }
+                    return Ok(());
+                }
                 Err(e) => {
                     tracing::info!(peer = name, error = %e, "key delta refused; taking a snapshot")
                 }
@@ -303,6 +315,12 @@ async fn sync_keys_once(
     let _turn = cluster.snapshots.acquire().await;
     let fetched = client.key_filter().await?;
     cluster.replicas.write().install_keys(name, &fetched)?;
+    if pass_on {
+        let whole = Pulled::Whole(&fetched.filter, Some(&fetched.key_id));
+        cluster
+            .relay
+            .push(relay::pulled(name, RelayPart::Keys, whole), name);
+    }
     Ok(())
 }
 
@@ -314,6 +332,7 @@ async fn sync_once(
     plan: Pull,
 ) -> Result<(), SyncError> {
     let client = cluster.peer_client(&member.address)?;
+    let pass_on = passes_on(cluster, held(cluster, name));
     if let Pull::Delta { epoch, since } = plan {
         match client.delta(epoch, since).await? {
             DeltaAnswer::Delta { delta, changed } => {
@@ -322,7 +341,14 @@ async fn sync_once(
                 cluster.on_changed(name, &changed).await;
                 let applied = cluster.replicas.write().apply(name, &delta);
                 match applied {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        if pass_on {
+                            let change = Pulled::Delta(&delta, &changed);
+                            let entry = relay::pulled(name, RelayPart::Filter, change);
+                            cluster.relay.push(entry, name);
+                        }
+                        return Ok(());
+                    }
                     Err(e) => {
                         tracing::info!(peer = name, error = %e, "delta refused; taking a snapshot")
                     }
@@ -335,7 +361,21 @@ async fn sync_once(
     let fetched = client.filter().await?;
     cluster.on_snapshot(name);
     cluster.replicas.write().install(name, &fetched)?;
+    if pass_on {
+        let whole = Pulled::Whole(&fetched, None);
+        cluster
+            .relay
+            .push(relay::pulled(name, RelayPart::Filter, whole), name);
+    }
     Ok(())
+}
+
+/// Whether a pull that moves a copy from `held` is passed on to the
+/// relay tree: with relaying on, a change of a copy already held (a first
+/// copy is no change: a domain joining would send its neighbours every
+/// filter of the nation).
+fn passes_on(cluster: &Cluster, held: Option<Position>) -> bool {
+    cluster.relay_grace().is_some() && held.is_some()
 }
 
 #[cfg(test)]

@@ -225,9 +225,8 @@ async fn converged(client: &Client, domains: usize, child: &ServeChild) -> anyho
 /// dropped; their pages are counted, not taken in.
 struct RelayReaders {
     tasks: Vec<AbortOnDropHandle<()>>,
-    /// Bytes of entries read, and where each reader is.
+    /// Bytes of entries read.
     read: Arc<AtomicU64>,
-    at: Vec<Arc<AtomicU64>>,
 }
 
 impl RelayReaders {
@@ -237,12 +236,10 @@ impl RelayReaders {
         let mut readers = RelayReaders {
             tasks: Vec::new(),
             read: read.clone(),
-            at: Vec::new(),
         };
         for asker in askers {
             let client = Client::new(base, Duration::from_secs(60))?;
-            let (asker, read, at) = (asker.clone(), read.clone(), Arc::new(AtomicU64::new(0)));
-            readers.at.push(at.clone());
+            let (asker, read) = (asker.clone(), read.clone());
             readers
                 .tasks
                 .push(AbortOnDropHandle::new(tokio::spawn(async move {
@@ -252,7 +249,6 @@ impl RelayReaders {
                             (relay, from) = (page.relay, page.next);
                             let bytes: usize = page.entries.iter().map(|e| e.body.len()).sum();
                             read.fetch_add(bytes as u64, Ordering::Relaxed);
-                            at.store(from, Ordering::Relaxed);
                         }
                         tokio::time::sleep(PULL_INTERVAL).await;
                     }
@@ -264,11 +260,85 @@ impl RelayReaders {
     fn bytes(&self) -> u64 {
         self.read.load(Ordering::Relaxed)
     }
+}
 
-    /// Whether every reader has read up to sequence number `next`.
-    fn read_up_to(&self, next: u64) -> bool {
-        self.at.iter().all(|a| a.load(Ordering::Relaxed) >= next)
+/// Light tree neighbours pulling a light domain's changes from it as a
+/// domain pulls its neighbours' (a delta, or a snapshot when refused, of
+/// each filter, as soon as its position moves), until dropped.
+struct Pullers {
+    tasks: Vec<AbortOnDropHandle<()>>,
+    /// The position each holds.
+    held: Vec<Arc<parking_lot::Mutex<(u64, u64)>>>,
+    /// Bytes of bodies they received.
+    received: Arc<AtomicU64>,
+}
+
+impl Pullers {
+    fn start(base: &str, count: usize, nation: Arc<Nation>, d: usize) -> anyhow::Result<Pullers> {
+        let mut pullers = Pullers {
+            tasks: Vec::new(),
+            held: Vec::new(),
+            received: Arc::new(AtomicU64::new(0)),
+        };
+        for _ in 0..count {
+            let client = Client::new(base, Duration::from_secs(60))?;
+            let held = Arc::new(parking_lot::Mutex::new(nation.position(d)));
+            let (nation, at, received) = (nation.clone(), held.clone(), pullers.received.clone());
+            pullers.held.push(held);
+            pullers
+                .tasks
+                .push(AbortOnDropHandle::new(tokio::spawn(async move {
+                    loop {
+                        let (epoch, version) = *at.lock();
+                        if nation.position(d) != (epoch, version) {
+                            if let Ok((now, bytes)) = pull(&client, epoch, version).await {
+                                *at.lock() = now;
+                                received.fetch_add(bytes, Ordering::Relaxed);
+                            }
+                        }
+                        // A domain gathers the watch events of 10 ms.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })));
+        }
+        Ok(pullers)
     }
+
+    fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Whether every puller holds `position`.
+    fn hold(&self, position: (u64, u64)) -> bool {
+        self.held.iter().all(|h| *h.lock() == position)
+    }
+}
+
+/// One pull of both filters from `(epoch, version)`, as a domain's sync
+/// task makes it; returns the position reached and the bytes of the
+/// bodies received (as the light server counts them).
+async fn pull(client: &Client, epoch: u64, version: u64) -> anyhow::Result<((u64, u64), u64)> {
+    use xarchive_node::cluster::client::DeltaAnswer;
+    let (at, mut bytes) = match client.delta(epoch, version).await? {
+        // The body: the delta framed with no changed IDs.
+        DeltaAnswer::Delta { delta, .. } => {
+            ((delta.epoch, delta.to_version), 4 + delta.encode().len())
+        }
+        DeltaAnswer::SnapshotRequired => {
+            let fetched = client.filter().await?;
+            let at = (fetched.position.epoch, fetched.position.version);
+            (at, fetched.bytes.len())
+        }
+    };
+    bytes += if at.0 == epoch {
+        match client.key_delta(epoch, version).await? {
+            DeltaAnswer::Delta { delta, .. } => delta.encode().len(),
+            DeltaAnswer::SnapshotRequired => 0,
+        }
+    } else {
+        client.key_filter().await?.filter.bytes.len()
+    };
+    Ok((at, bytes as u64))
 }
 
 /// Picks domains in proportion to their sizes.
@@ -470,15 +540,13 @@ pub async fn measure(
         let d = by_size.get(by_size.len() / 2).copied().unwrap_or(0);
         let from = nation.position(d);
         let first_new = nation.held(d);
-        // Its tree neighbours read its relay (the measured domain, if
-        // one of them, reads it itself).
+        // Its tree neighbours pull the change from it (the measured
+        // domain, if one of them, does so itself).
         let neighbours = nation.neighbours(nation.name(d));
         row.import_neighbours = neighbours.len();
-        let readers: Vec<String> = neighbours.into_iter().filter(|n| n != MEASURED).collect();
-        let reading = RelayReaders::start(
-            &format!("{}/d/{}", nation.address(), nation.name(d)),
-            &readers,
-        )?;
+        let pulling = neighbours.iter().filter(|n| *n != MEASURED).count();
+        let base = format!("{}/d/{}", nation.address(), nation.name(d));
+        let pullers = Pullers::start(&base, pulling, nation.clone(), d)?;
         let importing = bar(args.import, format!("{n} domains: one archive importing"))?;
         let bytes0 = nation.sent.bytes();
         let sent0 = nation.sent_by(d);
@@ -500,15 +568,16 @@ pub async fn measure(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_routed_after_seconds = acked.elapsed().as_secs_f64();
-        let end = nation.relay_next(d);
-        while !reading.read_up_to(end) && acked.elapsed() < Duration::from_secs(120) {
+        while !pullers.hold(nation.position(d)) && acked.elapsed() < Duration::from_secs(120) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_bytes_sent = nation.sent_by(d) - sent0;
-        drop(reading);
+        let pulled = pullers.received();
+        drop(pullers);
         importing.finish_and_clear();
         row.import_records = args.import;
-        row.import_bytes_to_one_peer = nation.sent.bytes() - bytes0;
+        // (The light servers count what the pullers were sent too.)
+        row.import_bytes_to_one_peer = (nation.sent.bytes() - bytes0).saturating_sub(pulled);
         row.import_one_copy_bytes = nation.one_copy(d, from) as u64;
         // The measured domain routes the new IDs.
         for i in 0..20 {

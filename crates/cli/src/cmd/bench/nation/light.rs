@@ -10,8 +10,7 @@
 //! the others, and a watch on the membership.
 //!
 //! The relay tree (src/cluster/relay.rs in the node crate) is laid out
-//! over all N names as a domain lays it out. A light domain keeps its own
-//! changes in its relay, as a domain does. The changes that would reach
+//! over all N names as a domain lays it out. The changes that would reach
 //! the measured domain through one of its tree neighbours are put in that
 //! neighbour's relay at once: the hops between their origin and that
 //! neighbour, through light domains that keep no copies, are not run.
@@ -132,7 +131,7 @@ impl Filter {
 struct LightDomain {
     name: String,
     index: usize,
-    /// Its own changes, for its relay tree neighbours.
+    /// What it would pass on to the measured domain (its tree neighbours').
     relay: Relay,
     /// Bytes of bodies it served, on every route.
     sent: AtomicU64,
@@ -425,7 +424,7 @@ impl Nation {
         self.publish(domain).await
     }
 
-    /// `domain`'s change since `before` as its relay keeps it: a delta of
+    /// `domain`'s change since `before` as a relay keeps it: a delta of
     /// each filter, or the whole filter when no delta says it.
     fn relayed(&self, domain: &LightDomain, f: &Filter, before: (u64, u64)) -> Vec<RelayEntry> {
         let (epoch, version) = (f.bits.epoch(), f.bits.version());
@@ -463,15 +462,15 @@ impl Nation {
         vec![filter, keys]
     }
 
-    /// Keeps `d`'s change in its own relay and, if another, in that of
-    /// the measured domain's tree neighbour it would come through.
+    /// Puts `d`'s change in the relay of the measured domain's tree
+    /// neighbour it would come through, as if it had come there along the
+    /// tree. A neighbour's own changes the measured domain pulls from it.
     fn pass_on(&self, d: usize, entries: Vec<RelayEntry>) {
         let through = self.toward(d);
-        for entry in entries {
-            if through != d {
-                self.domains[through].relay.push(entry.clone(), "");
+        if through != d {
+            for entry in entries {
+                self.domains[through].relay.push(entry, "");
             }
-            self.domains[d].relay.push(entry, "");
         }
     }
 
@@ -518,11 +517,6 @@ impl Nation {
 
     pub fn name(&self, d: usize) -> &str {
         &self.domains[d].name
-    }
-
-    /// Where light domain `d`'s own relay ends now.
-    pub fn relay_next(&self, d: usize) -> u64 {
-        self.domains[d].relay.next()
     }
 
     /// A light domain's key filter: empty (it declares no keys), at its
