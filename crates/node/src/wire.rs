@@ -83,6 +83,9 @@ pub const RELAY_PAGE: &str = "application/x-xarchive-relay";
 pub const RELAY_HEADER: &str = "x-xarchive-relay";
 /// The sequence number to ask for next.
 pub const RELAY_NEXT_HEADER: &str = "x-xarchive-relay-next";
+/// Present (`1`) when the page waited for a change (5 ms or more): the
+/// reader may ask again at once, as changes come seldom.
+pub const RELAY_WAITED_HEADER: &str = "x-xarchive-relay-waited";
 
 /// Which of an origin's two filters a relayed change is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -16,7 +16,8 @@ use crate::local::record::Record;
 use crate::wire::{
     decode_relay_page, split_delta_with_ids, ArchiveList, AuditPage, BulkReport, ClusterView,
     Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest, DELTA_WITH_IDS,
-    EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER, VERSION_HEADER,
+    EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER, RELAY_WAITED_HEADER,
+    VERSION_HEADER,
 };
 
 /// Why a call failed: the server said no (with its JSON error), or the
@@ -82,6 +83,8 @@ pub struct RelayPage {
     /// The sequence number to ask from next.
     pub next: u64,
     pub entries: Vec<RelayEntry>,
+    /// Whether the page waited for a change.
+    pub waited: bool,
 }
 
 /// The answer to a delta request.
@@ -532,12 +535,14 @@ impl Client {
                 .ok_or_else(|| decode(format!("missing or bad header {name}")))
         };
         let (relay, next) = (number(RELAY_HEADER)?, number(RELAY_NEXT_HEADER)?);
+        let waited = response.headers().contains_key(RELAY_WAITED_HEADER);
         let body = response.bytes().await.map_err(transport(&url))?;
         let entries = decode_relay_page(&body).map_err(|e| decode(e.to_string()))?;
         Ok(RelayPage {
             relay,
             next,
             entries,
+            waited,
         })
     }
 

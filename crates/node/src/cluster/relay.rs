@@ -48,9 +48,15 @@ const PAGE_BYTES: usize = 8 << 20;
 const LONG_POLL: Duration = Duration::from_secs(1);
 /// What a first read of a relay starts with: the changes kept this long.
 const RECENT: Duration = Duration::from_secs(2);
-/// Least time between two pulls of a neighbour's relay: what arrives
-/// meanwhile goes in one page.
+/// Least time between two pulls of a neighbour's relay while changes
+/// come often: what arrives meanwhile goes in one page. A reader whose
+/// last page waited [`IDLE`] or more for its change reads again at once,
+/// so that changes that come seldom are not held up (at national scale
+/// they come every few milliseconds, and pages of 50 ms are what keeps
+/// a domain's CPU low; docs/SCALING.md).
 pub const PULL_INTERVAL: Duration = Duration::from_millis(50);
+/// See [`PULL_INTERVAL`].
+const IDLE: Duration = Duration::from_millis(5);
 
 struct Kept {
     /// The domain it came from (a neighbour's relay, or the origin
@@ -72,6 +78,15 @@ impl Ring {
     fn next(&self) -> u64 {
         self.first + self.kept.len() as u64
     }
+}
+
+/// What a read of a relay found.
+pub struct RelayRead {
+    pub entries: Vec<Arc<RelayEntry>>,
+    /// The sequence number to read from next.
+    pub next: u64,
+    /// Whether it waited [`IDLE`] or more for a change.
+    pub waited: bool,
 }
 
 /// This domain's relay.
@@ -118,9 +133,10 @@ impl Relay {
     }
 
     /// The entries from sequence number `from` on that neither came from
-    /// `asker` nor are of its own filters, up to [`PAGE_BYTES`], and the number to ask from next. A
-    /// whole filter in the page makes the earlier entries of the same
-    /// filter in it needless: they are left out.
+    /// `asker` nor are of its own filters, up to [`PAGE_BYTES`], and the
+    /// number to ask from next. A whole filter in the page makes the
+    /// earlier entries of the same filter in it needless: they are left
+    /// out.
     pub fn page(&self, from: u64, asker: &str) -> (Vec<Arc<RelayEntry>>, u64) {
         let ring = self.ring.lock();
         let start = from.clamp(ring.first, ring.next());
@@ -158,7 +174,7 @@ impl Relay {
     /// a new follower may have just missed (older changes are in the
     /// copies it pulled from their origins); waiting up to [`LONG_POLL`]
     /// for a page that is not empty.
-    pub async fn read(&self, relay: u64, from: u64, asker: &str) -> (Vec<Arc<RelayEntry>>, u64) {
+    pub async fn read(&self, relay: u64, from: u64, asker: &str) -> RelayRead {
         let from = if relay == self.id {
             from
         } else {
@@ -171,13 +187,23 @@ impl Relay {
                 .count();
             ring.first + old as u64
         };
-        let (page, next) = self.page(from, asker);
-        if !page.is_empty() {
-            return (page, next);
+        let (entries, next) = self.page(from, asker);
+        if !entries.is_empty() {
+            return RelayRead {
+                entries,
+                next,
+                waited: false,
+            };
         }
         let mut kept = self.next.subscribe();
+        let asked = Instant::now();
         let _ = tokio::time::timeout(LONG_POLL, kept.wait_for(|n| *n > next)).await;
-        self.page(next, asker)
+        let (entries, next) = self.page(next, asker);
+        RelayRead {
+            entries,
+            next,
+            waited: asked.elapsed() >= IDLE,
+        }
     }
 }
 
@@ -324,7 +350,11 @@ async fn follow(
                 for entry in page.entries {
                     take_in(&cluster, entry, &neighbour).await;
                 }
-                pause = PULL_INTERVAL;
+                pause = if page.waited {
+                    Duration::ZERO
+                } else {
+                    PULL_INTERVAL
+                };
             }
             Err(e) => {
                 tracing::debug!(peer = %neighbour, error = %e, "relay pull failed");
@@ -462,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn a_page_leaves_out_what_came_from_the_asker_and_starts_where_asked() {
+    fn a_page_leaves_out_what_came_from_the_asker_or_is_its_own_and_starts_where_asked() {
         let relay = Relay::default();
         relay.push(entry("a", Some(0), 1, 10), "b");
         relay.push(entry("c", Some(0), 1, 10), "");
@@ -470,6 +500,8 @@ mod tests {
         let (page, next) = relay.page(0, "b");
         assert_eq!(versions(&page), [("c".into(), 1), ("a".into(), 2)]);
         assert_eq!(next, 3);
+        let (page, _) = relay.page(0, "c");
+        assert_eq!(versions(&page), [("a".into(), 1)]);
         let (page, next) = relay.page(2, "x");
         assert_eq!(versions(&page), [("a".into(), 2)]);
         assert_eq!(next, 3);

@@ -20,7 +20,7 @@ use crate::node::Node;
 use crate::wire::{
     encode_relay_page, frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody,
     DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER,
-    RELAY_NEXT_HEADER, RELAY_PAGE, VERSION_HEADER,
+    RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER, VERSION_HEADER,
 };
 use xarchive_filter::Delta;
 
@@ -337,6 +337,7 @@ pub struct RelayParams {
             headers(
                 ("x-xarchive-relay" = u64, description = "Which relay answered"),
                 ("x-xarchive-relay-next" = u64, description = "The sequence number to read from next"),
+                ("x-xarchive-relay-waited" = String, description = "`1` when the page waited 5 ms or more for a change (the reader may read again at once)"),
             )
         ),
         (status = 400, description = "`invalid_parameter`", body = ErrorBody),
@@ -350,12 +351,15 @@ pub async fn relay(
 ) -> Result<Response, ApiError> {
     let Query(params) = params.map_err(ApiError::query)?;
     let relay = &node.cluster.relay;
-    let (page, next) = relay.read(params.relay, params.from, &params.asker).await;
-    let body = encode_relay_page(page.iter().map(|e| e.as_ref()));
+    let read = relay.read(params.relay, params.from, &params.asker).await;
+    let body = encode_relay_page(read.entries.iter().map(|e| e.as_ref()));
     let mut response = ([(header::CONTENT_TYPE, RELAY_PAGE)], body).into_response();
     let headers = response.headers_mut();
     headers.insert(RELAY_HEADER, HeaderValue::from(relay.id));
-    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(next));
+    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(read.next));
+    if read.waited {
+        headers.insert(RELAY_WAITED_HEADER, HeaderValue::from_static("1"));
+    }
     Ok(response)
 }
 

@@ -245,12 +245,16 @@ impl RelayReaders {
                 .push(AbortOnDropHandle::new(tokio::spawn(async move {
                     let (mut relay, mut from) = (0, 0);
                     loop {
+                        let mut pause = PULL_INTERVAL;
                         if let Ok(page) = client.relay(relay, from, &asker).await {
                             (relay, from) = (page.relay, page.next);
                             let bytes: usize = page.entries.iter().map(|e| e.body.len()).sum();
                             read.fetch_add(bytes as u64, Ordering::Relaxed);
+                            if page.waited {
+                                pause = Duration::ZERO;
+                            }
                         }
-                        tokio::time::sleep(PULL_INTERVAL).await;
+                        tokio::time::sleep(pause).await;
                     }
                 })));
         }

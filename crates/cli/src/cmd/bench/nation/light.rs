@@ -39,7 +39,7 @@ use xarchive_node::cluster::{ClusterConfig, Member, Relay};
 use xarchive_node::wire::{
     encode_relay_page, frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart,
     DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER,
-    RELAY_NEXT_HEADER, RELAY_PAGE, VERSION_HEADER,
+    RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER, VERSION_HEADER,
 };
 use xarchive_node::{capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Record};
 use zookeeper_client as zk;
@@ -788,16 +788,16 @@ async fn relay(
     let Some(domain) = nation.asked(&name) else {
         return unknown();
     };
-    let (page, next) = domain.relay.read(q.relay, q.from, &q.asker).await;
+    let read = domain.relay.read(q.relay, q.from, &q.asker).await;
     if q.asker == MEASURED {
-        for entry in &page {
+        for entry in &read.entries {
             if let Some(&origin) = nation.by_name.get(&entry.header.origin) {
                 let origin = &nation.domains[origin];
                 nation.sent_up_to(origin, entry.header.epoch, entry.header.version);
             }
         }
     }
-    let body = encode_relay_page(page.iter().map(|e| e.as_ref()));
+    let body = encode_relay_page(read.entries.iter().map(|e| e.as_ref()));
     let counter = if q.asker == MEASURED {
         &nation.sent.relays
     } else {
@@ -806,7 +806,10 @@ async fn relay(
     served(domain, body.len(), counter);
     let mut headers = HeaderMap::new();
     headers.insert(RELAY_HEADER, HeaderValue::from(domain.relay.id));
-    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(next));
+    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(read.next));
+    if read.waited {
+        headers.insert(RELAY_WAITED_HEADER, HeaderValue::from_static("1"));
+    }
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(RELAY_PAGE));
     (headers, body).into_response()
 }
