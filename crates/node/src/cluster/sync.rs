@@ -299,11 +299,13 @@ async fn sync_keys_once(
         if let DeltaAnswer::Delta { delta, .. } = client.key_delta(epoch, since).await? {
             match cluster.replicas.write().apply_keys(name, &delta) {
                 Ok(()) => {
-                    if pass_on {
-                        let entry =
-                            relay::pulled(name, RelayPart::Keys, Pulled::Delta(&delta, &[]));
-                        cluster.relay.push(entry, name);
-                    }
+                    pass(
+                        cluster,
+                        pass_on,
+                        name,
+                        RelayPart::Keys,
+                        Pulled::Delta(&delta, &[]),
+                    );
                     return Ok(());
                 }
                 Err(e) => {
@@ -315,12 +317,8 @@ async fn sync_keys_once(
     let _turn = cluster.snapshots.acquire().await;
     let fetched = client.key_filter().await?;
     cluster.replicas.write().install_keys(name, &fetched)?;
-    if pass_on {
-        let whole = Pulled::Whole(&fetched.filter, Some(&fetched.key_id));
-        cluster
-            .relay
-            .push(relay::pulled(name, RelayPart::Keys, whole), name);
-    }
+    let whole = Pulled::Whole(&fetched.filter, Some(&fetched.key_id));
+    pass(cluster, pass_on, name, RelayPart::Keys, whole);
     Ok(())
 }
 
@@ -342,11 +340,8 @@ async fn sync_once(
                 let applied = cluster.replicas.write().apply(name, &delta);
                 match applied {
                     Ok(()) => {
-                        if pass_on {
-                            let change = Pulled::Delta(&delta, &changed);
-                            let entry = relay::pulled(name, RelayPart::Filter, change);
-                            cluster.relay.push(entry, name);
-                        }
+                        let change = Pulled::Delta(&delta, &changed);
+                        pass(cluster, pass_on, name, RelayPart::Filter, change);
                         return Ok(());
                     }
                     Err(e) => {
@@ -361,12 +356,13 @@ async fn sync_once(
     let fetched = client.filter().await?;
     cluster.on_snapshot(name);
     cluster.replicas.write().install(name, &fetched)?;
-    if pass_on {
-        let whole = Pulled::Whole(&fetched, None);
-        cluster
-            .relay
-            .push(relay::pulled(name, RelayPart::Filter, whole), name);
-    }
+    pass(
+        cluster,
+        pass_on,
+        name,
+        RelayPart::Filter,
+        Pulled::Whole(&fetched, None),
+    );
     Ok(())
 }
 
@@ -376,6 +372,13 @@ async fn sync_once(
 /// filter of the nation).
 fn passes_on(cluster: &Cluster, held: Option<Position>) -> bool {
     cluster.relay_grace().is_some() && held.is_some()
+}
+
+/// Keeps a change pulled from `name` in the relay, if `passing`.
+fn pass(cluster: &Cluster, passing: bool, name: &str, part: RelayPart, change: Pulled<'_>) {
+    if passing {
+        cluster.relay.push(relay::pulled(name, part, change), name);
+    }
 }
 
 #[cfg(test)]
