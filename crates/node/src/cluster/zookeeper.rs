@@ -266,7 +266,16 @@ impl ZooKeeperCoordinator {
                 .add_get_data(&format!("{folder}/{name}"))
                 .map_err(failed)?;
         }
-        let read = reader.commit().await.map_err(failed)?;
+        let mut read = reader.commit().await.map_err(failed)?;
+        // A znode that could not be read (but for being gone) is a change
+        // the view would miss: the caller reads the membership again.
+        if let Some(i) = read.iter().position(|r| {
+            matches!(r, zk::MultiReadResult::Error { err } if *err != zk::Error::NoNode)
+        }) {
+            if let zk::MultiReadResult::Error { err } = read.swap_remove(i) {
+                return Err(failed(err));
+            }
+        }
         self.view.send_modify(|view| {
             for (name, result) in names.iter().zip(read) {
                 match result {
