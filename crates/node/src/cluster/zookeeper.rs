@@ -269,9 +269,9 @@ impl ZooKeeperCoordinator {
         let mut read = reader.commit().await.map_err(failed)?;
         // A znode that could not be read (but for being gone) is a change
         // the view would miss: the caller reads the membership again.
-        if let Some(i) = read.iter().position(|r| {
-            matches!(r, zk::MultiReadResult::Error { err } if *err != zk::Error::NoNode)
-        }) {
+        if let Some(i) = read.iter().position(
+            |r| matches!(r, zk::MultiReadResult::Error { err } if *err != zk::Error::NoNode),
+        ) {
             if let zk::MultiReadResult::Error { err } = read.swap_remove(i) {
                 return Err(failed(err));
             }
