@@ -422,6 +422,7 @@ impl ZooKeeperCoordinator {
         // While disconnected: when ZooKeeper answers again, since when.
         let mut lost: Option<Option<Instant>> = None;
         let mut gathering = false;
+        let mut last_read: Option<Instant> = None;
         let mut probe = tokio::time::interval(PROBE_EVERY);
         loop {
             let publish_at = last_publish + s.publish_interval;
@@ -487,12 +488,13 @@ impl ZooKeeperCoordinator {
                         continue;
                     }
                     // Take in all the events that came. While they come
-                    // faster than they are read (the last read found more
-                    // than one), first let those of one publish interval
-                    // gather: one read instead of ten at national scale;
-                    // a lone event is read at once.
+                    // faster than they are read (the last read, just now,
+                    // found more than one), first let those of one publish
+                    // interval gather: one read instead of ten at national
+                    // scale. An event after a quiet spell is read at once.
                     let mut events = vec![event];
-                    if gathering {
+                    let busy = last_read.is_some_and(|at: Instant| at.elapsed() < 2 * s.publish_interval);
+                    if gathering && busy {
                         tokio::time::sleep(s.publish_interval).await;
                     }
                     let mut ended = None;
@@ -508,6 +510,7 @@ impl ZooKeeperCoordinator {
                         return Ok(End::Lost);
                     }
                     gathering = events.len() > 1;
+                    last_read = Some(Instant::now());
                     if let Err(e) = self.on_events(&client, &events).await {
                         // The view may have missed a change: read it all
                         // again, or start over in a new session.
