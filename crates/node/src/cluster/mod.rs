@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 pub use coordinator::{CoordError, Coordinator, Member, View};
 pub use inprocess::{Hub, InProcessCoordinator};
-pub use relay::{neighbours, Relay, PULL_INTERVAL};
+pub use relay::{neighbours, pause_after, Relay};
 pub use sliced::MIN_SLICED;
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 

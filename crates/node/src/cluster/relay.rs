@@ -36,7 +36,11 @@ use super::Cluster;
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
-use crate::wire::{frame_delta_with_ids, split_delta_with_ids, RelayEntry, RelayHeader, RelayPart};
+use crate::wire::{
+    encode_relay_page, frame_delta_with_ids, split_delta_with_ids, RelayEntry, RelayHeader,
+    RelayPart, RELAY_HEADER, RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER,
+};
+use axum::http::{header, HeaderMap, HeaderValue};
 use xarchive_filter::Delta;
 
 /// Bytes of changes a relay keeps; a neighbour further behind misses
@@ -49,14 +53,25 @@ const LONG_POLL: Duration = Duration::from_secs(1);
 /// What a first read of a relay starts with: the changes kept this long.
 const RECENT: Duration = Duration::from_secs(2);
 /// Least time between two pulls of a neighbour's relay while changes
-/// come often: what arrives meanwhile goes in one page. A reader whose
-/// last page waited [`IDLE`] or more for its change reads again at once,
-/// so that changes that come seldom are not held up (at national scale
-/// they come every few milliseconds, and pages of 50 ms are what keeps
-/// a domain's CPU low; docs/SCALING.md).
-pub const PULL_INTERVAL: Duration = Duration::from_millis(50);
-/// See [`PULL_INTERVAL`].
+/// come often: what arrives meanwhile goes in one page (see
+/// [`pause_after`]).
+const PULL_INTERVAL: Duration = Duration::from_millis(50);
+/// See [`pause_after`].
 const IDLE: Duration = Duration::from_millis(5);
+
+/// How long a reader waits before reading a relay again, after a page
+/// that `waited` [`IDLE`] or more for its change (or not): at once then,
+/// so that changes that come seldom are not held up; else
+/// [`PULL_INTERVAL`] (at national scale changes come every few
+/// milliseconds, and pages of 50 ms are what keeps a domain's CPU low;
+/// docs/SCALING.md).
+pub fn pause_after(waited: bool) -> Duration {
+    if waited {
+        Duration::ZERO
+    } else {
+        PULL_INTERVAL
+    }
+}
 
 struct Kept {
     /// The domain it came from (a neighbour's relay, or the origin
@@ -82,11 +97,29 @@ impl Ring {
 
 /// What a read of a relay found.
 pub struct RelayRead {
+    /// The relay read.
+    pub relay: u64,
     pub entries: Vec<Arc<RelayEntry>>,
     /// The sequence number to read from next.
     pub next: u64,
     /// Whether it waited [`IDLE`] or more for a change.
     pub waited: bool,
+}
+
+impl RelayRead {
+    /// The answer's headers and body, as `GET /v1/relay` sends them
+    /// (docs/FORMAT.md §9).
+    pub fn encode(&self) -> (HeaderMap, Vec<u8>) {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(RELAY_PAGE));
+        headers.insert(RELAY_HEADER, HeaderValue::from(self.relay));
+        headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(self.next));
+        if self.waited {
+            headers.insert(RELAY_WAITED_HEADER, HeaderValue::from_static("1"));
+        }
+        let body = encode_relay_page(self.entries.iter().map(|e| e.as_ref()));
+        (headers, body)
+    }
 }
 
 /// This domain's relay.
@@ -190,6 +223,7 @@ impl Relay {
         let (entries, next) = self.page(from, asker);
         if !entries.is_empty() {
             return RelayRead {
+                relay: self.id,
                 entries,
                 next,
                 waited: false,
@@ -200,6 +234,7 @@ impl Relay {
         let _ = tokio::time::timeout(LONG_POLL, kept.wait_for(|n| *n > next)).await;
         let (entries, next) = self.page(next, asker);
         RelayRead {
+            relay: self.id,
             entries,
             next,
             waited: asked.elapsed() >= IDLE,
@@ -350,11 +385,7 @@ async fn follow(
                 for entry in page.entries {
                     take_in(&cluster, entry, &neighbour).await;
                 }
-                pause = if page.waited {
-                    Duration::ZERO
-                } else {
-                    PULL_INTERVAL
-                };
+                pause = pause_after(page.waited);
             }
             Err(e) => {
                 tracing::debug!(peer = %neighbour, error = %e, "relay pull failed");

@@ -112,10 +112,12 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
                     // a tree neighbour waits for the relay (the sweep below
                     // wakes it if that takes too long): a wake-up per change
                     // and peer cost most of the CPU at national scale.
-                    let wake = (grace.is_none()
-                        || followers.follows(&name)
-                        || held(&cluster, &name).is_none())
-                        && needs_sync(&cluster.replicas.read(), &name, member.position());
+                    let wake = {
+                        let replicas = cluster.replicas.read();
+                        let copy = replicas.peer(&name).and_then(Peer::copy_position);
+                        (grace.is_none() || followers.follows(&name) || copy.is_none())
+                            && needs_sync(&replicas, &name, member.position())
+                    };
                     tx.send_if_modified(|slot| {
                         *slot = Some(member);
                         wake

@@ -18,9 +18,8 @@ use crate::local::domain::{DeltaRefusal, Published};
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
-    encode_relay_page, frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody,
-    DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER,
-    RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER, VERSION_HEADER,
+    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, DELTA_WITH_IDS,
+    EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
 };
 use xarchive_filter::Delta;
 
@@ -350,17 +349,12 @@ pub async fn relay(
     params: Result<Query<RelayParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(params) = params.map_err(ApiError::query)?;
-    let relay = &node.cluster.relay;
-    let read = relay.read(params.relay, params.from, &params.asker).await;
-    let body = encode_relay_page(read.entries.iter().map(|e| e.as_ref()));
-    let mut response = ([(header::CONTENT_TYPE, RELAY_PAGE)], body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(RELAY_HEADER, HeaderValue::from(relay.id));
-    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(read.next));
-    if read.waited {
-        headers.insert(RELAY_WAITED_HEADER, HeaderValue::from_static("1"));
-    }
-    Ok(response)
+    let read = node
+        .cluster
+        .relay
+        .read(params.relay, params.from, &params.asker)
+        .await;
+    Ok(read.encode().into_response())
 }
 
 /// `GET /v1/filter/verify`: compares the filter with one rebuilt from the store.

@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::task::AbortOnDropHandle;
-use xarchive_node::cluster::PULL_INTERVAL;
+use xarchive_node::cluster::pause_after;
 use xarchive_node::Client;
 use zookeeper_client as zk;
 
@@ -245,16 +245,13 @@ impl RelayReaders {
                 .push(AbortOnDropHandle::new(tokio::spawn(async move {
                     let (mut relay, mut from) = (0, 0);
                     loop {
-                        let mut pause = PULL_INTERVAL;
+                        let mut waited = false;
                         if let Ok(page) = client.relay(relay, from, &asker).await {
-                            (relay, from) = (page.relay, page.next);
+                            (relay, from, waited) = (page.relay, page.next, page.waited);
                             let bytes: usize = page.entries.iter().map(|e| e.body.len()).sum();
                             read.fetch_add(bytes as u64, Ordering::Relaxed);
-                            if page.waited {
-                                pause = Duration::ZERO;
-                            }
                         }
-                        tokio::time::sleep(pause).await;
+                        tokio::time::sleep(pause_after(waited)).await;
                     }
                 })));
         }

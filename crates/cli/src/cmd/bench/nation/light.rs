@@ -37,9 +37,8 @@ use tokio_util::task::AbortOnDropHandle;
 use xarchive_filter::{BloomFilter, BloomGeometry, CellChange, Delta};
 use xarchive_node::cluster::{ClusterConfig, Member, Relay};
 use xarchive_node::wire::{
-    encode_relay_page, frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart,
-    DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER,
-    RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER, VERSION_HEADER,
+    frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart, DELTA_WITH_IDS,
+    EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
 };
 use xarchive_node::{capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Record};
 use zookeeper_client as zk;
@@ -797,20 +796,13 @@ async fn relay(
             }
         }
     }
-    let body = encode_relay_page(read.entries.iter().map(|e| e.as_ref()));
+    let (headers, body) = read.encode();
     let counter = if q.asker == MEASURED {
         &nation.sent.relays
     } else {
         &nation.sent.relayed_to_lights
     };
     served(domain, body.len(), counter);
-    let mut headers = HeaderMap::new();
-    headers.insert(RELAY_HEADER, HeaderValue::from(domain.relay.id));
-    headers.insert(RELAY_NEXT_HEADER, HeaderValue::from(read.next));
-    if read.waited {
-        headers.insert(RELAY_WAITED_HEADER, HeaderValue::from_static("1"));
-    }
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(RELAY_PAGE));
     (headers, body).into_response()
 }
 
