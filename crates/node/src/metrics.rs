@@ -12,7 +12,7 @@ use std::time::Duration;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -97,6 +97,19 @@ impl Collector for ClusterGauges {
                 peer: peer.name.clone(),
             };
             ConstGauge::new(behind.as_secs_f64()).encode(lag.encode_family(&labels)?)?;
+        }
+        let mut grace = encoder.encode_descriptor(
+            "replica_grace_pulls",
+            "Pulls of the copy of the peer's filters from the peer itself, because the copy had \
+             stayed behind for relay_grace_ms (the relay tree did not bring it), by peer.",
+            None,
+            MetricType::Counter,
+        )?;
+        for peer in &peers {
+            let labels = PeerLabels {
+                peer: peer.name.clone(),
+            };
+            ConstCounter::new(peer.grace_pulls).encode(grace.encode_family(&labels)?)?;
         }
         Ok(())
     }

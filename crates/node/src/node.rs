@@ -267,6 +267,8 @@ impl Node {
             keys_current: None,
             last_sync_ms_ago: None,
             last_error: None,
+            behind_ms: None,
+            grace_pulls: None,
         })
     }
 }

@@ -407,6 +407,16 @@ pub struct DomainView {
     pub last_sync_ms_ago: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// For how long the copy has not included what it last published
+    /// (absent while it does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_ms: Option<u64>,
+    /// Times the copy stayed behind for `relay_grace_ms` and was pulled
+    /// from the domain itself: neither a pull at its publication nor the
+    /// relay brought it. Growing while the domain is reachable: its
+    /// changes do not reach this one along the relay tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_pulls: Option<u64>,
 }
 
 /// `GET /readyz` when ready.

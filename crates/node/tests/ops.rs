@@ -195,6 +195,11 @@ async fn a_copy_that_cannot_be_pulled_shows_a_growing_lag_while_its_peer_is_regi
         sample(&text, "xarchive_filter_target_false_positive_rate"),
         Some(0.02)
     );
+    // Behind for the relay's grace period (1 s): pulled from B itself,
+    // again and again, and counted.
+    let grace = "xarchive_replica_grace_pulls_total{peer=\"B\"}";
+    pair.metrics_until(|m| sample(m, grace).is_some_and(|n| n >= 2.0))
+        .await;
 
     // B leaves: A keeps it, marked down, still behind.
     pair.b_stop.cancel();

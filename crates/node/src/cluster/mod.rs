@@ -24,7 +24,7 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub use coordinator::{CoordError, Coordinator, Member, View};
+pub use coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use relay::{neighbours, pause_after, Relay};
 pub use sliced::MIN_SLICED;

@@ -49,6 +49,9 @@ pub struct Peer {
     pub reachable: bool,
     pub last_synced: Option<Instant>,
     pub last_error: Option<String>,
+    /// Times the copy stayed behind for the relay's grace period and was
+    /// pulled from the peer itself (the sync's sweep woke its pull).
+    pub grace_pulls: u64,
 }
 
 impl Peer {
@@ -67,6 +70,7 @@ impl Peer {
             reachable: true,
             last_synced: None,
             last_error: None,
+            grace_pulls: 0,
         }
     }
 
@@ -163,6 +167,8 @@ pub struct PeerHealth {
     /// published (zero while it does); `None` while nothing it published
     /// is known here (a peer remembered from an earlier run only).
     pub lag: Option<std::time::Duration>,
+    /// See [`Peer::grace_pulls`].
+    pub grace_pulls: u64,
 }
 
 pub struct Replicas {
@@ -301,6 +307,11 @@ impl Replicas {
                 keys_current: Some(covers(peer.key_position, peer.last_published)),
                 last_sync_ms_ago: peer.last_synced.map(|t| t.elapsed().as_millis() as u64),
                 last_error: peer.last_error.clone(),
+                behind_ms: peer
+                    .behind_since
+                    .filter(|_| !peer.current())
+                    .map(|t| t.elapsed().as_millis() as u64),
+                grace_pulls: Some(peer.grace_pulls),
             })
             .collect()
     }
@@ -329,6 +340,7 @@ impl Replicas {
                 lag: p
                     .last_published
                     .map(|_| p.lagging().unwrap_or(std::time::Duration::ZERO)),
+                grace_pulls: p.grace_pulls,
             })
             .collect()
     }
@@ -350,6 +362,16 @@ impl Replicas {
         if let Some(peer) = self.peers.get_mut(name) {
             if peer.current() {
                 peer.last_synced = Some(Instant::now());
+            }
+        }
+    }
+
+    /// The copies of `names` stayed behind for the relay's grace period:
+    /// their pulls from the peers themselves were woken.
+    pub fn pulled_after_grace(&mut self, names: &[&str]) {
+        for name in names {
+            if let Some(peer) = self.peers.get_mut(*name) {
+                peer.grace_pulls += 1;
             }
         }
     }
@@ -682,7 +704,8 @@ mod tests {
             PeerHealth {
                 name: "C".into(),
                 up: false,
-                lag: None
+                lag: None,
+                grace_pulls: 0
             }
         );
 

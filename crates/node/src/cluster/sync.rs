@@ -40,7 +40,7 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     let mut seen = 0;
     let mut unconfirmed: BTreeSet<String> = BTreeSet::new();
     let mut followers = relay::Followers::default();
-    let mut was_placed = false;
+    let mut layout = Layout::default();
     let grace = cluster.relay_grace();
     // Copies behind, and since when (relaying on): a peer's task is woken
     // only once its copy has been behind for the grace period.
@@ -76,14 +76,10 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
             }
             let known_changed = cluster.replicas.write().update_view(&current, &changes);
             // The tree changes with the membership (rarely): the O(N)
-            // layout is redone only then.
-            // (This domain's own arrival counts: the changes leave it out.)
+            // layout is redone only then. (This domain's own arrival
+            // counts: the changes leave it out.)
             let placed = current.members.contains_key(&cluster.me);
-            let membership = placed != was_placed
-                || changes
-                    .iter()
-                    .any(|(n, m)| m.is_none() || !tasks.contains_key(n));
-            was_placed = placed;
+            let membership = layout.changed(placed, &changes);
             let neighbours = (membership || known_changed).then(|| {
                 relay::neighbours(
                     current.members.keys().map(String::as_str),
@@ -150,6 +146,44 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     stop_peers.cancel();
 }
 
+/// When the relay tree must be laid out again: it depends only on which
+/// names are members (this domain among them).
+///
+/// Correctness (issue 31): this follows the member names themselves, not
+/// the peers' sync tasks. A task outlives its peer's departure (it waits
+/// for the peer to come back), so a rule that counted only departures and
+/// peers without a task laid the tree out without a peer that left the
+/// view and never again once it came back: a domain re-registering after
+/// losing its ZooKeeper session (its znode deleted, then created again,
+/// taken in as two changes). Its tree neighbours then no longer followed
+/// its relay, and no longer woke their pulls at its publications (the
+/// wake-up rule of [`run`] spares non-neighbours), so their copies of it,
+/// and the copies relayed from them, followed it only at the pace of the
+/// grace sweep, behind for as long as it kept writing.
+#[derive(Default)]
+struct Layout {
+    /// The members other than this domain, as taken in so far.
+    members: BTreeSet<String>,
+    /// Whether this domain is a member.
+    placed: bool,
+}
+
+impl Layout {
+    /// Takes in whether this domain is a member now and the `changes` of
+    /// the others (each name's member now, none if gone); true when the
+    /// member names differ from those taken in before.
+    fn changed(&mut self, placed: bool, changes: &[(String, Option<Member>)]) -> bool {
+        let mut changed = std::mem::replace(&mut self.placed, placed) != placed;
+        for (name, member) in changes {
+            changed |= match member {
+                Some(_) => self.members.insert(name.clone()),
+                None => self.members.remove(name),
+            };
+        }
+        changed
+    }
+}
+
 /// What bringing a copy to a published position takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pull {
@@ -191,20 +225,29 @@ fn wake_laggards(
     grace: Duration,
 ) {
     let now = Instant::now();
-    let replicas = cluster.replicas.read();
-    for (name, tx) in tasks {
-        let lagging = tx
-            .borrow()
-            .as_ref()
-            .is_some_and(|m| needs_sync(&replicas, name, m.position()));
-        if !lagging {
-            behind.remove(name);
-            continue;
+    let mut woken = Vec::new();
+    {
+        let replicas = cluster.replicas.read();
+        for (name, tx) in tasks {
+            let lagging = tx
+                .borrow()
+                .as_ref()
+                .is_some_and(|m| needs_sync(&replicas, name, m.position()));
+            if !lagging {
+                behind.remove(name);
+                continue;
+            }
+            let since = *behind.entry(name.clone()).or_insert(now);
+            if now.duration_since(since) >= grace {
+                tx.send_modify(|_| {});
+                woken.push(name.as_str());
+            }
         }
-        let since = *behind.entry(name.clone()).or_insert(now);
-        if now.duration_since(since) >= grace {
-            tx.send_modify(|_| {});
-        }
+    }
+    // Counted for /v1/cluster and /metrics: a steady count means the
+    // relay tree does not carry that peer's changes here.
+    if !woken.is_empty() {
+        cluster.replicas.write().pulled_after_grace(&woken);
     }
 }
 
@@ -403,6 +446,33 @@ mod tests {
             pull(Some(at(7, 3)), at(7, 10)),
             Pull::Delta { epoch: 7, since: 3 }
         );
+    }
+
+    /// Issue 31: a peer whose registration went and came back (a new
+    /// ZooKeeper session) was left out of the relay tree for good.
+    #[test]
+    fn the_relay_tree_is_laid_out_again_whenever_the_member_names_change_a_return_included() {
+        let member = Member {
+            address: "http://x".into(),
+            kind: crate::local::filter::FilterKind::Counting,
+            epoch: 1,
+            version: 1,
+            keys: String::new(),
+        };
+        let up = |n: &str| (n.to_owned(), Some(member.clone()));
+        let gone = |n: &str| (n.to_owned(), None);
+        let mut layout = Layout::default();
+        assert!(layout.changed(true, &[up("B"), up("C")]), "the first view");
+        assert!(!layout.changed(true, &[up("C")]), "only a new position");
+        assert!(layout.changed(true, &[gone("C")]), "C's registration gone");
+        assert!(!layout.changed(true, &[gone("C")]), "taken in again");
+        assert!(layout.changed(true, &[up("C")]), "C registered again");
+        assert!(!layout.changed(true, &[gone("D")]), "never a member");
+        assert!(
+            layout.changed(false, &[]),
+            "this domain's registration gone"
+        );
+        assert!(layout.changed(true, &[]), "and back");
     }
 
     #[test]
