@@ -1,7 +1,9 @@
 //! The rules a history must keep, checked after the run (or over any
 //! hand-made history): no acknowledged record reported absent, no deleted
-//! record found, nothing found that was never written, nothing lost once
-//! every fault healed, and a cluster that converges after each fault.
+//! record found, nothing found that was never written, nothing found whose
+//! every write was refused, nothing lost once every fault healed, writes
+//! taken again soon after a full disk is freed, and a cluster that
+//! converges after each fault.
 //!
 //! An answer of 503 or a transport error is not a violation (a domain may
 //! say "I cannot tell now"); the report counts them.
@@ -9,7 +11,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::history::{secs, History, Op, OpKind, Outcome};
+use crate::history::{secs, FaultKind, History, Op, OpKind, Outcome};
 
 /// The `worker` of the operations made by the final checks, after every
 /// fault healed and the cluster converged.
@@ -43,10 +45,20 @@ pub enum ViolationKind {
     /// A search answered 200 with a record whose DELETE was acknowledged
     /// before it started (searches read the stores, never a cache).
     SearchFoundDeleted,
+    /// A lookup answered 200 for an ID whose every PUT was refused with an
+    /// answer that promises nothing changed (507 for a full disk, 503
+    /// `coordinator_unavailable`, …).
+    RefusedThenFound,
+    /// A PUT at a domain whose full disk had been freed was still refused
+    /// for space [`RESUME_BOUND_US`] after the space returned.
+    WritesNotResumed,
 }
 
+/// How soon after a full disk is freed its domain must take writes again.
+pub const RESUME_BOUND_US: u64 = 5_000_000;
+
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 9] = [
+    pub const ALL: [ViolationKind; 11] = [
         ViolationKind::AcknowledgedThen404,
         ViolationKind::DeletedThen200,
         ViolationKind::Phantom,
@@ -56,6 +68,8 @@ impl ViolationKind {
         ViolationKind::NotConverged,
         ViolationKind::SearchMissed,
         ViolationKind::SearchFoundDeleted,
+        ViolationKind::RefusedThenFound,
+        ViolationKind::WritesNotResumed,
     ];
 }
 
@@ -71,6 +85,8 @@ impl fmt::Display for ViolationKind {
             ViolationKind::NotConverged => "not-converged",
             ViolationKind::SearchMissed => "search-missed",
             ViolationKind::SearchFoundDeleted => "search-found-deleted",
+            ViolationKind::RefusedThenFound => "refused-then-found",
+            ViolationKind::WritesNotResumed => "writes-not-resumed",
         })
     }
 }
@@ -178,6 +194,7 @@ pub fn check_history_with(history: &History, rules: &Rules) -> (Vec<Violation>, 
         check_id(id, ops, rules, &mut stale, &mut found);
     }
     check_searches(history, &ids, &mut found);
+    check_resumed(history, &mut found);
     for fault in &history.faults {
         if fault.converged_us.is_none() {
             found.push(Violation {
@@ -250,6 +267,22 @@ fn check_id(
                 }
             }
             Outcome::Ok { owner, cache, .. } => {
+                let sent_before: Vec<&Op> = live_puts()
+                    .filter(|p| p.start_us < r.end_us)
+                    .copied()
+                    .collect();
+                if !sent_before.is_empty() && sent_before.iter().all(|p| refused(p)) {
+                    found.push(Violation {
+                        kind: ViolationKind::RefusedThenFound,
+                        id: id.to_owned(),
+                        at_us: r.start_us,
+                        message: format!(
+                            "{r}; but every PUT of it was refused: {}",
+                            sent_before[0]
+                        ),
+                    });
+                    continue;
+                }
                 let sent = live_puts().find(|p| p.start_us < r.end_us);
                 let Some(sent) = sent else {
                     found.push(Violation {
@@ -378,6 +411,50 @@ fn check_searches(history: &History, ids: &HashMap<&str, PerId<'_>>, found: &mut
                     message: format!("{s}; but no PUT of {id} had been sent"),
                 });
             }
+        }
+    }
+}
+
+/// Whether `op` was refused with an answer that promises nothing changed.
+fn refused(op: &Op) -> bool {
+    op.outcome.is_definite() && op.outcome.status().is_some_and(|s| s >= 400)
+}
+
+/// After a full disk was freed, its domain takes writes again within
+/// [`RESUME_BOUND_US`]: a PUT there that starts later than that and is
+/// refused for space breaks the rule (its disk is far larger than what
+/// the workload writes, so only the fault fills it).
+fn check_resumed(history: &History, found: &mut Vec<Violation>) {
+    for fault in history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::FillDisk)
+    {
+        let late = history.ops.iter().find(|op| {
+            op.kind == OpKind::Put
+                && op.domain == fault.target
+                && op.start_us > fault.healed_us + RESUME_BOUND_US
+                && matches!(&op.outcome, Outcome::Http { code: Some(code), .. } if code == "insufficient_storage")
+                && !history.faults.iter().any(|f| {
+                    f.kind == FaultKind::FillDisk
+                        && f.target == fault.target
+                        && f.start_us > fault.healed_us
+                        && f.start_us < op.end_us
+                })
+        });
+        if let Some(op) = late {
+            found.push(Violation {
+                kind: ViolationKind::WritesNotResumed,
+                id: fault.target.clone(),
+                at_us: op.start_us,
+                message: format!(
+                    "fault #{} ({} {}, freed at {:.3} s): {op}",
+                    fault.n,
+                    fault.kind,
+                    fault.target,
+                    secs(fault.healed_us)
+                ),
+            });
         }
     }
 }
@@ -727,5 +804,83 @@ mod tests {
             }],
         };
         assert_eq!(kinds(&h), vec![ViolationKind::NotConverged]);
+    }
+
+    fn full() -> Outcome {
+        Outcome::Http {
+            status: 507,
+            code: Some("insufficient_storage".into()),
+        }
+    }
+
+    #[test]
+    fn a_record_found_whose_every_put_was_refused_for_space_is_a_violation() {
+        let refused = vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, full()),
+            op(OpKind::Lookup, "A-1", "B", 20, 30, found("A")),
+        ];
+        assert_eq!(kinds(&history(refused)), [ViolationKind::RefusedThenFound]);
+        // A later PUT that was taken explains it.
+        let retried = vec![
+            op(OpKind::Put, "A-1", "A", 0, 10, full()),
+            op(OpKind::Put, "A-1", "A", 11, 15, ok(201)),
+            op(OpKind::Lookup, "A-1", "B", 20, 30, found("A")),
+        ];
+        assert!(kinds(&history(retried)).is_empty());
+        // So does one whose outcome is unknown (a 500 may have landed).
+        let unknown = vec![
+            op(
+                OpKind::Put,
+                "A-1",
+                "A",
+                0,
+                10,
+                Outcome::Http {
+                    status: 500,
+                    code: Some("internal".into()),
+                },
+            ),
+            op(OpKind::Lookup, "A-1", "B", 20, 30, found("A")),
+        ];
+        assert!(kinds(&history(unknown)).is_empty());
+    }
+
+    #[test]
+    fn writes_still_refused_for_space_long_after_the_disk_was_freed_are_a_violation() {
+        let fill = |start_us, healed_us| Fault {
+            n: 0,
+            kind: FaultKind::FillDisk,
+            target: "A".into(),
+            start_us,
+            healed_us,
+            whole_us: Some(healed_us),
+            converged_us: Some(healed_us),
+        };
+        let freed = 1_000_000;
+        let put =
+            |id: &str, start: u64, outcome| op(OpKind::Put, id, "A", start, start + 10, outcome);
+        let soon = freed + RESUME_BOUND_US / 2;
+        let late = freed + RESUME_BOUND_US + 1;
+        let h = |ops, faults| History { ops, faults };
+        // Refused while full and just after: allowed.
+        assert!(kinds(&h(
+            vec![put("A-1", 10, full()), put("A-2", soon, full())],
+            vec![fill(0, freed)]
+        ))
+        .is_empty());
+        // Refused long after: not resumed.
+        assert_eq!(
+            kinds(&h(vec![put("A-3", late, full())], vec![fill(0, freed)])),
+            [ViolationKind::WritesNotResumed]
+        );
+        // Unless the disk was filled again meanwhile.
+        assert!(kinds(&h(
+            vec![put("A-3", late, full())],
+            vec![fill(0, freed), fill(late - 5, late + 100)]
+        ))
+        .is_empty());
+        // Another domain's refusals say nothing of this one's disk.
+        let elsewhere = op(OpKind::Put, "B-1", "B", late, late + 10, full());
+        assert!(kinds(&h(vec![elsewhere], vec![fill(0, freed)])).is_empty());
     }
 }

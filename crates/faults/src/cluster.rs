@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::blocking::Client;
 use xarchive_node::wire::ClusterView;
-use xarchive_testkit::{free_port, DomainProcess, Spawn, ZooKeeperServer};
+use xarchive_testkit::{free_port, DomainProcess, Spawn, Tmpfs, ZooKeeperServer};
 
 use crate::ensemble::{serves, Ensemble, MemberSpec};
 use crate::http;
@@ -35,7 +35,14 @@ pub struct ClusterConfig {
     /// The in-process cache with this `cache.max_lag_ms`; none: the
     /// domains run with `XARCHIVE_CACHE=none`.
     pub cache_max_lag_ms: Option<u64>,
+    /// The size of each domain's data directory, a file system of its own
+    /// (a tmpfs: the disk-full fault fills it).
+    pub disk_bytes: u64,
 }
+
+/// What a domain's data directory holds at most in a fault run: far more
+/// than its records take, so that only the disk-full fault fills it.
+pub const DISK_BYTES: u64 = 512 << 20;
 
 /// The ZooKeeper service: the testkit's server on loopback, one in a
 /// network namespace, or a three-server ensemble (either way).
@@ -111,6 +118,8 @@ impl Coordinator {
 pub struct Cluster {
     pub zk: Coordinator,
     pub domains: Vec<DomainProcess>,
+    /// Each domain's data directory (unmounted after the domains stop).
+    pub disks: Vec<Tmpfs>,
     pub names: Vec<String>,
     /// `http://ADDRESS:PORT` of each domain, fixed for the run.
     pub urls: Vec<String>,
@@ -139,6 +148,7 @@ impl Cluster {
                 vec![ZK_NODE.to_owned()],
             )
         };
+        let disks = disks(config)?;
         let mut domains = Vec::new();
         let mut urls = Vec::new();
         for name in &config.names {
@@ -152,6 +162,7 @@ impl Cluster {
         Ok(Cluster {
             zk,
             domains,
+            disks,
             names: config.names.clone(),
             urls,
             zk_labels,
@@ -195,6 +206,7 @@ impl Cluster {
         } else {
             Coordinator::Namespaced(NsZooKeeper::start(zk_node(ZK_NODE)?, &zk_dir)?)
         };
+        let disks = disks(config)?;
         let mut domains = Vec::new();
         let mut urls = Vec::new();
         for name in &config.names {
@@ -212,6 +224,7 @@ impl Cluster {
         Ok(Cluster {
             zk,
             domains,
+            disks,
             names: config.names.clone(),
             urls,
             zk_labels,
@@ -286,6 +299,18 @@ fn domain_spawn(
 
 fn data_dir(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
+}
+
+/// A file system of its own for each domain's data directory.
+fn disks(config: &ClusterConfig) -> Result<Vec<Tmpfs>, Error> {
+    config
+        .names
+        .iter()
+        .map(|name| {
+            let path = data_dir(&config.dir, name);
+            Tmpfs::mount_at(&path, config.disk_bytes).map_err(Error::Disk)
+        })
+        .collect()
 }
 
 /// Whether every domain answers `/v1/cluster` showing itself connected and

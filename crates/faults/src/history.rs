@@ -87,7 +87,13 @@ impl Outcome {
                 *status < 500
                     || matches!(
                         code.as_deref(),
-                        Some("coordinator_unavailable" | "overloaded" | "unavailable")
+                        Some(
+                            "coordinator_unavailable"
+                                | "overloaded"
+                                | "unavailable"
+                                | "insufficient_storage"
+                                | "store_unavailable"
+                        )
                     )
             }
             Outcome::Transport { .. } => false,
@@ -197,15 +203,19 @@ pub enum FaultKind {
     /// The ensemble's current leader (by `srvr`) killed with SIGKILL,
     /// started again later on its data (ensemble runs only).
     KillLeader,
+    /// A domain's data directory (a file system of its own) filled to the
+    /// last byte by a ballast file, later removed.
+    FillDisk,
 }
 
 impl FaultKind {
     /// The faults of processes (any run).
-    pub const PROCESS: [FaultKind; 4] = [
+    pub const PROCESS: [FaultKind; 5] = [
         FaultKind::KillDomain,
         FaultKind::PauseDomain,
         FaultKind::KillZooKeeper,
         FaultKind::FreshZooKeeper,
+        FaultKind::FillDisk,
     ];
 
     /// The faults of the network (runs with namespaces only).
@@ -217,11 +227,12 @@ impl FaultKind {
     ];
 
     /// Every kind, for tables.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::KillDomain,
         FaultKind::PauseDomain,
         FaultKind::KillZooKeeper,
         FaultKind::FreshZooKeeper,
+        FaultKind::FillDisk,
         FaultKind::KillLeader,
         FaultKind::CutLink,
         FaultKind::PartitionDomains,
@@ -251,6 +262,7 @@ impl fmt::Display for FaultKind {
             FaultKind::PartitionZooKeeper => "split domain|zk",
             FaultKind::PartitionClients => "split domain|clients",
             FaultKind::KillLeader => "kill -9 zk leader",
+            FaultKind::FillDisk => "disk full",
         })
     }
 }

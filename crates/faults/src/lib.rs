@@ -78,6 +78,8 @@ pub enum Error {
     },
     #[error("network: `{command}` failed: {message}")]
     Net { command: String, message: String },
+    #[error("a domain's data directory: {0}")]
+    Disk(String),
     #[error("a {0} thread panicked: {1}")]
     Panicked(&'static str, String),
 }

@@ -4,7 +4,8 @@
 //!
 //! The faults: kill -9 of a domain and a restart on the same data and
 //! port; SIGSTOP of a domain for longer than the session timeout, then
-//! SIGCONT; ZooKeeper killed and started again on its data; ZooKeeper
+//! SIGCONT; a domain's disk filled, then freed; ZooKeeper killed and
+//! started again on its data; ZooKeeper
 //! restarted empty (every session and znode gone) — with an ensemble,
 //! all three servers at once; the ensemble's leader killed and started
 //! again; with network namespaces, the link of a domain or of a
@@ -78,7 +79,9 @@ fn ms(rng: &mut StdRng, from: u64, to: u64) -> Duration {
 fn targets(kind: FaultKind, domains: usize, zk_nodes: usize) -> Vec<Target> {
     let each = |f: fn(usize) -> Target| (0..domains).map(f).collect::<Vec<_>>();
     match kind {
-        FaultKind::KillDomain | FaultKind::PauseDomain => each(Target::Domain),
+        FaultKind::KillDomain | FaultKind::PauseDomain | FaultKind::FillDisk => {
+            each(Target::Domain)
+        }
         FaultKind::KillZooKeeper | FaultKind::FreshZooKeeper | FaultKind::KillLeader => {
             vec![Target::ZooKeeper]
         }
@@ -126,6 +129,7 @@ fn plan_one(
         FaultKind::KillZooKeeper => ms(rng, 1_000, 6_000),
         FaultKind::FreshZooKeeper => Duration::ZERO,
         FaultKind::KillLeader => ms(rng, 1_000, 8_000),
+        FaultKind::FillDisk => ms(rng, 1_000, 6_000),
         FaultKind::CutLink
         | FaultKind::PartitionDomains
         | FaultKind::PartitionZooKeeper
@@ -244,6 +248,7 @@ fn start(cluster: &mut Cluster, p: &Planned, victim: Option<usize>) -> Result<()
     match (p.kind, p.target) {
         (FaultKind::KillDomain, Target::Domain(i)) => cluster.domains[i].kill9(),
         (FaultKind::PauseDomain, Target::Domain(i)) => signal(cluster, i, Signal::SIGSTOP)?,
+        (FaultKind::FillDisk, Target::Domain(i)) => cluster.disks[i].fill(),
         (FaultKind::KillZooKeeper, _) => cluster.zk.kill(),
         (FaultKind::FreshZooKeeper, _) => cluster.zk.restart_fresh()?,
         (FaultKind::KillLeader, _) => {
@@ -268,6 +273,7 @@ fn heal(cluster: &mut Cluster, p: &Planned, victim: Option<usize>) -> Result<(),
         // Same data dir, same port: the testkit's restart keeps `listen`.
         (FaultKind::KillDomain, Target::Domain(i)) => cluster.domains[i].restart(),
         (FaultKind::PauseDomain, Target::Domain(i)) => signal(cluster, i, Signal::SIGCONT)?,
+        (FaultKind::FillDisk, Target::Domain(i)) => cluster.disks[i].free(),
         (FaultKind::KillZooKeeper, _) => cluster.zk.start_again()?,
         (FaultKind::KillLeader, _) => {
             if let (Some(ensemble), Some(j)) = (cluster.zk.ensemble(), victim) {

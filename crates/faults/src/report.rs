@@ -16,7 +16,7 @@ const FAULT_ROWS: usize = 40;
 const EXAMPLES: usize = 5;
 
 /// Writes (PUT and DELETE) started while a fault was on: how many, how
-/// many refused with 503, how many with no answer.
+/// many refused (503, or 507 for a full disk), how many with no answer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Writes {
     pub total: usize,
@@ -52,7 +52,9 @@ pub fn writes_during(history: &History, fault: &Fault) -> Writes {
         }
         w.total += 1;
         match op.outcome {
-            Outcome::Http { status: 503, .. } => w.refused += 1,
+            Outcome::Http {
+                status: 503 | 507, ..
+            } => w.refused += 1,
             Outcome::Transport { .. } => w.transport += 1,
             _ => {}
         }
@@ -73,6 +75,23 @@ pub fn to_whole(fault: &Fault) -> Option<f64> {
     fault
         .whole_us
         .map(|w| secs(w.saturating_sub(fault.healed_us)))
+}
+
+/// Seconds from a full disk's freeing to its domain's first write taken
+/// afterwards (none if no write was sent to it since).
+pub fn resumed_after(history: &History, fault: &Fault) -> Option<f64> {
+    history
+        .ops
+        .iter()
+        .filter(|op| {
+            op.kind == OpKind::Put
+                && op.domain == fault.target
+                && op.start_us >= fault.healed_us
+                && op.outcome.is_ok()
+        })
+        .map(|op| op.end_us - fault.healed_us)
+        .min()
+        .map(secs)
 }
 
 fn median(mut xs: Vec<f64>) -> Option<(f64, f64, f64)> {
@@ -236,6 +255,20 @@ impl fmt::Display for RunReport {
             st.beyond,
             secs(st.max_beyond_us)
         )?;
+
+        let resumed = median(
+            h.faults
+                .iter()
+                .filter(|x| x.kind == FaultKind::FillDisk)
+                .filter_map(|x| resumed_after(h, x))
+                .collect(),
+        );
+        if let Some((lo, mid, hi)) = resumed {
+            writeln!(
+                f,
+                "  a full disk freed: its domain's first write taken {lo:.3} / {mid:.3} / {hi:.3} s after (min / median / max)"
+            )?;
+        }
 
         writeln!(f, "\nFinal state")?;
         match &self.final_convergence {

@@ -180,6 +180,7 @@ pub fn run(config: &RunConfig, say: &(dyn Fn(&str) + Sync)) -> Result<RunReport,
         expected_items: config.expected_items,
         ensemble: config.ensemble,
         cache_max_lag_ms: config.cache_max_lag_ms,
+        disk_bytes: crate::cluster::DISK_BYTES,
     };
     say(&format!(
         "mode: {}, ZooKeeper {}, cache {}; fault kinds: {}",

@@ -29,6 +29,11 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// Largest request head (request line and headers), in bytes.
     pub max_header_bytes: usize,
+    /// Bytes a write of records must leave free in the data directory's
+    /// file system; a write that would not is refused (507) and changes
+    /// nothing. What it keeps lets searches log, and the store reopen,
+    /// when the disk fills.
+    pub min_free_bytes: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +45,7 @@ impl Default for Limits {
             max_concurrent_requests: 1_024,
             request_timeout_ms: 30_000,
             max_header_bytes: 16 * 1024,
+            min_free_bytes: 64 * 1024 * 1024,
         }
     }
 }

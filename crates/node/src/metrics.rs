@@ -130,6 +130,9 @@ pub struct Metrics {
     filter_fill: Gauge<f64, AtomicU64>,
     filter_fpr: Gauge<f64, AtomicU64>,
     filter_stuck: Gauge,
+    data_free_bytes: Gauge,
+    data_writable: Gauge,
+    writes_refused_for_space: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -202,6 +205,24 @@ impl Metrics {
             "Counters saturated at 15",
             filter_stuck.clone(),
         );
+        let data_free_bytes = Gauge::default();
+        registry.register(
+            "data_free_bytes",
+            "Bytes free in the data directory's file system",
+            data_free_bytes.clone(),
+        );
+        let data_writable = Gauge::default();
+        registry.register(
+            "data_writable",
+            "1 while the data directory has room for writes beyond the reserve (limits.min_free_bytes); 0 while they are refused (507)",
+            data_writable.clone(),
+        );
+        let writes_refused_for_space = Counter::default();
+        registry.register(
+            "writes_refused_for_space",
+            "Writes refused because the data directory's disk was full (507 insufficient_storage); nothing was changed",
+            writes_refused_for_space.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -217,6 +238,9 @@ impl Metrics {
             filter_fill,
             filter_fpr,
             filter_stuck,
+            data_free_bytes,
+            data_writable,
+            writes_refused_for_space,
         }
     }
 
@@ -299,6 +323,13 @@ impl Metrics {
         self.filter_fpr.set(stats.filter.estimated_fpr);
         self.filter_stuck
             .set(gauge(stats.filter.stuck_counters.unwrap_or(0)));
+        self.data_free_bytes.set(gauge(stats.space.free_bytes));
+        self.data_writable.set(i64::from(stats.space.writable));
+        // The domain counts refusals; the counter follows it.
+        let refused = stats.space.writes_refused;
+        let counted = self.writes_refused_for_space.get();
+        self.writes_refused_for_space
+            .inc_by(refused.saturating_sub(counted));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);

@@ -15,6 +15,7 @@ use crate::local::audit::{AuditEntry, AuditError, AuditLog, Requester};
 use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
+use crate::local::space::DiskSpace;
 use crate::metrics::Metrics;
 use crate::security::auth::{AuthError, Authority};
 use crate::security::tls::TlsError;
@@ -132,8 +133,15 @@ impl Node {
             types: key_types,
             hasher: auth.key_hasher().clone(),
         };
-        let domain = Domain::open(&config.name, &config.data, config.filter.clone(), keying)?;
-        let audit = AuditLog::open(&config.data)?;
+        let space = Arc::new(DiskSpace::new(&config.data, config.limits.min_free_bytes));
+        let domain = Domain::open(
+            &config.name,
+            &config.data,
+            config.filter.clone(),
+            keying,
+            space.clone(),
+        )?;
+        let audit = AuditLog::open(&config.data, space)?;
         let cluster = Arc::new(cluster);
         let metrics = Metrics::for_domain(&cluster, domain.settings().fpr);
         Ok(Arc::new(Node {

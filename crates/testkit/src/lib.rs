@@ -8,6 +8,7 @@ mod link;
 mod process;
 mod servers;
 mod signal;
+mod tmpfs;
 
 pub use link::LoopbackLink;
 pub use process::{free_port, DomainProcess, Spawn};
@@ -15,6 +16,7 @@ pub use servers::{
     zookeeper_java_args, RedisServer, ZkSession, ZooKeeperServer, ZOOKEEPER_CLASSPATH,
 };
 pub use tempfile::{tempdir, TempDir};
+pub use tmpfs::Tmpfs;
 
 /// A short stand-in for `bytes` (to compare files and bodies before and
 /// after a request, with failure messages that stay readable).

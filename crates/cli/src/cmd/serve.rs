@@ -33,6 +33,9 @@ pub struct ServeArgs {
     /// Largest record content, in bytes.
     #[arg(long, env = "XARCHIVE_MAX_CONTENT_BYTES")]
     max_content_bytes: Option<usize>,
+    /// Bytes a write must leave free on the data directory's disk (else 507).
+    #[arg(long, env = "XARCHIVE_MIN_FREE_BYTES")]
+    min_free_bytes: Option<u64>,
     /// Join a ZooKeeper-coordinated cluster: host:port[,host:port…][/chroot].
     #[arg(long, env = "XARCHIVE_ZK")]
     zk: Option<String>,
@@ -96,6 +99,9 @@ impl ServeArgs {
         }
         if let Some(n) = self.max_content_bytes {
             config.limits.max_content_bytes = n;
+        }
+        if let Some(n) = self.min_free_bytes {
+            config.limits.min_free_bytes = n;
         }
         if let Some(zk) = &self.zk {
             config.cluster.zk = Some(zk.clone());

@@ -71,7 +71,8 @@ pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Arch
         (status = 200, description = "Replaced", body = Record),
         (status = 400, description = "`invalid_id`, `invalid_json`, `invalid_record`, `invalid_body`", body = ErrorBody),
         (status = 413, description = "`content_too_large` or `body_too_large`", body = ErrorBody),
-        (status = 503, description = "`coordinator_unavailable` (nothing changed) or `not_published` (stored; repeating is safe)", body = ErrorBody),
+        (status = 503, description = "`coordinator_unavailable` or `store_unavailable` (nothing changed), or `not_published` (stored; repeating is safe)", body = ErrorBody),
+        (status = 507, description = "`insufficient_storage`: the data directory's disk is full (below `limits.min_free_bytes`); nothing changed", body = ErrorBody),
     )
 )]
 pub async fn put(
@@ -134,7 +135,8 @@ pub async fn get(
         (status = 204, description = "Deleted"),
         (status = 400, description = "`invalid_id`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 503, description = "`coordinator_unavailable` (nothing changed) or `not_published` (deleted; repeating is safe)", body = ErrorBody),
+        (status = 503, description = "`coordinator_unavailable` or `store_unavailable` (nothing changed), or `not_published` (deleted; repeating is safe)", body = ErrorBody),
+        (status = 507, description = "`insufficient_storage`: the data directory's disk is full (below `limits.min_free_bytes`); nothing changed", body = ErrorBody),
     )
 )]
 pub async fn delete(
@@ -284,7 +286,8 @@ impl Bulk {
     responses(
         (status = 200, description = "Each line's result; bad lines fail alone", body = BulkReport),
         (status = 400, description = "`invalid_body`", body = ErrorBody),
-        (status = 503, description = "`coordinator_unavailable` (nothing changed) or `not_published` (stored; repeating is safe)", body = ErrorBody),
+        (status = 503, description = "`coordinator_unavailable` or `store_unavailable` (nothing changed), or `not_published` (stored; repeating is safe)", body = ErrorBody),
+        (status = 507, description = "`insufficient_storage`: the data directory's disk is full (below `limits.min_free_bytes`); nothing changed", body = ErrorBody),
     )
 )]
 pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response, ApiError> {

@@ -7,9 +7,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use crate::local::audit::AuditError;
 use crate::local::domain::DomainError;
 use crate::local::id::InvalidId;
 use crate::local::record::InvalidRecord;
+use crate::local::redb_file::Reopening;
+use crate::local::space::DiskFull;
+use crate::local::store::StoreError;
+use crate::node::SearchError;
 use crate::security::auth::Refusal;
 
 #[derive(Debug)]
@@ -114,9 +119,58 @@ impl ApiError {
     }
 }
 
+impl From<DiskFull> for ApiError {
+    fn from(e: DiskFull) -> Self {
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "insufficient_storage",
+            e.to_string(),
+        )
+        .with("free_bytes", e.free_bytes)
+        .with("reserve_bytes", e.reserve_bytes)
+    }
+}
+
+impl From<Reopening> for ApiError {
+    fn from(e: Reopening) -> Self {
+        tracing::warn!(error = %e, "a request met a store being reopened");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the domain's store is being reopened after an I/O error; nothing was changed, try again",
+        )
+    }
+}
+
 impl From<DomainError> for ApiError {
     fn from(e: DomainError) -> Self {
-        ApiError::internal(e)
+        match e {
+            DomainError::Store(StoreError::DiskFull(full)) => full.into(),
+            DomainError::Store(StoreError::Reopening(r)) => r.into(),
+            e => ApiError::internal(e),
+        }
+    }
+}
+
+impl From<SearchError> for ApiError {
+    fn from(e: SearchError) -> Self {
+        match e {
+            SearchError::Key(e) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_key", e.to_string())
+            }
+            SearchError::Domain(e) => e.into(),
+            // No answer leaves without its audit entry (audit.rs).
+            SearchError::Audit(AuditError::DiskFull(full)) => {
+                let mut refused = ApiError::from(full);
+                refused.message = format!(
+                    "the search could not be put on record, so nothing is returned: {}",
+                    refused.message
+                );
+                refused
+            }
+            SearchError::Audit(AuditError::Reopening(r)) => r.into(),
+            e => ApiError::internal(e),
+        }
     }
 }
 
@@ -126,5 +180,45 @@ impl IntoResponse for ApiError {
         body.insert("code".into(), json!(self.code));
         body.insert("message".into(), json!(self.message));
         (self.status, Json(Value::Object(body))).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> DiskFull {
+        DiskFull {
+            free_bytes: 0,
+            reserve_bytes: 1024,
+        }
+    }
+
+    #[test]
+    fn a_write_refused_for_space_is_507_insufficient_storage_saying_nothing_changed() {
+        let e = ApiError::from(DomainError::Store(StoreError::DiskFull(full())));
+        assert_eq!(e.status, StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(e.code, "insufficient_storage");
+        assert!(e.message.contains("disk is full") && e.message.contains("nothing was changed"));
+        assert_eq!(e.details["reserve_bytes"], 1024);
+    }
+
+    #[test]
+    fn a_search_whose_audit_entry_found_no_space_returns_nothing_and_says_why() {
+        let e = ApiError::from(SearchError::Audit(AuditError::DiskFull(full())));
+        assert_eq!(e.status, StatusCode::INSUFFICIENT_STORAGE);
+        assert!(e.message.contains("nothing is returned"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_store_being_reopened_is_503_store_unavailable() {
+        let e = ApiError::from(DomainError::Store(StoreError::Reopening(Reopening {
+            path: "records.redb".into(),
+            reason: "no space".into(),
+        })));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+        );
     }
 }

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
 use super::error::ApiError;
-use crate::node::{Node, SearchError};
+use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{AuditPage, ErrorBody, KeyTypesBody, Requester, SearchBody, SearchRequest};
 
@@ -39,6 +39,7 @@ pub async fn key_types(State(node): State<Arc<Node>>) -> Json<KeyTypesBody> {
         (status = 200, description = "Every record with the key, from every domain that could hold one (possibly none)", body = SearchBody),
         (status = 400, description = "`invalid_json`, `invalid_request` (not a search), `invalid_key` (an undeclared key type, or a value its format refuses; the value is never echoed)", body = ErrorBody),
         (status = 503, description = "`unavailable` (some domains could not be reached) or `not_ready` (the membership is not confirmed): the records found, and who did not answer", body = SearchBody),
+        (status = 507, description = "`insufficient_storage`: the search's audit entry could not be written for want of disk space, so nothing is returned", body = ErrorBody),
     )
 )]
 pub async fn search(
@@ -71,12 +72,7 @@ pub async fn search(
     let mut found = node
         .search(&request, requester)
         .await
-        .map_err(|e| match e {
-            SearchError::Key(e) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_key", e.to_string())
-            }
-            e => ApiError::internal(e),
-        })?;
+        .map_err(ApiError::from)?;
     let problem = if !found.unreachable.is_empty() {
         Some((
             "unavailable",

@@ -8,9 +8,13 @@
 //! answered, so no answer leaves without its entry.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
+
+use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
+use crate::local::space::{DiskFull, DiskSpace};
 
 /// Entries by the microsecond they were written (made unique by moving a
 /// collision one microsecond on), as JSON.
@@ -33,11 +37,37 @@ pub enum AuditError {
         at_us: u64,
         source: serde_json::Error,
     },
+    #[error("the audit entry cannot be written: {0}")]
+    DiskFull(#[from] DiskFull),
+    #[error(transparent)]
+    Reopening(#[from] Reopening),
+    #[error("cannot encode the audit entry: {0}")]
+    Encode(serde_json::Error),
 }
 
-impl<E: Into<redb::Error>> From<E> for AuditError {
-    fn from(e: E) -> Self {
-        AuditError::Redb(Box::new(e.into()))
+macro_rules! impl_from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for AuditError {
+            fn from(e: $t) -> Self {
+                AuditError::Redb(Box::new(e.into()))
+            }
+        }
+    )*};
+}
+impl_from_redb!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::Error
+);
+
+impl RedbFailure for AuditError {
+    fn redb(&self) -> Option<&redb::Error> {
+        match self {
+            AuditError::Redb(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -70,59 +100,73 @@ pub struct AuditEntry {
 }
 
 pub struct AuditLog {
-    db: Database,
+    file: RedbFile,
 }
 
 impl AuditLog {
-    pub fn open(dir: &Path) -> Result<AuditLog, AuditError> {
+    /// Opens (or creates) the log in `dir`, whose free space `space`
+    /// watches (an entry may use the reserve: a search must not fail for
+    /// want of the space that writes of records keep free).
+    pub fn open(dir: &Path, space: Arc<DiskSpace>) -> Result<AuditLog, AuditError> {
         let path = dir.join(AUDIT_FILE);
-        let db = Database::create(&path).map_err(|source| AuditError::Open {
+        let file = RedbFile::open(&path, space).map_err(|source| AuditError::Open {
             path,
             source: Box::new(source),
         })?;
-        let txn = db.begin_write()?;
-        txn.open_table(ENTRIES)?;
-        txn.commit()?;
-        Ok(AuditLog { db })
+        file.write(None, |db| {
+            let txn = db.begin_write()?;
+            txn.open_table(ENTRIES)?;
+            txn.commit()?;
+            Ok::<_, AuditError>(())
+        })?;
+        Ok(AuditLog { file })
     }
 
     /// Appends `entry` (its `at_us` moved on if taken) durably.
     pub fn append(&self, mut entry: AuditEntry) -> Result<AuditEntry, AuditError> {
-        let txn = self.db.begin_write()?;
-        {
-            let mut table = txn.open_table(ENTRIES)?;
-            if let Some(last) = table.last()? {
-                entry.at_us = entry.at_us.max(last.0.value() + 1);
+        self.file.write(None, |db| {
+            let txn = db.begin_write()?;
+            {
+                let mut table = txn.open_table(ENTRIES)?;
+                if let Some(last) = table.last()? {
+                    entry.at_us = entry.at_us.max(last.0.value() + 1);
+                }
+                let bytes = serde_json::to_vec(&entry).map_err(AuditError::Encode)?;
+                table.insert(entry.at_us, bytes.as_slice())?;
             }
-            // JSON of plain strings and numbers cannot fail to encode.
-            let bytes = serde_json::to_vec(&entry).unwrap_or_default();
-            table.insert(entry.at_us, bytes.as_slice())?;
-        }
-        txn.commit()?;
-        Ok(entry)
+            txn.commit()?;
+            Ok(entry)
+        })
     }
 
     /// Up to `limit` entries from `since_us` on, oldest first.
     pub fn since(&self, since_us: u64, limit: usize) -> Result<Vec<AuditEntry>, AuditError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(ENTRIES)?;
-        let mut entries = Vec::new();
-        for item in table.range(since_us..)?.take(limit) {
-            let (at, bytes) = item?;
-            let entry =
-                serde_json::from_slice(bytes.value()).map_err(|source| AuditError::Corrupt {
-                    at_us: at.value(),
-                    source,
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(ENTRIES)?;
+            let mut entries = Vec::new();
+            for item in table.range(since_us..)?.take(limit) {
+                let (at, bytes) = item?;
+                let entry = serde_json::from_slice(bytes.value()).map_err(|source| {
+                    AuditError::Corrupt {
+                        at_us: at.value(),
+                        source,
+                    }
                 })?;
-            entries.push(entry);
-        }
-        Ok(entries)
+                entries.push(entry);
+            }
+            Ok(entries)
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn space(dir: &Path) -> Arc<DiskSpace> {
+        Arc::new(DiskSpace::new(dir, 0))
+    }
 
     fn entry(at_us: u64, token: &str) -> AuditEntry {
         AuditEntry {
@@ -141,14 +185,14 @@ mod tests {
     #[test]
     fn entries_read_back_in_order_from_a_time_and_survive_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let log = AuditLog::open(dir.path()).unwrap();
+        let log = AuditLog::open(dir.path(), space(dir.path())).unwrap();
         log.append(entry(10, "a")).unwrap();
         // The same microsecond, or an earlier one (a clock step back),
         // still goes after the last entry.
         assert_eq!(log.append(entry(10, "b")).unwrap().at_us, 11);
         assert_eq!(log.append(entry(5, "c")).unwrap().at_us, 12);
         drop(log);
-        let log = AuditLog::open(dir.path()).unwrap();
+        let log = AuditLog::open(dir.path(), space(dir.path())).unwrap();
         let tokens = |since| -> Vec<String> {
             log.since(since, 10)
                 .unwrap()

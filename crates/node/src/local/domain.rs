@@ -14,6 +14,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -28,6 +29,7 @@ use crate::local::filter::{
 use crate::local::id::ArchiveId;
 use crate::local::keys::Keying;
 use crate::local::record::{now_ms, Record};
+use crate::local::space::{DiskSpace, SpaceStats};
 use crate::local::store::{Outcome, Store, StoreError, Write};
 
 const SNAPSHOT_FILE: &str = "filter.snapshot";
@@ -139,6 +141,8 @@ pub struct DomainStats {
     pub filter: FilterStats,
     /// The key filter (members only; its figures say nothing of any key).
     pub key_filter: FilterStats,
+    /// The data directory's free space, and whether writes are admitted.
+    pub space: SpaceStats,
 }
 
 struct State {
@@ -202,6 +206,9 @@ pub struct Domain {
     name: String,
     dir: PathBuf,
     store: Store,
+    space: Arc<DiskSpace>,
+    /// The store's reopenings taken into account (see `heal`).
+    store_generation: Mutex<u64>,
     settings: FilterSettings,
     keying: Keying,
     state: RwLock<State>,
@@ -227,15 +234,17 @@ struct SnapshotMeta {
 impl Domain {
     /// Opens the domain in `dir`: the store, then the filter, from a saved
     /// snapshot if it matches the store exactly, else rebuilt from it.
+    /// `space` watches the directory's free space for writes.
     pub fn open(
         name: &str,
         dir: &Path,
         settings: FilterSettings,
         keying: Keying,
+        space: Arc<DiskSpace>,
     ) -> Result<Domain, DomainError> {
         // Refuse bad settings before touching anything.
         LocalFilter::new(&settings, 1)?;
-        let store = Store::open(dir)?;
+        let store = Store::open(dir, space.clone())?;
         let started = Instant::now();
         let (state, how) = match Self::load_snapshot(dir, &store, &settings, &keying) {
             Some(state) => (state, "loaded the saved filter snapshot"),
@@ -257,7 +266,9 @@ impl Domain {
         Ok(Domain {
             name: name.to_owned(),
             dir: dir.to_owned(),
+            store_generation: Mutex::new(store.generation()),
             store,
+            space,
             settings,
             keying,
             state: RwLock::new(state),
@@ -375,7 +386,16 @@ impl Domain {
     /// Applies `writes` in order, durably, then updates the filter to match.
     pub fn apply(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
         let _writer = self.writer.lock();
-        let applied = self.store.apply(writes, now_ms())?;
+        self.heal()?;
+        let applied = match self.store.apply(writes, now_ms()) {
+            Ok(applied) => applied,
+            Err(e) => {
+                if let Err(heal) = self.heal() {
+                    tracing::warn!(domain = %self.name, error = %heal, "the store is not usable yet");
+                }
+                return Err(e.into());
+            }
+        };
         let mut state = self.state.write();
         let mut rebuild = false;
         let no_keys = BTreeMap::new();
@@ -438,6 +458,40 @@ impl Domain {
         drop(state);
         self.position.send_replace(position);
         Ok(applied.into_iter().map(|a| a.outcome).collect())
+    }
+
+    /// After the store was reopened (an I/O error: `redb_file.rs`), makes
+    /// sure the filters hold what the file holds: a commit whose `fsync`
+    /// failed may be on the disk after all, and then the filters are
+    /// rebuilt from the store, in a new epoch, so that no record the store
+    /// holds is missing from them. Called with the writer lock held.
+    fn heal(&self) -> Result<(), DomainError> {
+        let mut seen = self.store_generation.lock();
+        let generation = self.store.generation();
+        if *seen == generation {
+            return Ok(());
+        }
+        if self.store.holds_a_failed_commit()? {
+            let mut state = self.state.write();
+            *state = Self::rebuild(
+                &self.store,
+                &self.settings,
+                &self.keying,
+                state.capacity,
+                state.key_capacity,
+            )?;
+            state.align();
+            let position = state.position();
+            drop(state);
+            self.position.send_replace(position);
+            self.store.accept_contents()?;
+            tracing::warn!(
+                domain = %self.name,
+                "the store holds a write whose commit had failed; filters rebuilt from it, in a new epoch"
+            );
+        }
+        *seen = generation;
+        Ok(())
     }
 
     pub fn get(&self, id: &ArchiveId) -> Result<Option<Record>, DomainError> {
@@ -530,6 +584,7 @@ impl Domain {
                 .unwrap_or(0),
             filter,
             key_filter,
+            space: self.space.stats(),
         })
     }
 
@@ -643,6 +698,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DomainError> {
 mod tests {
     use super::*;
     use crate::local::record::RecordBody;
+    use crate::local::store::tests::unlimited;
 
     fn put(id: &str) -> Write {
         Write::Put(
@@ -685,7 +741,14 @@ mod tests {
     #[test]
     fn filter_follows_the_store_and_survives_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("secret")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         d.apply(&[put("a"), put("b"), put("a"), del("b"), del("zz")])
             .unwrap();
         assert!(d.contains("a"));
@@ -694,16 +757,62 @@ mod tests {
         d.close().unwrap();
         drop(d);
         // Clean restart: the snapshot is used, so the epoch is kept.
-        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("secret")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         assert_eq!(d.position(), position);
         assert!(d.verify().unwrap().consistent);
         d.apply(&[put("c")]).unwrap();
         drop(d);
         // No close: the next start rebuilds, in a new epoch.
-        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("secret")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         assert_ne!(d.position().epoch, position.epoch);
         assert!(d.contains("a") && d.contains("c"));
         assert_eq!(d.stats().unwrap().records, 2);
+    }
+
+    #[test]
+    fn a_write_refused_for_space_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("secret")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
+        d.apply(&[put("a")]).unwrap();
+        drop(d);
+        // A reserve no disk has: every write must refuse.
+        let full = Arc::new(DiskSpace::new(dir.path(), u64::MAX / 2));
+        let d = Domain::open("A", dir.path(), small(), keying(Some("secret")), full).unwrap();
+        let (position, stats) = (d.position(), d.stats().unwrap());
+        let refused = d.apply(&[put("b"), del("a")]).unwrap_err();
+        assert!(
+            matches!(refused, DomainError::Store(StoreError::DiskFull(_))),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("nothing was changed"));
+        assert_eq!(d.position(), position);
+        assert!(d.contains("a") && !d.contains("b"));
+        assert_eq!(d.stats().unwrap().records, stats.records);
+        assert!(d.verify().unwrap().consistent);
+        let space = d.stats().unwrap().space;
+        assert!(!space.writable);
+        assert_eq!(space.writes_refused, 1);
     }
 
     #[test]
@@ -714,7 +823,14 @@ mod tests {
             expected_items: 8,
             ..FilterSettings::default()
         };
-        let d = Domain::open("A", dir.path(), settings, keying(Some("secret"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            settings,
+            keying(Some("secret")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         let epoch = d.position().epoch;
         let ids: Vec<Write> = (0..3_000).map(|i| put(&format!("ID-{i}"))).collect();
         for batch in ids.chunks(100) {
@@ -730,7 +846,14 @@ mod tests {
     #[test]
     fn a_filter_is_sized_for_the_domains_own_records_and_rebuilt_before_its_rate_is_passed() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open("A", dir.path(), FilterSettings::default(), keying(None)).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            FilterSettings::default(),
+            keying(None),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         let (smallest, keys_before) = {
             let stats = d.stats().unwrap();
             (stats.filter, stats.key_filter)
@@ -760,7 +883,14 @@ mod tests {
     #[test]
     fn deltas_carry_flips_and_changed_ids() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open("A", dir.path(), small(), keying(Some("secret"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("secret")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         d.apply(&[put("a")]).unwrap();
         let Published {
             position, bytes, ..
@@ -783,7 +913,14 @@ mod tests {
     #[test]
     fn a_delta_that_would_outweigh_the_snapshot_is_refused_for_one() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open("A", dir.path(), FilterSettings::default(), keying(None)).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            FilterSettings::default(),
+            keying(None),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         let start = d.position();
         d.apply(&[put("first")]).unwrap();
         assert!(d.delta(start.epoch, start.version).is_ok(), "a few bits");
@@ -807,7 +944,7 @@ mod tests {
     fn the_key_filter_follows_puts_replacements_and_deletes_at_the_published_position() {
         let dir = tempfile::tempdir().unwrap();
         let k = keying(Some("secret"));
-        let d = Domain::open("A", dir.path(), small(), k.clone()).unwrap();
+        let d = Domain::open("A", dir.path(), small(), k.clone(), unlimited(dir.path())).unwrap();
         let id_card = k.types.get("id_card").unwrap().clone();
         let element = |card: &str| k.hasher.filter_element(&id_card, card);
         let (one, two) = ("11010519491231002X", "110101199003071235");
@@ -838,12 +975,26 @@ mod tests {
     fn a_key_filter_saved_under_another_secret_is_rebuilt_in_a_new_epoch() {
         let dir = tempfile::tempdir().unwrap();
         let card = "11010519491231002X";
-        let d = Domain::open("A", dir.path(), small(), keying(Some("old"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("old")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         d.apply(&[keyed("a", card)]).unwrap();
         let before = d.position();
         d.close().unwrap();
         drop(d);
-        let d = Domain::open("A", dir.path(), small(), keying(Some("new"))).unwrap();
+        let d = Domain::open(
+            "A",
+            dir.path(),
+            small(),
+            keying(Some("new")),
+            unlimited(dir.path()),
+        )
+        .unwrap();
         assert_ne!(d.position().epoch, before.epoch);
         let new = keying(Some("new"));
         let element = new

@@ -3,6 +3,8 @@
 //!
 //! - [`id`], [`record`]: archive IDs and records, validated at the edge;
 //! - [`store`]: records on disk (redb), durable before a write returns;
+//! - [`redb_file`]: a redb file reopened after an I/O error (a full disk);
+//! - [`space`]: the data directory's free space and the reserve writes keep;
 //! - [`filter`]: the domain's erasable filter and its change feed;
 //! - [`domain`]: store and filter together (the filter changes only when
 //!   the store does), positions and deltas for peers;
@@ -18,5 +20,7 @@ pub(crate) mod filter;
 pub mod id;
 pub(crate) mod keys;
 pub mod record;
+pub mod redb_file;
 pub mod sample;
+pub mod space;
 pub mod store;

@@ -1,18 +1,21 @@
 //! The record store: one redb file per domain, every write committed
 //! durably (fsync) before it is acknowledged.
 
-use std::path::{Path, PathBuf};
-
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use redb::{
-    Database, MultimapTableDefinition, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    MultimapTableDefinition, ReadableDatabase, ReadableTable, ReadableTableMetadata,
     TableDefinition,
 };
 
 use crate::local::id::ArchiveId;
 use crate::local::keys::KeyHasher;
 use crate::local::record::{RecordBody, StoredRecord, StoredRecordError};
+use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
+use crate::local::space::{DiskFull, DiskSpace};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -48,6 +51,19 @@ pub enum StoreError {
         id: String,
         source: StoredRecordError,
     },
+    #[error(transparent)]
+    DiskFull(#[from] DiskFull),
+    #[error(transparent)]
+    Reopening(#[from] Reopening),
+}
+
+impl RedbFailure for StoreError {
+    fn redb(&self) -> Option<&redb::Error> {
+        match self {
+            StoreError::Redb(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 macro_rules! impl_from_redb {
@@ -92,53 +108,111 @@ pub struct Applied {
     pub old_keys: BTreeMap<String, String>,
 }
 
+/// Bytes a write may take beyond its records' content and titles (the
+/// rest of the record, the key index, the pages copied on write): what the
+/// disk must have free for it, above the reserve.
+const WRITE_OVERHEAD: u64 = 16 * 1024;
+
 pub struct Store {
-    db: Database,
-    path: PathBuf,
+    file: RedbFile,
+    /// The sequence of the last commit this process saw succeed: after a
+    /// reopening, a file at another sequence holds a commit that failed
+    /// (see `redb_file.rs`), and the domain's filters must be rebuilt.
+    committed: AtomicU64,
 }
 
 impl Store {
-    /// Opens (or creates) the store in `dir`.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+    /// Opens (or creates) the store in `dir`, whose free space `space`
+    /// watches.
+    pub fn open(dir: &Path, space: Arc<DiskSpace>) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
             path: dir.to_owned(),
             source,
         })?;
         let path = dir.join(STORE_FILE);
-        let db = Database::create(&path).map_err(|source| StoreError::Open {
+        let file = RedbFile::open(&path, space).map_err(|source| StoreError::Open {
             path: path.clone(),
             source: Box::new(source),
         })?;
-        let txn = db.begin_write()?;
-        txn.open_table(RECORDS)?;
-        txn.open_multimap_table(KEYS)?;
-        txn.open_table(META)?;
-        txn.commit()?;
-        Ok(Store { db, path })
+        file.write(None, |db| {
+            let txn = db.begin_write()?;
+            txn.open_table(RECORDS)?;
+            txn.open_multimap_table(KEYS)?;
+            txn.open_table(META)?;
+            txn.commit()?;
+            Ok::<_, StoreError>(())
+        })?;
+        let store = Store {
+            file,
+            committed: AtomicU64::new(0),
+        };
+        store.committed.store(store.sequence()?, Ordering::Release);
+        Ok(store)
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
+    }
+
+    /// How many times the file was reopened after an I/O error.
+    pub fn generation(&self) -> u64 {
+        self.file.generation()
+    }
+
+    /// Whether the file holds a commit this process was told had failed
+    /// (possible only after an `fsync` error: see `redb_file.rs`).
+    pub fn holds_a_failed_commit(&self) -> Result<bool, StoreError> {
+        Ok(self.sequence()? != self.committed.load(Ordering::Acquire))
+    }
+
+    /// Takes the file's contents as they are, after the domain rebuilt
+    /// its filters from them.
+    pub fn accept_contents(&self) -> Result<(), StoreError> {
+        self.committed.store(self.sequence()?, Ordering::Release);
+        Ok(())
     }
 
     pub fn get(&self, id: &ArchiveId) -> Result<Option<StoredRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(RECORDS)?;
-        let Some(value) = table.get(id.as_str())? else {
-            return Ok(None);
-        };
-        StoredRecord::decode(value.value())
-            .map(Some)
-            .map_err(|source| StoreError::Corrupt {
-                id: id.to_string(),
-                source,
-            })
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(RECORDS)?;
+            let Some(value) = table.get(id.as_str())? else {
+                return Ok(None);
+            };
+            StoredRecord::decode(value.value())
+                .map(Some)
+                .map_err(|source| StoreError::Corrupt {
+                    id: id.to_string(),
+                    source,
+                })
+        })
     }
 
-    /// Applies `writes` in order in one transaction and commits it durably.
+    /// Applies `writes` in order in one transaction and commits it durably,
+    /// if the disk has room for them (else `DiskFull`, nothing changed).
     /// A replaced record keeps its creation time. `now_ms` stamps the rest.
     pub fn apply(&self, writes: &[Write], now_ms: i64) -> Result<Vec<Applied>, StoreError> {
-        let txn = self.db.begin_write()?;
+        let need = writes
+            .iter()
+            .map(|write| match write {
+                Write::Put(_, body) => {
+                    (body.title.len() + body.content.as_ref().map_or(0, Vec::len)) as u64
+                        + WRITE_OVERHEAD
+                }
+                Write::Delete(_) => WRITE_OVERHEAD,
+            })
+            .sum();
+        self.file
+            .write(Some(need), |db| self.apply_in(db, writes, now_ms))
+    }
+
+    fn apply_in(
+        &self,
+        db: &redb::Database,
+        writes: &[Write],
+        now_ms: i64,
+    ) -> Result<Vec<Applied>, StoreError> {
+        let txn = db.begin_write()?;
         let mut outcomes = Vec::with_capacity(writes.len());
         {
             let mut table = txn.open_table(RECORDS)?;
@@ -189,10 +263,13 @@ impl Store {
                 return Ok(outcomes);
             }
             let mut meta = txn.open_table(META)?;
-            let sequence = meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0);
-            meta.insert(SEQUENCE, sequence + 1)?;
+            let sequence = meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0) + 1;
+            meta.insert(SEQUENCE, sequence)?;
+            drop(meta);
+            drop((table, keys));
+            txn.commit()?;
+            self.committed.store(sequence, Ordering::Release);
         }
-        txn.commit()?;
         Ok(outcomes)
     }
 
@@ -203,58 +280,68 @@ impl Store {
         key_type: &str,
         value: &str,
     ) -> Result<Vec<(ArchiveId, StoredRecord)>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let keys = txn.open_multimap_table(KEYS)?;
-        let records = txn.open_table(RECORDS)?;
-        let mut found = Vec::new();
-        for id in keys.get(KeyHasher::index_digest(key_type, value).as_slice())? {
-            let id = id?;
-            let Some(bytes) = records.get(id.value())? else {
-                continue;
-            };
-            let stored =
-                StoredRecord::decode(bytes.value()).map_err(|source| StoreError::Corrupt {
-                    id: id.value().to_owned(),
-                    source,
-                })?;
-            // The index holds digests: keep only the records whose key
-            // is truly this value (and only valid IDs, as ever written).
-            if stored.keys.get(key_type).map(String::as_str) == Some(value) {
-                if let Ok(id) = ArchiveId::parse(id.value()) {
-                    found.push((id, stored));
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let keys = txn.open_multimap_table(KEYS)?;
+            let records = txn.open_table(RECORDS)?;
+            let mut found = Vec::new();
+            for id in keys.get(KeyHasher::index_digest(key_type, value).as_slice())? {
+                let id = id?;
+                let Some(bytes) = records.get(id.value())? else {
+                    continue;
+                };
+                let stored =
+                    StoredRecord::decode(bytes.value()).map_err(|source| StoreError::Corrupt {
+                        id: id.value().to_owned(),
+                        source,
+                    })?;
+                // The index holds digests: keep only the records whose key
+                // is truly this value (and only valid IDs, as ever written).
+                if stored.keys.get(key_type).map(String::as_str) == Some(value) {
+                    if let Ok(id) = ArchiveId::parse(id.value()) {
+                        found.push((id, stored));
+                    }
                 }
             }
-        }
-        Ok(found)
+            Ok(found)
+        })
     }
 
     /// The number of committed write transactions so far.
     pub fn sequence(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read()?;
-        let meta = txn.open_table(META)?;
-        Ok(meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0))
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let meta = txn.open_table(META)?;
+            Ok(meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0))
+        })
     }
 
     pub fn len(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read()?;
-        Ok(txn.open_table(RECORDS)?.len()?)
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            Ok(txn.open_table(RECORDS)?.len()?)
+        })
     }
 
     /// Calls `f` with every ID in the store, in order, from one snapshot.
     pub fn for_each_id(&self, mut f: impl FnMut(&str)) -> Result<(), StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(RECORDS)?;
-        for entry in table.iter()? {
-            let (key, _) = entry?;
-            f(key.value());
-        }
-        Ok(())
+        self.file.scan(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(RECORDS)?;
+            for entry in table.iter()? {
+                let (key, _) = entry?;
+                f(key.value());
+            }
+            Ok(())
+        })
     }
 
     /// Entries in the key index: the keys held, over all records.
     pub fn key_entries(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read()?;
-        Ok(txn.open_multimap_table(KEYS)?.len()?)
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            Ok(txn.open_multimap_table(KEYS)?.len()?)
+        })
     }
 
     /// Calls `f` with the keys of every readable record that has any, from
@@ -264,34 +351,37 @@ impl Store {
         &self,
         mut f: impl FnMut(&BTreeMap<String, String>),
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(RECORDS)?;
-        for entry in table.iter()? {
-            let (_, value) = entry?;
-            if let Ok(stored) = StoredRecord::decode(value.value()) {
-                if !stored.keys.is_empty() {
-                    f(&stored.keys);
+        self.file.scan(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(RECORDS)?;
+            for entry in table.iter()? {
+                let (_, value) = entry?;
+                if let Ok(stored) = StoredRecord::decode(value.value()) {
+                    if !stored.keys.is_empty() {
+                        f(&stored.keys);
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Up to `limit` IDs after `after` (exclusive), in order.
     pub fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(RECORDS)?;
-        let range = match after {
-            Some(a) => {
-                table.range::<&str>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded))?
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(RECORDS)?;
+            let range = match after {
+                Some(a) => table
+                    .range::<&str>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded))?,
+                None => table.range::<&str>(..)?,
+            };
+            let mut ids = Vec::new();
+            for entry in range.take(limit) {
+                ids.push(entry?.0.value().to_owned());
             }
-            None => table.range::<&str>(..)?,
-        };
-        let mut ids = Vec::new();
-        for entry in range.take(limit) {
-            ids.push(entry?.0.value().to_owned());
-        }
-        Ok(ids)
+            Ok(ids)
+        })
     }
 }
 
@@ -324,8 +414,13 @@ fn index_keys(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Free space watched with no reserve.
+    pub(crate) fn unlimited(dir: &Path) -> Arc<DiskSpace> {
+        Arc::new(DiskSpace::new(dir, 0))
+    }
 
     fn body(title: &str) -> RecordBody {
         RecordBody {
@@ -339,7 +434,7 @@ mod tests {
     #[test]
     fn writes_report_what_they_did_and_keep_creation_time() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(dir.path(), unlimited(dir.path())).unwrap();
         let a = ArchiveId::parse("档案/2024/001").unwrap();
         let out = store
             .apply(
@@ -398,7 +493,7 @@ mod tests {
     #[test]
     fn a_replaced_record_is_found_by_its_new_keys_only_and_a_deleted_one_by_none() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(dir.path(), unlimited(dir.path())).unwrap();
         let a = ArchiveId::parse("A-1").unwrap();
         let b = ArchiveId::parse("B-1").unwrap();
         store
@@ -431,7 +526,7 @@ mod tests {
         assert!(found(&store, "id_card", "X1").is_empty());
         // The index survives a reopen.
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(dir.path(), unlimited(dir.path())).unwrap();
         assert_eq!(found(&store, "id_card", "X2"), ["A-1"]);
     }
 
@@ -464,7 +559,7 @@ mod tests {
                 batches in proptest::collection::vec(proptest::collection::vec(op(), 1..4), 1..8)
             ) {
                 let dir = tempfile::tempdir().unwrap();
-                let store = Store::open(dir.path()).unwrap();
+                let store = Store::open(dir.path(), unlimited(dir.path())).unwrap();
                 let mut model: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
                 for batch in &batches {
                     let writes: Vec<Write> = batch
