@@ -133,6 +133,7 @@ pub struct Metrics {
     data_free_bytes: Gauge,
     data_writable: Gauge,
     writes_refused_for_space: Counter,
+    audit_log_intact: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -223,6 +224,12 @@ impl Metrics {
             "Writes refused because the data directory's disk was full (507 insufficient_storage); nothing was changed",
             writes_refused_for_space.clone(),
         );
+        let audit_log_intact = Gauge::default();
+        registry.register(
+            "audit_log_intact",
+            "1 while the log of searches by private key is whole (its hash chain) and holds the head anchored in the coordinator; 0 once it was found edited, cut short, rolled back or replaced",
+            audit_log_intact.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -241,6 +248,7 @@ impl Metrics {
             data_free_bytes,
             data_writable,
             writes_refused_for_space,
+            audit_log_intact,
         }
     }
 
@@ -312,8 +320,10 @@ impl Metrics {
         }
     }
 
-    /// The text exposition, with the domain's gauges set from `stats`.
-    pub fn render(&self, stats: &DomainStats) -> String {
+    /// The text exposition, with the domain's gauges set from `stats` and
+    /// whether the audit log was last found intact.
+    pub fn render(&self, stats: &DomainStats, audit_intact: bool) -> String {
+        self.audit_log_intact.set(i64::from(audit_intact));
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.records.set(gauge(stats.records));
         self.store_bytes.set(gauge(stats.store_bytes));

@@ -9,9 +9,10 @@ use xarchive_filter::GeometryError;
 use crate::cluster::cache::{Cache, CacheError};
 use crate::cluster::client::ClientError;
 use crate::cluster::lookup::{Lookup, Outcome, Started, Strategy};
+use crate::cluster::CoordError;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
-use crate::local::audit::{AuditEntry, AuditError, AuditLog, Requester};
+use crate::local::audit::{AuditEntry, AuditError, AuditHead, AuditIntegrity, AuditLog, Requester};
 use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
@@ -21,6 +22,10 @@ use crate::security::auth::{AuthError, Authority};
 use crate::security::tls::TlsError;
 use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
+
+/// How often the audit log's head is anchored in the coordinator, when it
+/// moved.
+pub const ANCHOR_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why a domain could not be opened, by the part that failed.
 #[derive(Debug, thiserror::Error)]
@@ -159,15 +164,80 @@ impl Node {
         &self.domain.keying().types
     }
 
-    /// Starts the background work (registration and replica sync), which
-    /// ends when `stop` is cancelled.
-    pub fn start(&self, stop: &CancellationToken) {
+    /// Starts the background work (registration, replica sync, the audit
+    /// log's anchoring), which ends when `stop` is cancelled.
+    pub fn start(self: &Arc<Self>, stop: &CancellationToken) {
         self.cluster.start(
             self.domain.settings().kind,
             self.key_types().fingerprint(),
             self.domain.subscribe(),
             stop,
-        )
+        );
+        tokio::spawn(self.clone().anchor_audit_log(stop.clone()));
+    }
+
+    /// Checks the audit log's chain and, if the coordinator answers, that
+    /// the log still holds the head anchored there for this domain.
+    pub async fn verify_audit(self: &Arc<Self>) -> Result<AuditIntegrity, AuditError> {
+        let anchor = self
+            .cluster
+            .coordinator
+            .audit_anchor(&self.cluster.me)
+            .await;
+        let node = self.clone();
+        let anchored = anchor.as_ref().ok().cloned().flatten();
+        let mut found = tokio::task::spawn_blocking(move || node.audit.verify(anchored.as_ref()))
+            .await
+            .map_err(|e| AuditError::Task(e.to_string()))??;
+        if let Err(e) = anchor {
+            found.unanchored = Some(format!("the anchor could not be read: {e}"));
+        }
+        Ok(found)
+    }
+
+    /// Checks the audit log against its anchor once the coordinator
+    /// answers, then anchors its head there as it moves, every
+    /// [`ANCHOR_EVERY`]: an operator who cuts the log short, rolls it
+    /// back or replaces it is caught at the next start or check, since
+    /// the anchor is outside the domain's disk (and moves only forward).
+    async fn anchor_audit_log(self: Arc<Self>, stop: CancellationToken) {
+        let mut checked = false;
+        let mut anchored: Option<AuditHead> = None;
+        loop {
+            if !checked {
+                match self.verify_audit().await {
+                    Ok(found) if found.unanchored.is_none() => {
+                        checked = true;
+                        if !found.intact {
+                            tracing::error!(problems = ?found.problems, "the audit log is not what was anchored");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "cannot check the audit log"),
+                }
+            } else if self.audit.integrity().intact {
+                let head = self.audit.head();
+                if anchored.as_ref() != Some(&head) {
+                    match self
+                        .cluster
+                        .coordinator
+                        .anchor_audit(&self.cluster.me, &head)
+                        .await
+                    {
+                        Ok(()) => anchored = Some(head),
+                        Err(e @ CoordError::AnchorDisagrees { .. }) => {
+                            tracing::error!(error = %e, "the audit log is not what was anchored");
+                            self.audit.found_wanting(e.to_string());
+                        }
+                        Err(e) => tracing::debug!(error = %e, "audit head not anchored yet"),
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(ANCHOR_EVERY) => {}
+                _ = stop.cancelled() => return,
+            }
+        }
     }
 
     /// Finds `id` here or in any other domain (see [`Cluster::find`]).
@@ -189,7 +259,14 @@ impl Node {
                 return Ok(started.finish(Outcome::Found { record, owner }, route));
             }
         }
-        Ok(self.cluster.find(id, started).await)
+        let mut found = self.cluster.find(id, started).await;
+        // The owner withheld the private keys already (`Domain::get`); a
+        // copy cached before that rule, or sent by a domain running an
+        // older version, is held to it here too.
+        if let Outcome::Found { record, .. } = &mut found.outcome {
+            record.withhold_private_keys(self.key_types());
+        }
+        Ok(found)
     }
 
     /// Every record whose key is `request.value` (normalised first): this
@@ -230,6 +307,8 @@ impl Node {
                     requester: mine.requester.unwrap_or_default(),
                     key_type: mine.key_type,
                     records: records.iter().map(|r| r.id.to_string()).collect(),
+                    prev: String::new(),
+                    hash: String::new(),
                 })?;
             }
             Ok::<_, SearchError>(records)

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use xarchive_filter::{DecodeError, Delta};
 
-pub use crate::local::audit::{AuditEntry, Requester};
+pub use crate::local::audit::{AuditEntry, AuditHead, AuditIntegrity, Requester};
 use crate::local::domain::DomainStats;
 use crate::local::filter::FilterKind;
 use crate::local::id::{ArchiveId, InvalidId};

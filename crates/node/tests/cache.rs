@@ -110,7 +110,7 @@ impl Pair {
     /// Times B served the record itself (GET /v1/archives/{id}).
     fn fetches_at_b(&self) -> u64 {
         let stats = self.b.domain().stats().unwrap();
-        let text = self.b.metrics().render(&stats);
+        let text = self.b.metrics().render(&stats, true);
         text.lines()
             .filter(|l| {
                 l.contains("route=\"/v1/archives/{id}\"")
@@ -274,7 +274,7 @@ async fn a_stopped_redis_costs_no_lookup_and_is_used_again_when_back() {
     }
     let errors = p.a.cluster().cache().stats().errors;
     assert!(errors > 0, "cache errors are counted");
-    let text = p.a.metrics().render(&p.a.domain().stats().unwrap());
+    let text = p.a.metrics().render(&p.a.domain().stats().unwrap(), true);
     assert!(text.contains("xarchive_cache_errors_total"), "{text}");
 
     // Back (empty): filled and used again, without a restart.
@@ -379,7 +379,7 @@ async fn no_identity_number_reaches_a_redis_key_a_metric_or_the_stats() {
         assert!(!key.contains(digits), "{key}");
     }
     for (node, client) in [(&p.a, &p.at_a), (&p.b, &p.at_b)] {
-        let metrics = node.metrics().render(&node.domain().stats().unwrap());
+        let metrics = node.metrics().render(&node.domain().stats().unwrap(), true);
         assert!(!metrics.contains(digits));
         let served = client.stats().await.unwrap();
         assert!(!serde_json::to_string(&served).unwrap().contains(digits));

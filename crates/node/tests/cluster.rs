@@ -14,7 +14,7 @@ use xarchive_node::cluster::{
     CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
 };
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::wire::{LookupBody, SearchBody, SearchRequest};
+use xarchive_node::wire::{AuditHead, LookupBody, SearchBody, SearchRequest};
 use xarchive_node::Client;
 use xarchive_node::Position;
 use xarchive_node::{Node, NodeConfig};
@@ -553,6 +553,21 @@ impl Coordinator for Blinkered {
 
     fn describe(&self) -> String {
         "in-process, with members hidden at will".into()
+    }
+
+    fn anchor_audit<'a>(
+        &'a self,
+        name: &'a str,
+        head: &'a AuditHead,
+    ) -> BoxFuture<'a, Result<(), CoordError>> {
+        self.inner.anchor_audit(name, head)
+    }
+
+    fn audit_anchor<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>> {
+        self.inner.audit_anchor(name)
     }
 }
 

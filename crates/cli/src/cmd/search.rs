@@ -87,7 +87,10 @@ pub async fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
+    #[command(subcommand)]
+    command: Option<AuditCommand>,
     /// Entries from this time on (RFC 3339, e.g. 2026-11-25T08:00:00Z).
     #[arg(long)]
     since: Option<String>,
@@ -98,9 +101,53 @@ pub struct AuditArgs {
     server: ServerArgs,
 }
 
+#[derive(clap::Subcommand)]
+pub enum AuditCommand {
+    /// Check that the log is whole (its hash chain) and still holds the
+    /// head anchored outside the domain; exit 1 if not.
+    Verify {
+        /// Print what was found as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// `xarchive audit verify`: the domain's check of its log, printed.
+async fn verify(json: bool, server: ServerArgs) -> anyhow::Result<ExitCode> {
+    let found = server.client()?.audit_verify().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+    } else {
+        println!(
+            "{} entries, last hash {}",
+            found.head.entries, found.head.hash
+        );
+        match (&found.anchor, &found.unanchored) {
+            (Some(a), _) => println!("anchored: {} entries, hash {}", a.entries, a.hash),
+            (None, Some(why)) => println!("anchor not compared: {why}"),
+            (None, None) => println!("nothing anchored yet"),
+        }
+        for problem in &found.problems {
+            println!("PROBLEM: {problem}");
+        }
+        println!("{}", if found.intact { "intact" } else { "NOT INTACT" });
+    }
+    Ok(if found.intact {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 /// `xarchive audit`: every search by private key that reached the domain
-/// (needs a token with the `audit` role).
+/// (needs a token with the `audit` role); `xarchive audit verify`: the
+/// log's integrity.
 pub async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    if let Some(AuditCommand::Verify { json, server }) = args.command {
+        return verify(json, server).await;
+    }
     let client = args.server.client()?;
     let mut since = args.since;
     let mut count = 0usize;

@@ -14,10 +14,10 @@ use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::wire::{
-    decode_relay_page, split_delta_with_ids, ArchiveList, AuditPage, BulkReport, ClusterView,
-    Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest, DELTA_WITH_IDS,
-    EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER, RELAY_WAITED_HEADER,
-    VERSION_HEADER,
+    decode_relay_page, split_delta_with_ids, ArchiveList, AuditIntegrity, AuditPage, BulkReport,
+    ClusterView, Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest,
+    DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER,
+    RELAY_WAITED_HEADER, VERSION_HEADER,
 };
 
 /// Why a call failed: the server said no (with its JSON error), or the
@@ -395,6 +395,13 @@ impl Client {
         if let Some(since) = since {
             url.push_str(&format!("?since={}", encode_id(since)));
         }
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/audit/verify`: whether the log of searches is intact.
+    pub async fn audit_verify(&self) -> Result<AuditIntegrity, ClientError> {
+        let url = self.url("/v1/audit/verify");
         let response = self.send(self.http.get(&url), &url).await?;
         Self::json(response, &url).await
     }

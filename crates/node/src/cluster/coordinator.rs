@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use tokio_util::sync::CancellationToken;
@@ -200,8 +201,37 @@ pub enum CoordError {
         theirs: String,
         mine: String,
     },
+    #[error(
+        "the audit log's head anchored in the coordinator ({anchored} entries) is not a point \
+         of this domain's log ({mine} entries): the log was cut short, rolled back or replaced"
+    )]
+    AnchorDisagrees { anchored: u64, mine: u64 },
     #[error("ZooKeeper: {0}")]
     ZooKeeper(#[source] zookeeper_client::Error),
+}
+
+/// Whether `new` may replace the anchor `old`: it goes forward, never
+/// back nor sideways (equal lengths must be the same head). The audit
+/// log's own chain proves that `new` extends `old` when the domain checks
+/// itself against `old` (`AuditLog::verify`); this refuses the plain
+/// cases of a rolled-back log re-anchoring itself.
+pub(crate) fn anchor_moves_forward(
+    old: Option<&AuditHead>,
+    new: &AuditHead,
+) -> Result<bool, CoordError> {
+    match old {
+        Some(old)
+            if old.entries > new.entries
+                || (old.entries == new.entries && old.hash != new.hash) =>
+        {
+            Err(CoordError::AnchorDisagrees {
+                anchored: old.entries,
+                mine: new.entries,
+            })
+        }
+        Some(old) => Ok(old != new),
+        None => Ok(true),
+    }
 }
 
 /// Why `me`, declaring the key types of fingerprint `mine`, must not join
@@ -259,11 +289,46 @@ pub trait Coordinator: Send + Sync + 'static {
 
     /// A line for logs and `/v1/cluster`.
     fn describe(&self) -> String;
+
+    /// Records `head` as where `name`'s audit log has reached, outside
+    /// that domain's disk, so that a log later cut short, rolled back or
+    /// replaced is caught; refused ([`CoordError::AnchorDisagrees`]) when
+    /// the head recorded is not behind it ([`anchor_moves_forward`]).
+    fn anchor_audit<'a>(
+        &'a self,
+        name: &'a str,
+        head: &'a AuditHead,
+    ) -> BoxFuture<'a, Result<(), CoordError>>;
+
+    /// The audit head last anchored for `name`, if any.
+    fn audit_anchor<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>>;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_audit_anchor_moves_only_forward() {
+        let head = |entries, hash: &str| AuditHead {
+            entries,
+            hash: hash.into(),
+        };
+        assert!(anchor_moves_forward(None, &head(0, "g")).unwrap());
+        assert!(anchor_moves_forward(Some(&head(2, "b")), &head(3, "c")).unwrap());
+        // The same head again: nothing to write.
+        assert!(!anchor_moves_forward(Some(&head(3, "c")), &head(3, "c")).unwrap());
+        // Back (a log cut short or rolled back), or sideways (replaced).
+        for refused in [head(2, "b"), head(3, "x")] {
+            assert!(matches!(
+                anchor_moves_forward(Some(&head(3, "c")), &refused),
+                Err(CoordError::AnchorDisagrees { anchored: 3, .. })
+            ));
+        }
+    }
 
     #[test]
     fn a_lost_view_remembers_when_it_first_stopped_following() {

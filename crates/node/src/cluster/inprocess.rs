@@ -9,7 +9,10 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::coordinator::{refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View};
+use super::coordinator::{
+    anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
+};
+use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Hub {
     roster: Mutex<Roster>,
     view: watch::Sender<View>,
+    /// Each domain's audit head, as last anchored.
+    anchors: Mutex<BTreeMap<String, AuditHead>>,
 }
 
 impl Hub {
@@ -24,6 +29,7 @@ impl Hub {
         Arc::new(Hub {
             roster: Mutex::new(Roster::default()),
             view: watch::channel(View::of(BTreeMap::new())).0,
+            anchors: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -111,5 +117,27 @@ impl Coordinator for InProcessCoordinator {
 
     fn describe(&self) -> String {
         "in-process".into()
+    }
+
+    fn anchor_audit<'a>(
+        &'a self,
+        name: &'a str,
+        head: &'a AuditHead,
+    ) -> BoxFuture<'a, Result<(), CoordError>> {
+        let mut anchors = self.hub.anchors.lock();
+        let result = anchor_moves_forward(anchors.get(name), head).map(|forward| {
+            if forward {
+                anchors.insert(name.to_owned(), head.clone());
+            }
+        });
+        async move { result }.boxed()
+    }
+
+    fn audit_anchor<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>> {
+        let anchor = self.hub.anchors.lock().get(name).cloned();
+        async move { Ok(anchor) }.boxed()
     }
 }

@@ -18,7 +18,10 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use zookeeper_client as zk;
 
-use super::coordinator::{refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View};
+use super::coordinator::{
+    anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
+};
+use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
 
@@ -155,6 +158,11 @@ impl ZooKeeperCoordinator {
     /// Where every domain records itself, registered or not.
     fn known_folder(&self) -> String {
         format!("/xarchive/{}/known", self.settings.cluster)
+    }
+
+    /// Where each domain anchors its audit log's head.
+    fn audit_folder(&self) -> String {
+        format!("/xarchive/{}/audit", self.settings.cluster)
     }
 
     /// Writes this domain's persistent record (created or replaced).
@@ -359,7 +367,7 @@ impl ZooKeeperCoordinator {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }
-        for path in [folder.clone(), self.known_folder()] {
+        for path in [folder.clone(), self.known_folder(), self.audit_folder()] {
             match client
                 .mkdir(&path, &self.options(zk::CreateMode::Persistent))
                 .await
@@ -709,5 +717,60 @@ impl Coordinator for ZooKeeperCoordinator {
             "zookeeper {} (cluster {})",
             self.settings.connect, self.settings.cluster
         )
+    }
+
+    fn anchor_audit<'a>(
+        &'a self,
+        name: &'a str,
+        head: &'a AuditHead,
+    ) -> BoxFuture<'a, Result<(), CoordError>> {
+        let client = self.client.lock().clone();
+        let path = format!("{}/{name}", self.audit_folder());
+        async move {
+            let client = client.ok_or(CoordError::NoSession)?;
+            let data = serde_json::to_vec(head).map_err(|_| CoordError::Register(path.clone()))?;
+            // Compare and set on the znode's version: two writers (an old
+            // and a new session of the same domain) cannot interleave.
+            match client.get_data(&path).await {
+                Ok((old, stat)) => {
+                    let old = serde_json::from_slice::<AuditHead>(&old).ok();
+                    if anchor_moves_forward(old.as_ref(), head)? {
+                        client
+                            .set_data(&path, &data, Some(stat.version))
+                            .await
+                            .map_err(failed)?;
+                    }
+                    Ok(())
+                }
+                Err(zk::Error::NoNode) => client
+                    .create(&path, &data, &self.options(zk::CreateMode::Persistent))
+                    .await
+                    .map(drop)
+                    .map_err(failed),
+                Err(e) => Err(failed(e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn audit_anchor<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>> {
+        let client = self.client.lock().clone();
+        let path = format!("{}/{name}", self.audit_folder());
+        async move {
+            let client = client.ok_or(CoordError::NoSession)?;
+            client.sync(&path).await.or_else(|e| match e {
+                zk::Error::NoNode => Ok(()),
+                e => Err(failed(e)),
+            })?;
+            match client.get_data(&path).await {
+                Ok((data, _)) => Ok(serde_json::from_slice(&data).ok()),
+                Err(zk::Error::NoNode) => Ok(None),
+                Err(e) => Err(failed(e)),
+            }
+        }
+        .boxed()
     }
 }

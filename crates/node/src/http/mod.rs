@@ -142,6 +142,7 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
         ("/v1/keys", get(search::key_types)),
         ("/v1/search", compressed(post(search::search))),
         ("/v1/audit", compressed(get(search::audit))),
+        ("/v1/audit/verify", get(search::audit_verify)),
         ("/v1/cluster", compressed(get(lookup::cluster))),
         ("/v1/stats", get(ops::stats)),
         ("/v1/openapi.json", compressed(get(openapi::openapi_json))),

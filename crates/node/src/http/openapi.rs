@@ -43,6 +43,7 @@ use crate::wire::ErrorBody;
         search::key_types,
         search::search,
         search::audit,
+        search::audit_verify,
         ops::stats,
         ops::metrics,
         ops::healthz,

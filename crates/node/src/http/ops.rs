@@ -36,7 +36,7 @@ pub async fn stats(State(node): State<Arc<Node>>) -> Result<Response, ApiError> 
 )]
 pub async fn metrics(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let stats = super::blocking(&node, |node| Ok(node.domain.stats()?)).await?;
-    let text = node.metrics.render(&stats);
+    let text = node.metrics.render(&stats, node.audit.integrity().intact);
     Ok((
         [(
             header::CONTENT_TYPE,

@@ -13,7 +13,9 @@ use axum::{Extension, Json};
 use super::error::ApiError;
 use crate::node::Node;
 use crate::security::auth::Principal;
-use crate::wire::{AuditPage, ErrorBody, KeyTypesBody, Requester, SearchBody, SearchRequest};
+use crate::wire::{
+    AuditIntegrity, AuditPage, ErrorBody, KeyTypesBody, Requester, SearchBody, SearchRequest,
+};
 
 /// `GET /v1/keys`: the key types records may carry (the page's search
 /// form lists them).
@@ -191,6 +193,21 @@ pub async fn audit(
     })
     .await?;
     Ok(Json(page).into_response())
+}
+
+/// `GET /v1/audit/verify`: whether the log of searches is whole (its hash
+/// chain) and still holds the head last anchored in the coordinator.
+#[utoipa::path(
+    get,
+    path = "/v1/audit/verify",
+    tag = "lookup",
+    responses(
+        (status = 200, description = "What the check found: `intact`, the head, the anchor, the problems", body = AuditIntegrity),
+    )
+)]
+pub async fn audit_verify(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
+    let found = node.verify_audit().await.map_err(ApiError::internal)?;
+    Ok(Json(found).into_response())
 }
 
 fn parse_since(text: &str) -> Option<u64> {

@@ -6,12 +6,23 @@
 //! Its own redb file beside the store, so that the record store stays
 //! about records; every entry is committed durably before the search is
 //! answered, so no answer leaves without its entry.
+//!
+//! Tamper-evident: each entry carries the hash of the one before it and
+//! its own (SHA-256 over its JSON with `hash` empty, `prev` included), so
+//! an entry edited in the file, or one taken out of the middle, breaks the
+//! chain, which is checked when the log is opened and by
+//! [`AuditLog::verify`]. A log cut short or rolled back to an older copy
+//! keeps a whole chain: that is caught by comparing its head with the one
+//! the domain last anchored outside its own disk (the coordinator, see
+//! `cluster::Coordinator::anchor_audit`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
 use crate::local::space::{DiskFull, DiskSpace};
@@ -43,6 +54,8 @@ pub enum AuditError {
     Reopening(#[from] Reopening),
     #[error("cannot encode the audit entry: {0}")]
     Encode(serde_json::Error),
+    #[error("the audit log's check failed: {0}")]
+    Task(String),
 }
 
 macro_rules! impl_from_redb {
@@ -97,10 +110,63 @@ pub struct AuditEntry {
     pub value_digest: String,
     /// The IDs of the records this domain returned.
     pub records: Vec<String>,
+    /// The `hash` of the entry before (64 zeros for the first).
+    #[serde(default)]
+    pub prev: String,
+    /// SHA-256 (hex) of this entry's JSON with `hash` empty: the chain.
+    #[serde(default)]
+    pub hash: String,
+}
+
+/// The `prev` of a log's first entry.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+impl AuditEntry {
+    /// The entry's hash, as the chain defines it.
+    pub fn chain_hash(&self) -> String {
+        let unsealed = AuditEntry {
+            hash: String::new(),
+            ..self.clone()
+        };
+        // Plain strings and numbers: encoding cannot fail; if it ever did,
+        // the hash of nothing would not match and the chain would say so.
+        let json = serde_json::to_vec(&unsealed).unwrap_or_default();
+        hex::encode(Sha256::digest(json))
+    }
+}
+
+/// Where a log's chain ends: how many entries, and the last one's hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditHead {
+    pub entries: u64,
+    /// The last entry's `hash` ([`GENESIS`] for an empty log).
+    pub hash: String,
+}
+
+/// What a check of the log found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditIntegrity {
+    /// The chain is whole and agrees with the anchor, if one was read.
+    pub intact: bool,
+    pub head: AuditHead,
+    /// The head last anchored outside the domain, if read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<AuditHead>,
+    /// What is wrong, for people (empty when intact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// Why the anchor could not be compared, if it could not (the chain
+    /// alone was checked then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanchored: Option<String>,
 }
 
 pub struct AuditLog {
     file: RedbFile,
+    /// Appends one at a time, so each links to the one before.
+    appending: Mutex<()>,
+    /// The last check's findings (at open, then by `verify`).
+    integrity: Mutex<AuditIntegrity>,
 }
 
 impl AuditLog {
@@ -119,24 +185,136 @@ impl AuditLog {
             txn.commit()?;
             Ok::<_, AuditError>(())
         })?;
-        Ok(AuditLog { file })
+        let log = AuditLog {
+            file,
+            appending: Mutex::new(()),
+            integrity: Mutex::new(AuditIntegrity {
+                intact: true,
+                head: AuditHead {
+                    entries: 0,
+                    hash: GENESIS.to_owned(),
+                },
+                anchor: None,
+                problems: Vec::new(),
+                unanchored: None,
+            }),
+        };
+        let found = log.verify(None)?;
+        if !found.intact {
+            tracing::error!(problems = ?found.problems, "the audit log is not intact");
+        }
+        Ok(log)
     }
 
-    /// Appends `entry` (its `at_us` moved on if taken) durably.
+    /// Appends `entry` (its `at_us` moved on if taken, linked to the last
+    /// entry) durably.
     pub fn append(&self, mut entry: AuditEntry) -> Result<AuditEntry, AuditError> {
+        let _one_at_a_time = self.appending.lock();
         self.file.write(None, |db| {
             let txn = db.begin_write()?;
             {
                 let mut table = txn.open_table(ENTRIES)?;
+                entry.prev = GENESIS.to_owned();
                 if let Some(last) = table.last()? {
                     entry.at_us = entry.at_us.max(last.0.value() + 1);
+                    entry.prev = decode(last.0.value(), last.1.value())?.hash;
                 }
+                entry.hash = entry.chain_hash();
                 let bytes = serde_json::to_vec(&entry).map_err(AuditError::Encode)?;
                 table.insert(entry.at_us, bytes.as_slice())?;
             }
             txn.commit()?;
-            Ok(entry)
-        })
+            Ok::<_, AuditError>(())
+        })?;
+        let mut integrity = self.integrity.lock();
+        integrity.head = AuditHead {
+            entries: integrity.head.entries + 1,
+            hash: entry.hash.clone(),
+        };
+        Ok(entry)
+    }
+
+    /// Where the chain ends now.
+    pub fn head(&self) -> AuditHead {
+        self.integrity.lock().head.clone()
+    }
+
+    /// The last check's findings, with the head as it is now.
+    pub fn integrity(&self) -> AuditIntegrity {
+        self.integrity.lock().clone()
+    }
+
+    /// Something outside the log shows it is not what it was (the
+    /// coordinator's anchor refused its head).
+    pub fn found_wanting(&self, problem: String) {
+        let mut integrity = self.integrity.lock();
+        integrity.intact = false;
+        if !integrity.problems.contains(&problem) {
+            integrity.problems.push(problem);
+        }
+    }
+
+    /// Reads the whole log, checks its chain, and, given the head the
+    /// domain last anchored outside its disk, that the log still holds
+    /// that head where it was (not cut short, rolled back or replaced).
+    pub fn verify(&self, anchor: Option<&AuditHead>) -> Result<AuditIntegrity, AuditError> {
+        let _no_appends = self.appending.lock();
+        let (head, mut problems, at_anchor) = self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(ENTRIES)?;
+            let mut problems = Vec::new();
+            let mut prev = GENESIS.to_owned();
+            let mut entries = 0u64;
+            let mut at_anchor = None;
+            for item in table.iter()? {
+                let (at, bytes) = item?;
+                entries += 1;
+                match decode(at.value(), bytes.value()) {
+                    Ok(entry) => {
+                        if entry.prev != prev {
+                            problems.push(format!(
+                                "entry {} (#{entries}) does not follow the one before it: an entry was removed or replaced",
+                                entry.at_us
+                            ));
+                        }
+                        if entry.chain_hash() != entry.hash {
+                            problems.push(format!(
+                                "entry {} (#{entries}) was changed after it was written",
+                                entry.at_us
+                            ));
+                        }
+                        prev = entry.hash;
+                    }
+                    Err(e) => problems.push(e.to_string()),
+                }
+                if anchor.is_some_and(|a| a.entries == entries) {
+                    at_anchor = Some(prev.clone());
+                }
+            }
+            Ok::<_, AuditError>((AuditHead { entries, hash: prev }, problems, at_anchor))
+        })?;
+        if let Some(anchor) = anchor {
+            if anchor.entries > head.entries {
+                problems.push(format!(
+                    "the log holds {} entries, but {} were anchored: it was cut short, rolled back to an older copy or deleted",
+                    head.entries, anchor.entries
+                ));
+            } else if anchor.entries > 0 && at_anchor.as_deref() != Some(anchor.hash.as_str()) {
+                problems.push(format!(
+                    "entry #{} is not the one anchored: the log was replaced",
+                    anchor.entries
+                ));
+            }
+        }
+        let found = AuditIntegrity {
+            intact: problems.is_empty(),
+            head,
+            anchor: anchor.cloned(),
+            problems,
+            unanchored: None,
+        };
+        *self.integrity.lock() = found.clone();
+        Ok(found)
     }
 
     /// Up to `limit` entries from `since_us` on, oldest first.
@@ -147,17 +325,16 @@ impl AuditLog {
             let mut entries = Vec::new();
             for item in table.range(since_us..)?.take(limit) {
                 let (at, bytes) = item?;
-                let entry = serde_json::from_slice(bytes.value()).map_err(|source| {
-                    AuditError::Corrupt {
-                        at_us: at.value(),
-                        source,
-                    }
-                })?;
-                entries.push(entry);
+                entries.push(decode(at.value(), bytes.value())?);
             }
             Ok(entries)
         })
     }
+}
+
+/// An entry as stored.
+fn decode(at_us: u64, bytes: &[u8]) -> Result<AuditEntry, AuditError> {
+    serde_json::from_slice(bytes).map_err(|source| AuditError::Corrupt { at_us, source })
 }
 
 #[cfg(test)]
@@ -179,7 +356,116 @@ mod tests {
             key_type: "id_card".into(),
             value_digest: "00".into(),
             records: vec!["A-1".into()],
+            prev: String::new(),
+            hash: String::new(),
         }
+    }
+
+    /// Three entries, then the log closed; its path.
+    fn written(dir: &Path) -> (AuditHead, std::path::PathBuf) {
+        let log = AuditLog::open(dir, space(dir)).unwrap();
+        for token in ["a", "b", "c"] {
+            log.append(entry(10, token)).unwrap();
+        }
+        (log.head(), dir.join(AUDIT_FILE))
+    }
+
+    /// Changes the stored entries with `change`, as someone with the file
+    /// and redb would.
+    fn tamper(path: &Path, change: impl FnOnce(&mut redb::Table<u64, &[u8]>)) {
+        let db = redb::Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        change(&mut txn.open_table(ENTRIES).unwrap());
+        txn.commit().unwrap();
+    }
+
+    fn problems_after(dir: &Path, anchor: Option<&AuditHead>) -> Vec<String> {
+        let log = AuditLog::open(dir, space(dir)).unwrap();
+        let found = log.verify(anchor).unwrap();
+        assert_eq!(found.intact, found.problems.is_empty());
+        found.problems
+    }
+
+    #[test]
+    fn a_whole_log_verifies_and_agrees_with_its_anchor() {
+        let dir = tempfile::tempdir().unwrap();
+        let (head, _) = written(dir.path());
+        assert_eq!(head.entries, 3);
+        assert!(problems_after(dir.path(), Some(&head)).is_empty());
+        // An older anchor is still a point of this chain.
+        let log = AuditLog::open(dir.path(), space(dir.path())).unwrap();
+        let first = log.since(0, 1).unwrap().remove(0);
+        assert_eq!(first.prev, GENESIS);
+        let older = AuditHead {
+            entries: 1,
+            hash: first.hash,
+        };
+        assert!(log.verify(Some(&older)).unwrap().intact);
+    }
+
+    #[test]
+    fn an_entry_edited_in_the_file_is_detected_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = written(dir.path());
+        tamper(&path, |table| {
+            let bytes = table.get(11).unwrap().unwrap().value().to_vec();
+            let mut e: AuditEntry = serde_json::from_slice(&bytes).unwrap();
+            e.requester.token = "someone else".into();
+            table
+                .insert(11, serde_json::to_vec(&e).unwrap().as_slice())
+                .unwrap();
+        });
+        let problems = problems_after(dir.path(), None);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("changed after it was written")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn an_entry_removed_from_the_middle_breaks_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = written(dir.path());
+        tamper(&path, |table| {
+            table.remove(11).unwrap();
+        });
+        let problems = problems_after(dir.path(), None);
+        assert!(
+            problems.iter().any(|p| p.contains("does not follow")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_log_cut_short_rolled_back_or_replaced_disagrees_with_its_anchor() {
+        let dir = tempfile::tempdir().unwrap();
+        let (head, path) = written(dir.path());
+        // The last entry gone: the chain is whole, the anchor is not met.
+        tamper(&path, |table| {
+            table.remove(12).unwrap();
+        });
+        assert!(problems_after(dir.path(), None).is_empty());
+        let problems = problems_after(dir.path(), Some(&head));
+        assert!(
+            problems.iter().any(|p| p.contains("cut short")),
+            "{problems:?}"
+        );
+        // The file deleted: a new, empty log.
+        std::fs::remove_file(&path).unwrap();
+        assert!(!problems_after(dir.path(), Some(&head)).is_empty());
+        // Another log of as many entries: not the anchored one.
+        let other = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(other.path(), space(other.path())).unwrap();
+        for token in ["x", "y", "z"] {
+            log.append(entry(10, token)).unwrap();
+        }
+        let problems = log.verify(Some(&head)).unwrap().problems;
+        assert!(
+            problems.iter().any(|p| p.contains("replaced")),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -186,7 +186,7 @@ pub fn need(method: &Method, route: &str) -> Need {
         (&Method::PUT | &Method::DELETE, "/v1/archives/{id}")
         | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
         (&Method::POST, "/v1/search") => Need::MemberOrSearch,
-        (&Method::GET, "/v1/audit") => Need::Audit,
+        (&Method::GET, "/v1/audit" | "/v1/audit/verify") => Need::Audit,
         (&Method::GET, "/v1/filter/keys" | "/v1/filter/keys/delta" | "/v1/relay") => Need::Member,
         _ => Need::Read,
     }
