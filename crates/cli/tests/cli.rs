@@ -114,12 +114,22 @@ fn import_reads_csv_and_ndjson_and_names_bad_lines() {
     let record: Record = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(record.title, "Minutes, vol. 1");
     assert_eq!(record.metadata["fonds"], "J001");
-    // A key column becomes a key, normalised; an empty cell, no key.
-    assert_eq!(record.keys["id_card"], "11010519491231002X");
+    // A key column becomes a key (read by its ID, a private key's value
+    // is withheld: a search finds it, normalised); an empty cell, no key.
+    assert!(record.keys.is_empty());
+    assert_eq!(record.keys_withheld, ["id_card"]);
     assert!(!record.metadata.contains_key("key:id_card"));
+    let out = xarchive(
+        &["search", "--key", "id_card=11010519491231002X", "--json"],
+        &domain.url,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let found: xarchive_node::wire::SearchBody = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found.records.len(), 1);
+    assert_eq!(found.records[0].keys["id_card"], "11010519491231002X");
     let out = xarchive(&["get", "J001-WS·2023-Y-0002"], &domain.url);
     let record: Record = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(record.keys.is_empty());
+    assert!(record.keys.is_empty() && record.keys_withheld.is_empty());
 
     let ndjson = dir.path().join("records.ndjson");
     std::fs::write(

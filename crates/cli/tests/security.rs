@@ -128,9 +128,20 @@ impl Secured {
         s
     }
 
+    /// `d`'s address: the log says `https://` with TLS on.
     fn url(&self, d: &DomainProcess) -> String {
-        let scheme = if self.ca.is_some() { "https" } else { "http" };
-        d.url.replacen("http", scheme, 1)
+        let scheme = if self.ca.is_some() {
+            "https://"
+        } else {
+            "http://"
+        };
+        assert!(
+            d.url.starts_with(scheme),
+            "{} with TLS {}",
+            d.url,
+            self.ca.is_some()
+        );
+        d.url.clone()
     }
 
     /// A client sending `token`, trusting the test CA when TLS is on.
@@ -556,6 +567,126 @@ async fn only_the_search_role_searches_and_only_the_audit_role_sees_every_search
             .await
             .unwrap();
         assert!(!metrics.contains(&person[6..14]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_token_and_a_write_token_listing_records_and_reading_each_get_no_identity_number() {
+    use xarchive_node::wire::{ArchiveList, LookupBody};
+    use xarchive_node::Record;
+    let s = Secured::start(false).await;
+    let writer = s.client(Some(&s.write));
+    let people: Vec<String> = (0..5)
+        .map(|p| {
+            xarchive_node::sample::person_keys(p)["id_card"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    // What would give a number away: its birth date and sequence digits.
+    let leaks = |text: &str| people.iter().find(|n| text.contains(&n[6..17])).cloned();
+    for (d, prefix) in [(&s.a, "A"), (&s.b, "B")] {
+        for (i, number) in people.iter().enumerate() {
+            let put = writer
+                .put(format!("{}/v1/archives/{prefix}-人事-{i}", s.url(d)))
+                .json(&json!({"title": "人事档案", "keys": {"id_card": number}}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(put.status(), StatusCode::CREATED);
+            let text = put.text().await.unwrap();
+            assert_eq!(leaks(&text), None, "the PUT's answer: {text}");
+        }
+    }
+    s.wait_converged().await;
+    for (role, token) in [("read", &s.read), ("write", &s.write), ("audit", &s.audit)] {
+        let client = s.client(Some(token));
+        for d in [&s.a, &s.b] {
+            let list = client
+                .get(format!("{}/v1/archives?limit=10000", s.url(d)))
+                .send()
+                .await
+                .unwrap();
+            let list: ArchiveList = list.json().await.unwrap();
+            assert_eq!(list.ids.len(), people.len(), "{role}");
+            for id in &list.ids {
+                let id = xarchive_node::cluster::client::encode_id(id);
+                // Read where it is, and looked up from the other domain
+                // (three times: the cache admits it on the second, and
+                // answers the third).
+                let mut answers = vec![format!("{}/v1/archives/{id}", s.url(d))];
+                let other = if std::ptr::eq(d, &s.a) { &s.b } else { &s.a };
+                answers.extend(vec![format!("{}/v1/lookup/{id}", s.url(other)); 3]);
+                for url in answers {
+                    let reply = client.get(&url).send().await.unwrap();
+                    assert_eq!(reply.status(), StatusCode::OK, "{role}: {url}");
+                    let text = reply.text().await.unwrap();
+                    assert_eq!(leaks(&text), None, "{role}: {url}: {text}");
+                    let record: Record = if url.contains("/v1/lookup/") {
+                        let found: LookupBody = serde_json::from_str(&text).unwrap();
+                        found.record.unwrap()
+                    } else {
+                        serde_json::from_str(&text).unwrap()
+                    };
+                    assert_eq!(record.keys_withheld, ["id_card"], "{role}: {url}");
+                }
+            }
+        }
+    }
+    // Nothing was searched, so nothing is on record; a search, the one
+    // door to the numbers, is.
+    let audit = |d: &DomainProcess| {
+        let (client, url) = (s.client(Some(&s.audit)), format!("{}/v1/audit", s.url(d)));
+        async move {
+            let page: AuditPage = client.get(url).send().await.unwrap().json().await.unwrap();
+            page.entries.len()
+        }
+    };
+    assert_eq!((audit(&s.a).await, audit(&s.b).await), (0, 0));
+    let (status, found) = search_at(&s.client(Some(&s.search)), &s.url(&s.a), &people[0]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(found.records.len(), 2);
+    assert!(found.records.iter().all(|r| r.keys["id_card"] == people[0]));
+    assert_eq!((audit(&s.a).await, audit(&s.b).await), (1, 1));
+}
+
+#[test]
+fn data_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir().unwrap();
+    let data = dir.path().join("A");
+    let mut d = Spawn::new(bin(), "A", &data).start();
+    let client = http_client(Duration::from_secs(5), None, None).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let put = client
+            .put(format!("{}/v1/archives/P-1", d.url))
+            .json(&json!({"title": "t", "keys": {"id_card": "11010519491231002X"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), StatusCode::CREATED);
+    });
+    // A clean stop writes the filter snapshots too.
+    assert!(d.terminate().success());
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "{}", data.display());
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        let expected = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&path), expected, "{}", path.display());
+        files.push(path.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    files.sort();
+    for file in [
+        "records.redb",
+        "filter.snapshot",
+        "keys.snapshot",
+        "filter.json",
+    ] {
+        assert!(files.iter().any(|f| f == file), "{file} not in {files:?}");
     }
 }
 

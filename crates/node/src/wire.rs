@@ -419,11 +419,11 @@ pub struct DomainView {
     pub grace_pulls: Option<u64>,
 }
 
-/// `GET /readyz` when ready.
+/// `GET /readyz` when ready: open to anyone, so nothing more (the
+/// coordinator and the cluster's name are in `/v1/cluster`, for tokens).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Ready {
     pub ready: bool,
-    pub coordinator: String,
     /// Domains in the membership read.
     pub domains: usize,
 }

@@ -511,3 +511,196 @@ async fn filters_are_compressed_as_the_caller_accepts() {
         assert!(len * 10 < raw, "{accepted}: {len} bytes of {raw}");
     }
 }
+
+#[tokio::test]
+async fn a_record_read_by_its_id_or_looked_up_names_its_identity_number_withheld_and_only_a_search_returns_it(
+) {
+    let app = app_with(|c| {
+        c.keys.push(xarchive_node::KeyType {
+            name: "cert".into(),
+            visibility: xarchive_node::Visibility::Public,
+            format: xarchive_node::KeyFormat::Text,
+        })
+    });
+    let number = "11010519491231002X";
+    let digits = &number[6..14];
+    let withheld = |record: &Value, what: &str| {
+        assert_eq!(
+            record["keys_withheld"],
+            json!(["id_card"]),
+            "{what}: {record}"
+        );
+        // A public key type keeps its value.
+        assert_eq!(record["keys"], json!({"cert": "C-7"}), "{what}: {record}");
+        assert!(!record.to_string().contains(digits), "{what}: {record}");
+    };
+    let person =
+        json!({"title": "人事档案", "keys": {"id_card": "11010519491231002x", "cert": "C-7"}});
+    let r = app.put("P-1", person).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json());
+    withheld(&r.json(), "the PUT's answer");
+    app.put("P-2", json!({"title": "no keys"})).await;
+
+    // Every ID listed, each read and looked up.
+    let list = app
+        .call(Method::GET, "/v1/archives?limit=10000", Body::empty())
+        .await
+        .json();
+    assert_eq!(list["ids"], json!(["P-1", "P-2"]));
+    for (path, field) in [("/v1/archives", None), ("/v1/lookup", Some("record"))] {
+        for id in ["P-1", "P-2"] {
+            let r = app
+                .call(Method::GET, &format!("{path}/{id}"), Body::empty())
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{path}/{id}");
+            let body = r.json();
+            let record = field.map_or(&body, |f| &body[f]);
+            if id == "P-1" {
+                withheld(record, path);
+            } else {
+                assert!(record.get("keys_withheld").is_none(), "{record}");
+            }
+        }
+    }
+
+    // The search, audited, returns the number.
+    let r = app
+        .call(
+            Method::POST,
+            "/v1/search",
+            json!({"key_type": "id_card", "value": number}).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+    let found = &r.json()["records"][0];
+    assert_eq!(found["keys"], json!({"cert": "C-7", "id_card": number}));
+    assert!(found.get("keys_withheld").is_none(), "{found}");
+}
+
+#[tokio::test]
+async fn bad_keys_in_a_put_or_a_bulk_line_are_refused_without_echoing_the_value() {
+    let app = app();
+    let before = app.state().await;
+    let number = "11010519491231002X";
+    let bad_keys = [
+        (format!(r#""{number}""#), "keys must be an object"),
+        ("110105194912310021".to_owned(), "keys must be an object"),
+        (format!(r#"["{number}"]"#), "keys must be an object"),
+        (
+            "{\"id_card\": 110105194912310021}".to_owned(),
+            "key id_card must be a string",
+        ),
+        (
+            "{\"id_card\": 1.10105194912310021e17}".to_owned(),
+            "key id_card must be a string",
+        ),
+        (
+            format!(r#"{{"id_card": ["{number}"]}}"#),
+            "key id_card must be a string",
+        ),
+        (
+            format!(r#"{{"id_card": "{number}", "id_card": "110101199003071234"}}"#),
+            r#"key type "id_card" given twice"#,
+        ),
+        (
+            // A wrong check digit: refused after parsing, by what is wrong.
+            r#"{"id_card": "110105194912310021"}"#.to_owned(),
+            "wrong check digit",
+        ),
+    ];
+    for (keys, why) in &bad_keys {
+        let r = app
+            .call(
+                Method::PUT,
+                "/v1/archives/P-1",
+                format!(r#"{{"title":"t","keys":{keys}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (StatusCode::BAD_REQUEST, "invalid_record"),
+            "{keys}"
+        );
+        let message = r.json()["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(why), "{keys}: {message}");
+        assert!(
+            !r.json().to_string().contains("1101051949"),
+            "{keys}: {message}"
+        );
+    }
+    let body: String = bad_keys
+        .iter()
+        .map(|(keys, _)| format!("{{\"id\":\"B-1\",\"title\":\"t\",\"keys\":{keys}}}\n"))
+        .collect();
+    let r = app.call(Method::POST, "/v1/archives/_bulk", body).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let report = r.json();
+    assert_eq!(report["summary"]["failed"], bad_keys.len(), "{report}");
+    for (result, (keys, why)) in report["results"].as_array().unwrap().iter().zip(&bad_keys) {
+        assert_eq!(result["code"], "invalid_record", "{keys}: {result}");
+        assert!(
+            result["message"].as_str().unwrap().contains(why),
+            "{keys}: {result}"
+        );
+    }
+    assert!(!report.to_string().contains("1101051949"), "{report}");
+    assert_eq!(app.state().await, before, "a refused key changed the state");
+}
+
+#[tokio::test]
+async fn searches_and_contains_take_small_bodies_of_their_own() {
+    let app = app_with(|c| c.limits.max_contains_ids = 10);
+    // A search: 64 KiB, far below a record's limit.
+    let padded = format!(
+        r#"{{"key_type": "id_card", "value": "11010519491231002X"{}}}"#,
+        " ".repeat(64 * 1024)
+    );
+    let r = app.call(Method::POST, "/v1/search", padded).await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+    );
+    // contains: as many IDs as allowed, each of the longest, fit…
+    let longest = "档".repeat(85);
+    let ids = vec![longest.as_str(); 10];
+    let r = app
+        .call(Method::POST, "/v1/contains", json!(ids).to_string())
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+    // …and a body much longer than they need is refused unread.
+    let r = app
+        .call(
+            Method::POST,
+            "/v1/contains",
+            format!("[\"a\"{}]", " ".repeat(64 * 1024)),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+    );
+}
+
+#[tokio::test]
+async fn readyz_tells_anyone_only_that_the_domain_is_ready_and_stats_show_no_key_filter() {
+    let app = app();
+    let mut body = Value::Null;
+    for _ in 0..100 {
+        let r = app.call(Method::GET, "/readyz", Body::empty()).await;
+        if r.status == StatusCode::OK {
+            body = r.json();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Whether this domain is in the view read yet or not: no more fields.
+    let fields: Vec<&String> = body.as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["domains", "ready"], "{body}");
+    assert_eq!(body["ready"], true);
+    let stats = app
+        .call(Method::GET, "/v1/stats", Body::empty())
+        .await
+        .json();
+    assert!(stats.get("filter").is_some(), "{stats}");
+    assert!(stats.get("key_filter").is_none(), "{stats}");
+}

@@ -342,6 +342,34 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_looked_up_from_another_domain_or_its_cached_copy_names_its_identity_number_withheld(
+) {
+    // Cached on first sight, so that the second lookup is the cache's.
+    let c = Cluster::start_with(2, |config| config.cache.admission_min_hits = 1).await;
+    let person = "11010519491231002X";
+    put_person(&c.domains[1], "B-人事-1", person).await;
+    c.settle().await;
+    let mut routes = Vec::new();
+    for _ in 0..2 {
+        let (status, found) = lookup(&c.domains[0], "B-人事-1").await;
+        assert_eq!(status, 200, "{found:?}");
+        let record = found.record.unwrap();
+        assert!(record.keys.is_empty(), "{record:?}");
+        assert_eq!(record.keys_withheld, ["id_card"]);
+        routes.push((found.route.local, found.route.cache));
+    }
+    assert_eq!(
+        routes,
+        [(false, Some("miss".into())), (false, Some("hit".into()))]
+    );
+    // The search, which is audited, is the one way to the number.
+    let (status, found) = search(&c.domains[0], "id_card", person).await;
+    assert_eq!(status, 200);
+    assert_eq!(found.records[0].keys["id_card"], person);
+    assert!(found.records[0].keys_withheld.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_asks_only_the_domains_whose_key_filters_may_hold_the_key() {
     let c = Cluster::start(3).await;
     let person = "11010519491231002X";

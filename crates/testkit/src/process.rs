@@ -71,6 +71,8 @@ impl Spawn {
 /// A running `xarchive serve`. Killed when dropped.
 pub struct DomainProcess {
     pub spawn: Spawn,
+    /// Where it listens, as its log says: `http://…`, or `https://…`
+    /// with TLS on.
     pub url: String,
     child: Option<Child>,
 }
@@ -104,7 +106,8 @@ impl DomainProcess {
                 .open(&log_for_thread)
                 .ok();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("listening on http://") {
+                // `http://` or, with TLS on, `https://`.
+                if let Some(at) = line.find("listening on http") {
                     let url = line[at + "listening on ".len()..]
                         .split_whitespace()
                         .next()

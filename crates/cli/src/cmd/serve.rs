@@ -136,6 +136,11 @@ impl ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Everything this process creates (the store, the audit log, filter
+    // snapshots, peers.json, the directories) holds or points to personal
+    // data: its owner's only (files 0600, directories 0700), however the
+    // process was started (stricter than the packaged unit's UMask=0027).
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let config = args.config()?;
     let listen = config.listen;
     let listener = tokio::net::TcpListener::bind(listen)
@@ -166,8 +171,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         advertise = %node.address(),
         tls = node.config().tls.serves_tls(),
         auth = node.auth().enabled(),
-        "listening on http://{local}"
+        "listening on {scheme}://{local}"
     );
+    warn_if_others_may_read(&node.config().data);
     if !node.auth().enabled() && !local.ip().is_loopback() {
         tracing::warn!(
             "no API tokens or cluster secret configured: anyone who can reach {local} can read, write and delete"
@@ -176,4 +182,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     xarchive_node::server::serve(node, listener, xarchive_node::shutdown::signal()).await?;
     tracing::info!("stopped cleanly");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Warns when the data directory, made before and left as it was, lets
+/// users other than its owner and group in (the packaged unit's is 0750,
+/// its group the service's own).
+fn warn_if_others_may_read(data: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(data) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o007 != 0 {
+            tracing::warn!(
+                data = %data.display(),
+                "the data directory holds personal data but its mode is {mode:o}: `chmod 700` it"
+            );
+        }
+    }
 }

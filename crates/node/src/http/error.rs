@@ -147,6 +147,9 @@ impl From<DomainError> for ApiError {
         match e {
             DomainError::Store(StoreError::DiskFull(full)) => full.into(),
             DomainError::Store(StoreError::Reopening(r)) => r.into(),
+            e @ DomainError::VerifyRunning => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
+            }
             e => ApiError::internal(e),
         }
     }

@@ -27,6 +27,8 @@ use axum::Router;
 use tower::ServiceBuilder;
 use tower_http::compression::predicate::Predicate;
 
+use crate::config::Limits;
+use crate::local::id::MAX_ID_BYTES;
 use crate::node::Node;
 use crate::security::auth::Refusal;
 use error::ApiError;
@@ -50,7 +52,7 @@ pub fn router(node: Arc<Node>) -> Router {
     let limits = &node.config.limits;
     // A record's JSON: base64 content (4 bytes per 3) plus room for the rest.
     let max_body = limits.max_content_bytes / 3 * 4 + 64 * 1024;
-    let timed = timed_routes()
+    let timed = timed_routes(limits)
         .into_iter()
         .fold(Router::new(), |router, (path, handlers)| {
             router.route(path, handlers)
@@ -107,9 +109,24 @@ fn compressed(handlers: MethodRouter<Arc<Node>>) -> MethodRouter<Arc<Node>> {
 /// The bulk import's route: the one without a time or size limit.
 const BULK: &str = "/v1/archives/_bulk";
 
+/// A search's body: a key type, a value (256 bytes once normalised,
+/// `keys.rs`) and, when a member passes it on, the requester.
+const SEARCH_BODY_LIMIT: usize = 64 * 1024;
+
+/// `POST /v1/contains`'s body: `limits.max_contains_ids` IDs of the
+/// longest (256 bytes), each allowed twice its length in JSON (escapes,
+/// or non-ASCII characters sent as `\uXXXX`), with quotes and commas.
+fn contains_body_limit(limits: &Limits) -> usize {
+    limits
+        .max_contains_ids
+        .saturating_mul(2 * MAX_ID_BYTES + 4)
+        .saturating_add(1024)
+}
+
 /// Every other route and its handlers, in one list that the router is
-/// built from and the OpenAPI test reads.
-fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
+/// built from and the OpenAPI test reads. Routes that take small bodies
+/// (searches, `contains`) have body limits of their own, below a record's.
+fn timed_routes(limits: &Limits) -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
     vec![
         ("/v1/archives", compressed(get(archives::list))),
         (
@@ -121,7 +138,11 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
             ),
         ),
         ("/v1/contains/{id}", get(replication::contains_one)),
-        ("/v1/contains", compressed(post(replication::contains_many))),
+        (
+            "/v1/contains",
+            compressed(post(replication::contains_many))
+                .layer(DefaultBodyLimit::max(contains_body_limit(limits))),
+        ),
         ("/v1/filter", compressed(get(replication::snapshot))),
         ("/v1/filter/delta", compressed(get(replication::delta))),
         (
@@ -140,7 +161,10 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
         ("/v1/lookup/{id}", compressed(get(lookup::lookup))),
         ("/v1/route/{id}", get(lookup::route)),
         ("/v1/keys", get(search::key_types)),
-        ("/v1/search", compressed(post(search::search))),
+        (
+            "/v1/search",
+            compressed(post(search::search)).layer(DefaultBodyLimit::max(SEARCH_BODY_LIMIT)),
+        ),
         ("/v1/audit", compressed(get(search::audit))),
         ("/v1/audit/verify", get(search::audit_verify)),
         ("/v1/cluster", compressed(get(lookup::cluster))),
@@ -157,7 +181,10 @@ fn timed_routes() -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
 /// Every route's path.
 #[cfg(test)]
 pub(crate) fn route_paths() -> Vec<&'static str> {
-    let mut paths: Vec<&str> = timed_routes().into_iter().map(|(path, _)| path).collect();
+    let mut paths: Vec<&str> = timed_routes(&Limits::default())
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
     paths.push(BULK);
     paths
 }

@@ -63,6 +63,9 @@ pub async fn healthz() -> &'static str {
 /// its current session. Before that (just started, a new ZooKeeper
 /// session) and while the coordinator is unreachable: 503 `not_ready`
 /// (records are still found then; only "not found" is withheld).
+/// Open to anyone, so it says no more than that and the number of
+/// domains: not the coordinator's address nor the cluster's name (the
+/// log and `/v1/cluster`, for tokens, have them).
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -73,19 +76,21 @@ pub async fn healthz() -> &'static str {
     )
 )]
 pub async fn readyz(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
-    let view = node.cluster.coordinator.view().borrow().clone();
-    let coordinator = node.cluster.coordinator.describe();
-    if !view.connected {
+    let view = node.cluster.coordinator.view();
+    let (connected, domains) = {
+        let view = view.borrow();
+        (view.connected, view.members.len())
+    };
+    if !connected {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
-            format!("the cluster's membership is not confirmed by the coordinator ({coordinator})"),
+            "the cluster's membership is not confirmed by the coordinator",
         ));
     }
     Ok(Json(Ready {
         ready: true,
-        coordinator,
-        domains: view.members.len(),
+        domains,
     })
     .into_response())
 }

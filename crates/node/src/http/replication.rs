@@ -357,12 +357,16 @@ pub async fn relay(
     Ok(read.encode().into_response())
 }
 
-/// `GET /v1/filter/verify`: compares the filter with one rebuilt from the store.
+/// `GET /v1/filter/verify`: compares the filter with one rebuilt from the
+/// store, without holding up writes; one at a time.
 #[utoipa::path(
     get,
     path = "/v1/filter/verify",
     tag = "filter",
-    responses((status = 200, description = "`missing` must be 0", body = VerifyReport))
+    responses(
+        (status = 200, description = "`missing` must be 0", body = VerifyReport),
+        (status = 503, description = "`busy`: another verification is running", body = ErrorBody),
+    )
 )]
 pub async fn verify(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let report = super::blocking(&node, |node| Ok(node.domain.verify()?)).await?;

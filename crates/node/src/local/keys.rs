@@ -172,6 +172,17 @@ pub enum IdCardError {
 /// Placeholder for an unknown type name that is not well-formed.
 const MALFORMED_TYPE_NAME: &str = "(a malformed name)";
 
+/// A key type's name as an error may show it: the name when it is
+/// well-formed, else a placeholder (a malformed name could be a value
+/// sent in the wrong place).
+pub fn shown_type_name(name: &str) -> &str {
+    if is_valid_type_name(name) {
+        name
+    } else {
+        MALFORMED_TYPE_NAME
+    }
+}
+
 fn is_valid_type_name(name: &str) -> bool {
     let mut chars = name.chars();
     let Some(first) = chars.next() else {
@@ -260,12 +271,9 @@ impl KeyTypes {
     /// One value of one type.
     pub fn normalise(&self, key_type: &str, value: &str) -> Result<String, InvalidKey> {
         let Some(t) = self.get(key_type) else {
-            let shown = if is_valid_type_name(key_type) {
-                key_type
-            } else {
-                MALFORMED_TYPE_NAME
-            };
-            return Err(InvalidKey::UnknownType(shown.to_owned()));
+            return Err(InvalidKey::UnknownType(
+                shown_type_name(key_type).to_owned(),
+            ));
         };
         normalise_value(t, value)
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::local::id::ArchiveId;
-use crate::local::keys::{InvalidKey, KeyTypes};
+use crate::local::keys::{InvalidKey, KeyTypes, Visibility};
 
 /// Longest title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 4096;
@@ -25,9 +25,11 @@ pub struct RecordInput {
     #[serde(default)]
     pub content: Option<String>,
     /// Exact keys besides the archive number, by declared key type
-    /// (`{"id_card": "110101199003071234"}`); found by `POST /v1/search`.
+    /// (`{"id_card": "110101199003071234"}`), each given once, as a
+    /// string; found by `POST /v1/search`.
     #[serde(default)]
-    pub keys: Option<BTreeMap<String, String>>,
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    pub keys: Option<KeysInput>,
 }
 
 /// One line of a bulk import.
@@ -41,7 +43,214 @@ pub struct BulkLine {
     #[serde(default)]
     pub content: Option<String>,
     #[serde(default)]
-    pub keys: Option<BTreeMap<String, String>>,
+    pub keys: Option<KeysInput>,
+}
+
+/// A record's `keys` as sent: a JSON object of strings by key type.
+///
+/// Read by a deserializer of its own because serde's messages quote what
+/// they refuse (`invalid type: string "11010519491231002X", expected a
+/// map`), and these values are identity numbers: every refusal here names
+/// at most the key type (and not even that when the name is malformed, as
+/// a value sent in the wrong place would be). A key type given twice is
+/// refused rather than letting the last one win, which would drop an
+/// earlier value unchecked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeysInput(pub BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for KeysInput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // `deserialize_any`: the typed entry points (`deserialize_map`,
+        // `deserialize_string`) let serde_json report a mismatch itself,
+        // quoting the value; `any` hands every value to the visitors.
+        d.deserialize_any(keys_input::Keys)
+    }
+}
+
+/// The visitors behind [`KeysInput`]: every `visit_*` serde could call is
+/// written out, so that none falls back to serde's message quoting the
+/// value.
+mod keys_input {
+    use std::collections::BTreeMap;
+    use std::fmt;
+
+    use serde::de::{
+        DeserializeSeed, Deserializer, EnumAccess, Error, MapAccess, SeqAccess, Visitor,
+    };
+
+    use super::KeysInput;
+    use crate::local::keys::shown_type_name;
+
+    const NOT_AN_OBJECT: &str = "keys must be an object of strings by key type";
+
+    /// The whole `keys` object.
+    pub(super) struct Keys;
+
+    impl<'de> Visitor<'de> for Keys {
+        type Value = KeysInput;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object of strings by key type")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeysInput, A::Error> {
+            let mut keys = BTreeMap::new();
+            while let Some(key_type) = map.next_key::<String>()? {
+                let value = map.next_value_seed(Value {
+                    key_type: &key_type,
+                })?;
+                if keys.contains_key(&key_type) {
+                    return Err(A::Error::custom(format!(
+                        "key type {:?} given twice",
+                        shown_type_name(&key_type)
+                    )));
+                }
+                keys.insert(key_type, value);
+            }
+            Ok(KeysInput(keys))
+        }
+
+        fn visit_bool<E: Error>(self, _: bool) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_i64<E: Error>(self, _: i64) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_i128<E: Error>(self, _: i128) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_u64<E: Error>(self, _: u64) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_u128<E: Error>(self, _: u128) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_f64<E: Error>(self, _: f64) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_char<E: Error>(self, _: char) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_str<E: Error>(self, _: &str) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_string<E: Error>(self, _: String) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_bytes<E: Error>(self, _: &[u8]) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_byte_buf<E: Error>(self, _: Vec<u8>) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_none<E: Error>(self) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_some<D: Deserializer<'de>>(self, _: D) -> Result<KeysInput, D::Error> {
+            Err(D::Error::custom(NOT_AN_OBJECT))
+        }
+        fn visit_unit<E: Error>(self) -> Result<KeysInput, E> {
+            Err(E::custom(NOT_AN_OBJECT))
+        }
+        fn visit_newtype_struct<D: Deserializer<'de>>(self, _: D) -> Result<KeysInput, D::Error> {
+            Err(D::Error::custom(NOT_AN_OBJECT))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<KeysInput, A::Error> {
+            Err(A::Error::custom(NOT_AN_OBJECT))
+        }
+        fn visit_enum<A: EnumAccess<'de>>(self, _: A) -> Result<KeysInput, A::Error> {
+            Err(A::Error::custom(NOT_AN_OBJECT))
+        }
+    }
+
+    /// One key's value: a string, else an error naming only its type.
+    struct Value<'a> {
+        key_type: &'a str,
+    }
+
+    impl Value<'_> {
+        fn refuse<E: Error>(&self) -> E {
+            E::custom(format!(
+                "key {} must be a string",
+                shown_type_name(self.key_type)
+            ))
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Value<'_> {
+        type Value = String;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Value<'_> {
+        type Value = String;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E: Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_owned())
+        }
+        fn visit_borrowed_str<E: Error>(self, v: &'de str) -> Result<String, E> {
+            Ok(v.to_owned())
+        }
+        fn visit_string<E: Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+
+        fn visit_bool<E: Error>(self, _: bool) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_i64<E: Error>(self, _: i64) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_i128<E: Error>(self, _: i128) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_u64<E: Error>(self, _: u64) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_u128<E: Error>(self, _: u128) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_f64<E: Error>(self, _: f64) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_char<E: Error>(self, _: char) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_bytes<E: Error>(self, _: &[u8]) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_byte_buf<E: Error>(self, _: Vec<u8>) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_none<E: Error>(self) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_some<D: Deserializer<'de>>(self, _: D) -> Result<String, D::Error> {
+            Err(self.refuse())
+        }
+        fn visit_unit<E: Error>(self) -> Result<String, E> {
+            Err(self.refuse())
+        }
+        fn visit_newtype_struct<D: Deserializer<'de>>(self, _: D) -> Result<String, D::Error> {
+            Err(self.refuse())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+            Err(self.refuse())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+            Err(self.refuse())
+        }
+        fn visit_enum<A: EnumAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+            Err(self.refuse())
+        }
+    }
 }
 
 impl BulkLine {
@@ -115,7 +324,7 @@ impl RecordInput {
             }
         };
         let keys = match &self.keys {
-            Some(keys) => key_types.normalise_all(keys)?,
+            Some(keys) => key_types.normalise_all(&keys.0)?,
             None => BTreeMap::new(),
         };
         Ok(RecordBody {
@@ -127,7 +336,8 @@ impl RecordInput {
     }
 }
 
-/// A record as kept in the store (the domain name is the store's own).
+/// A record as kept in the store (the domain name is the store's own),
+/// and in the cache of other domains' records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredRecord {
     pub title: String,
@@ -137,6 +347,8 @@ pub struct StoredRecord {
     pub content: Option<Vec<u8>>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    /// In the store, every key; in the cache, an empty value stands for
+    /// a key withheld (a real key is never empty: `keys.rs` refuses it).
     pub keys: BTreeMap<String, String>,
 }
 
@@ -178,16 +390,22 @@ impl StoredRecord {
         }
     }
 
-    /// A client-side record back in stored form (for caching it).
+    /// A client-side record back in stored form (for caching it); the
+    /// keys it withholds are kept as empty values, so that the cached
+    /// copy still says they were withheld.
     pub fn from_record(r: &Record) -> Self {
         let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+        let mut keys = r.keys.clone();
+        for key_type in &r.keys_withheld {
+            keys.entry(key_type.clone()).or_default();
+        }
         StoredRecord {
             title: r.title.clone(),
             metadata_json: serde_json::Value::Object(r.metadata.clone()).to_string(),
             content: r.content.clone(),
             created_at_ms: ms(r.created_at),
             updated_at_ms: ms(r.updated_at),
-            keys: r.keys.clone(),
+            keys,
         }
     }
 
@@ -218,11 +436,15 @@ impl StoredRecord {
         }
     }
 
+    /// The record as clients see it, with every key it holds (an empty
+    /// value, the cache's mark of a key withheld, is listed as withheld).
     pub fn into_record(self, id: ArchiveId, domain: &str) -> Record {
         let metadata = match serde_json::from_str(&self.metadata_json) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => serde_json::Map::new(),
         };
+        let (withheld, keys): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            self.keys.into_iter().partition(|(_, v)| v.is_empty());
         Record {
             id,
             title: self.title,
@@ -231,7 +453,8 @@ impl StoredRecord {
             created_at: from_ms(self.created_at_ms),
             updated_at: from_ms(self.updated_at_ms),
             domain: domain.to_owned(),
-            keys: self.keys,
+            keys,
+            keys_withheld: withheld.into_keys().collect(),
         }
     }
 }
@@ -261,9 +484,37 @@ pub struct Record {
     pub updated_at: OffsetDateTime,
     /// The domain that holds the record.
     pub domain: String,
-    /// The record's keys, normalised (absent when it has none).
+    /// The record's keys, normalised (absent when it has none). Values of
+    /// private key types are only in the answers of `POST /v1/search`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub keys: BTreeMap<String, String>,
+    /// The key types the record holds a value of that this answer
+    /// withholds (private types, in a record read by its ID; absent when
+    /// none): `POST /v1/search`, which is audited, returns them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys_withheld: Vec<String>,
+}
+
+impl Record {
+    /// The record without the values of its private keys: only the types
+    /// public in `types` keep their values; every other key (private, or
+    /// not declared here) is named in `keys_withheld` instead. Applying it
+    /// twice changes nothing. The rule, and why, is `Domain::get`'s
+    /// (`local/domain.rs`).
+    pub fn withhold_private_keys(&mut self, types: &KeyTypes) {
+        let public = |key_type: &str| {
+            types
+                .get(key_type)
+                .is_some_and(|t| t.visibility == Visibility::Public)
+        };
+        let (kept, withheld): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.keys)
+            .into_iter()
+            .partition(|(t, _)| public(t));
+        self.keys = kept;
+        self.keys_withheld.extend(withheld.into_keys());
+        self.keys_withheld.sort();
+        self.keys_withheld.dedup();
+    }
 }
 
 /// Microseconds since the Unix epoch (0 before it).
@@ -398,5 +649,214 @@ mod tests {
                 .unwrap(),
             b"hello"
         );
+    }
+
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// What a PUT body and a bulk line with `keys` make of it: the error
+    /// message, or None when it is accepted.
+    fn refusals(keys: &str) -> Vec<Option<String>> {
+        let put = format!(r#"{{"title":"t","keys":{keys}}}"#);
+        let line = format!(r#"{{"id":"a","title":"t","keys":{keys}}}"#);
+        vec![
+            serde_json::from_str::<RecordInput>(&put)
+                .err()
+                .map(|e| e.to_string()),
+            serde_json::from_str::<BulkLine>(&line)
+                .err()
+                .map(|e| e.to_string()),
+        ]
+    }
+
+    /// A JSON value built around `secret` and `number`: anything but an
+    /// object of strings, at any depth.
+    fn bad_value(secret: String, number: u64) -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(json!(secret.clone())),
+            Just(json!(number)),
+            Just(json!(-(number as i64))),
+            Just(json!(number as f64 + 0.5)),
+            Just(json!(true)),
+            Just(Value::Null),
+        ];
+        let names = prop_oneof![Just("id_card".to_owned()), Just(secret), "[a-z_]{1,8}",];
+        leaf.prop_recursive(3, 16, 4, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(names.clone(), inner, 1..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn no_error_for_bad_keys_quotes_the_value_it_refused(
+            secret in "[1-8][0-9]{16}[0-9X]",
+            number in 10_000_000_000u64..u64::MAX / 2,
+            keys in ("[1-8][0-9]{16}[0-9X]", 10_000_000_000u64..u64::MAX / 2)
+                .prop_flat_map(|(s, n)| bad_value(s, n)),
+        ) {
+            // The generated value hides its own secret and number; put
+            // this case's in too, beside and inside it.
+            let accepted = |v: &Value| match v {
+                Value::Null => true,
+                Value::Object(m) => m.values().all(Value::is_string),
+                _ => false,
+            };
+            let cases = [
+                keys.clone(),
+                json!({"id_card": keys}),
+                json!({"id_card": number}),
+                json!({"id_card": [secret.clone()]}),
+                json!({secret.clone(): number}),
+                json!(secret.clone()),
+                json!(number),
+            ];
+            for case in cases.iter().filter(|v| !accepted(v)) {
+                let text = case.to_string();
+                for refusal in refusals(&text) {
+                    let message = refusal.expect("refused");
+                    // Every digit run of 10 or more in the body is a value.
+                    let digits = digit_runs(&text);
+                    for run in digits {
+                        prop_assert!(!message.contains(&run), "{message} quotes {run} of {text}");
+                    }
+                    prop_assert!(!message.contains(&secret[..17]), "{message}");
+                }
+            }
+        }
+
+        #[test]
+        fn a_key_type_given_twice_is_refused_without_either_value(
+            first in "[1-8][0-9]{16}[0-9X]",
+            second in "[1-8][0-9]{16}[0-9X]",
+            name in prop_oneof![Just("id_card".to_owned()), "[1-8][0-9]{17}"],
+        ) {
+            let keys = format!(r#"{{"{name}":"{first}","{name}":"{second}"}}"#);
+            for refusal in refusals(&keys) {
+                let message = refusal.expect("refused");
+                let shown = crate::local::keys::shown_type_name(&name);
+                prop_assert!(
+                    message.contains(&format!("key type {shown:?} given twice")),
+                    "{message}"
+                );
+                prop_assert!(!message.contains(&first) && !message.contains(&second), "{message}");
+            }
+        }
+    }
+
+    /// The runs of 10 or more digits in `text`.
+    fn digit_runs(text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_ascii_digit())
+            .filter(|run| run.len() >= 10)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_serde_messages_of_the_issue_no_longer_quote_the_number() {
+        let [put, line] = &refusals(r#""11010519491231002X""#)[..] else {
+            unreachable!()
+        };
+        for message in [put, line] {
+            let message = message.as_deref().unwrap_or_default();
+            assert!(
+                message.starts_with("keys must be an object of strings by key type"),
+                "{message}"
+            );
+            assert!(!message.contains("1101051949"), "{message}");
+        }
+        let message = refusals(r#"{"id_card": 110105194912310021}"#)[0]
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            message.starts_with("key id_card must be a string"),
+            "{message}"
+        );
+        assert!(!message.contains("1101051949"), "{message}");
+    }
+
+    #[test]
+    fn keys_given_as_strings_once_each_are_read_as_given() {
+        let input: RecordInput = serde_json::from_str(
+            r#"{"title":"t","keys":{"name_birth":"张三|1990-03-07","id_card":"11010519491231002x"}}"#,
+        )
+        .unwrap();
+        let keys = input.keys.unwrap().0;
+        assert_eq!(keys["id_card"], "11010519491231002x");
+        assert_eq!(keys["name_birth"], "张三|1990-03-07");
+        let none: RecordInput = serde_json::from_str(r#"{"title":"t","keys":null}"#).unwrap();
+        assert!(none.keys.is_none());
+    }
+
+    fn types() -> KeyTypes {
+        use crate::local::keys::{KeyFormat, KeyType};
+        KeyTypes::new(vec![
+            KeyType {
+                name: "id_card".into(),
+                visibility: Visibility::Private,
+                format: KeyFormat::IdCard,
+            },
+            KeyType {
+                name: "cert".into(),
+                visibility: Visibility::Public,
+                format: KeyFormat::Text,
+            },
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn a_record_withholds_its_private_and_undeclared_keys_and_keeps_the_public_ones() {
+        let stored = StoredRecord {
+            title: "t".into(),
+            metadata_json: "{}".into(),
+            content: None,
+            created_at_ms: 1,
+            updated_at_ms: 2,
+            keys: BTreeMap::from([
+                ("id_card".into(), "11010519491231002X".into()),
+                ("cert".into(), "C-1".into()),
+                ("gone".into(), "g".into()),
+            ]),
+        };
+        let id = ArchiveId::parse("P-1").unwrap();
+        let mut record = stored.clone().into_record(id.clone(), "A");
+        assert!(record.keys_withheld.is_empty(), "the store's form has all");
+        record.withhold_private_keys(&types());
+        assert_eq!(
+            record.keys,
+            BTreeMap::from([("cert".to_owned(), "C-1".to_owned())])
+        );
+        assert_eq!(record.keys_withheld, ["gone", "id_card"]);
+        let again = {
+            let mut r = record.clone();
+            r.withhold_private_keys(&types());
+            r
+        };
+        assert_eq!(again, record, "twice changes nothing");
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(!text.contains("1101051949"), "{text}");
+        assert!(
+            text.contains(r#""keys_withheld":["gone","id_card"]"#),
+            "{text}"
+        );
+
+        // Through the cache's form and back, it still says what it withheld.
+        let cached = StoredRecord::decode(&StoredRecord::from_record(&record).encode()).unwrap();
+        assert_eq!(cached.into_record(id, "A"), record);
+
+        // A record with nothing withheld does not mention it.
+        let plain = serde_json::to_value(
+            StoredRecord {
+                keys: BTreeMap::new(),
+                ..stored
+            }
+            .into_record(ArchiveId::parse("P-2").unwrap(), "A"),
+        )
+        .unwrap();
+        assert!(plain.get("keys_withheld").is_none(), "{plain}");
     }
 }

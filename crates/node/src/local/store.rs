@@ -125,10 +125,17 @@ impl Store {
     /// Opens (or creates) the store in `dir`, whose free space `space`
     /// watches.
     pub fn open(dir: &Path, space: Arc<DiskSpace>) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-            path: dir.to_owned(),
-            source,
-        })?;
+        // The directory holds personal data: its owner's only (0700) when
+        // created here. One that exists keeps its mode (`serve` warns).
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| StoreError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
         let path = dir.join(STORE_FILE);
         let file = RedbFile::open(&path, space).map_err(|source| StoreError::Open {
             path: path.clone(),
@@ -360,6 +367,34 @@ impl Store {
                     if !stored.keys.is_empty() {
                         f(&stored.keys);
                     }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Takes a read snapshot, calls `begun`, then calls `f` with every ID
+    /// in the snapshot and, when `with_keys`, its record's keys (None for
+    /// an unreadable record). The snapshot is fixed once `begun` runs, so
+    /// a caller holding the writer lock can let it go there and scan a
+    /// store that no longer changes under it (`Domain::verify`).
+    pub fn scan_snapshot(
+        &self,
+        with_keys: bool,
+        begun: impl FnOnce(),
+        mut f: impl FnMut(&str, Option<&BTreeMap<String, String>>),
+    ) -> Result<(), StoreError> {
+        self.file.scan(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(RECORDS)?;
+            begun();
+            for entry in table.iter()? {
+                let (key, value) = entry?;
+                if with_keys {
+                    let stored = StoredRecord::decode(value.value()).ok();
+                    f(key.value(), stored.as_ref().map(|s| &s.keys));
+                } else {
+                    f(key.value(), None);
                 }
             }
             Ok(())

@@ -115,7 +115,8 @@ impl ServeChild {
             // exits, passing on the address it listens on.
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if let Some(at) = line.find("listening on http://") {
+                    // `http://`, or `https://` with TLS on.
+                    if let Some(at) = line.find("listening on http") {
                         if let Some(url) =
                             line[at + "listening on ".len()..].split_whitespace().next()
                         {

@@ -833,6 +833,7 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
                 updated_at: now,
                 domain: name,
                 keys: Default::default(),
+                keys_withheld: Vec::new(),
             };
             let body = serde_json::to_vec(&record).unwrap_or_default();
             nation
