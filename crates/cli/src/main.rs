@@ -1,6 +1,7 @@
 //! `xarchive`: a thin command line over the node library.
 
 mod cmd;
+mod failure;
 
 use std::process::ExitCode;
 
@@ -27,10 +28,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(cmd::run(cli)) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => failure::report(&e),
     }
 }
 

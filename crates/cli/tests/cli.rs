@@ -173,3 +173,59 @@ fn serve_refuses_bad_configuration_with_a_reason() {
         text(&out)
     );
 }
+
+#[test]
+fn only_the_apis_not_found_makes_exit_3_and_every_other_failure_says_what_went_wrong() {
+    let dir = tempdir().unwrap();
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    let url = domain.url.as_str();
+    let id = "J1-WS·2020-Y-1";
+    let out = xarchive(&["put", id, "--title", "t"], url);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // Addresses as people write them: with /v1, without a scheme.
+    let port = url.rsplit(':').next().unwrap();
+    for server in [format!("{url}/v1"), format!("127.0.0.1:{port}")] {
+        let out = xarchive(&["lookup", id], &server);
+        assert_eq!(out.status.code(), Some(0), "{server}: {}", text(&out));
+    }
+    // A wrong path is an error, never "not found".
+    for command in [&["lookup", id][..], &["get", id], &["rm", "absent"]] {
+        let out = xarchive(command, &format!("{url}/api"));
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains("route_not_found") && said.contains("hint:"),
+            "{said}"
+        );
+        assert!(
+            !said.contains("not found:") && !said.contains("not found in any"),
+            "{said}"
+        );
+    }
+    // An invalid ID is bad usage (2), said as the server says it.
+    for bad in [".", ""] {
+        let out = xarchive(&["get", bad], url);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out));
+        assert!(text(&out).contains("invalid"), "{}", text(&out));
+    }
+    // Absent, as the API says: 3.
+    for command in [
+        &["get", "absent"][..],
+        &["lookup", "absent"],
+        &["rm", "absent"],
+    ] {
+        let out = xarchive(command, url);
+        assert_eq!(out.status.code(), Some(3), "{command:?}: {}", text(&out));
+    }
+    // Nobody there: the address once, the cause, and a hint.
+    let nobody = format!("http://127.0.0.1:{}", xarchive_testkit::free_port());
+    let out = xarchive(&["stats"], &nobody);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert_eq!(said.matches(&nobody).count(), 1, "{said}");
+    assert!(
+        said.contains("refused") && said.contains("xarchive up"),
+        "{said}"
+    );
+}

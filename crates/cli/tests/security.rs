@@ -83,9 +83,9 @@ impl Secured {
             CLUSTER,
         )
         .unwrap()
-        .member_token()
+        .member_key()
         .unwrap()
-        .to_owned();
+        .credential("A");
         let spawn = |name: &str| {
             let mut s = Spawn::new(bin(), name, &dir.path().join(name))
                 .args([
@@ -427,9 +427,9 @@ async fn outsiders_cannot_join_list_or_pull() {
         CLUSTER,
     )
     .unwrap()
-    .member_token()
+    .member_key()
     .unwrap()
-    .to_owned();
+    .credential("A");
     let pulled = s
         .client(Some(&evil_member))
         .get(format!("{}/v1/filter", s.url(&s.a)))

@@ -70,8 +70,10 @@ struct Args {
     cache: String,
     /// Only these fault kinds, comma-separated, as the history names them
     /// (kill_domain, pause_domain, kill_zoo_keeper, fresh_zoo_keeper,
-    /// kill_leader, cut_link, partition_domains, partition_zoo_keeper,
-    /// partition_clients); default: every kind the mode allows.
+    /// fill_disk, kill_leader, cut_link, partition_domains,
+    /// partition_zoo_keeper, partition_clients), in this order unless
+    /// given otherwise (the order is part of what a seed replays);
+    /// default: every kind the mode allows.
     #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
     kinds: Vec<FaultKind>,
     /// With --check: the `cache.max_lag_ms` the run had (its domains'

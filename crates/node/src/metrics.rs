@@ -134,6 +134,12 @@ pub struct Metrics {
     data_writable: Gauge,
     writes_refused_for_space: Counter,
     audit_log_intact: Gauge,
+    searches: Family<TokenLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    token: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -230,6 +236,12 @@ impl Metrics {
             "1 while the log of searches by private key is whole (its hash chain) and holds the head anchored in the coordinator; 0 once it was found edited, cut short, rolled back or replaced",
             audit_log_intact.clone(),
         );
+        let searches = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "searches",
+            "Searches by key made at this domain, by the name of the token that made them (never the key); the alert XarchiveSearchBurst watches them",
+            searches.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -249,7 +261,17 @@ impl Metrics {
             data_writable,
             writes_refused_for_space,
             audit_log_intact,
+            searches,
         }
+    }
+
+    /// A search by key made here with `token` (its name).
+    pub fn count_search(&self, token: &str) {
+        self.searches
+            .get_or_create(&TokenLabels {
+                token: token.to_owned(),
+            })
+            .inc();
     }
 
     /// The metrics of a domain in `cluster` whose filter was sized for a

@@ -19,6 +19,7 @@ use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility
 use crate::local::space::DiskSpace;
 use crate::metrics::Metrics;
 use crate::security::auth::{AuthError, Authority};
+use crate::security::member::Admission;
 use crate::security::tls::TlsError;
 use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
@@ -107,9 +108,14 @@ impl Node {
     /// in-process hub), with the cluster secret's credentials.
     pub fn coordinator_for(config: &NodeConfig) -> Result<Arc<dyn Coordinator>, NodeError> {
         let auth = Authority::new(&config.auth, &config.cluster.name)?;
+        let admission = Admission {
+            key: auth.member_key().cloned(),
+            https_only: config.tls.serves_tls() || config.tls.ca.is_some(),
+        };
         Ok(crate::cluster::coordinator_for(
             &config.cluster,
             auth.zookeeper_credentials(),
+            admission,
         ))
     }
 
@@ -130,7 +136,7 @@ impl Node {
             &auth.key_hasher().filter_key_id(),
             config.cluster.clone(),
             Arc::new(cache),
-            auth.member_token(),
+            auth.member_key().cloned(),
             trust,
             Some(config.data.join("peers.json")),
         )?;

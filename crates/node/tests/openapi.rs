@@ -376,6 +376,8 @@ async fn every_answer_matches_the_openapi_document() {
         let r = api.get("/v1/audit", uri).await;
         assert_eq!(r.status, status, "{uri}");
     }
+    let r = api.get("/v1/audit/verify", "/v1/audit/verify").await;
+    assert_eq!(r.json()["intact"], true);
 
     // Operations and the page.
     for path in [
@@ -436,6 +438,7 @@ async fn refusals_of_a_domain_with_tokens_match_the_document() {
             name: "reader".into(),
             role: Role::Read,
             sha256: sha256_hex(reader),
+            domain: None,
         }];
         config.auth.rate_per_second = 1;
         config.auth.rate_burst = 1;

@@ -164,6 +164,8 @@ async fn every_metric_the_alerts_and_the_dashboard_name_is_exported() {
     assert_eq!(status, StatusCode::CREATED, "{body}");
     pair.call(Method::GET, "/v1/lookup/OPS-1", "").await;
     pair.call(Method::GET, "/v1/lookup/OPS-absent", "").await;
+    let search = r#"{"key_type": "id_card", "value": "11010519491231002X"}"#;
+    pair.call(Method::POST, "/v1/search", search).await;
     let exported = exported(&pair.metrics().await);
 
     for file in ["ops/prometheus/alerts.yml", "ops/grafana/xarchive.json"] {

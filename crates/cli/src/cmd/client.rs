@@ -12,6 +12,7 @@ use crate::EXIT_NOT_FOUND;
 #[derive(clap::Args)]
 pub struct IdArgs {
     /// The archive ID.
+    #[arg(value_parser = super::archive_id)]
     id: String,
     #[command(flatten)]
     server: ServerArgs,
@@ -20,6 +21,7 @@ pub struct IdArgs {
 #[derive(clap::Args)]
 pub struct PutArgs {
     /// The archive ID.
+    #[arg(value_parser = super::archive_id)]
     id: String,
     #[arg(long)]
     title: String,

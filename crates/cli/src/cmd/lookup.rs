@@ -8,6 +8,7 @@ use crate::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
 #[derive(clap::Args)]
 pub struct LookupArgs {
     /// The archive ID.
+    #[arg(value_parser = super::archive_id)]
     id: String,
     /// Ask every domain (the seed paper's broadcast) instead of routing.
     #[arg(long)]

@@ -46,7 +46,8 @@ impl Cli {
 /// Where a client command sends its requests.
 #[derive(clap::Args, Clone)]
 pub struct ServerArgs {
-    /// The domain's HTTP address.
+    /// The domain's address: `http://host:port` (or https), `host:port`,
+    /// with or without a trailing `/v1`.
     #[arg(long, env = "XARCHIVE_SERVER", default_value = "http://127.0.0.1:7700")]
     server: String,
     /// Seconds to wait for an answer.
@@ -60,6 +61,49 @@ pub struct ServerArgs {
     tls_ca: Option<std::path::PathBuf>,
 }
 
+/// An archive ID as the server takes it (checked here, so that an ID no
+/// URL can carry, such as `.`, is refused as bad usage rather than sent).
+fn archive_id(text: &str) -> Result<String, String> {
+    xarchive_node::ArchiveId::parse(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A server address as people write it, as the client takes it: a scheme
+/// added when missing (http), a trailing `/` or `/v1` taken off (the
+/// client adds the API's paths itself).
+fn base_address(server: &str) -> String {
+    let server = server.trim();
+    let mut base = if server.contains("://") {
+        server.to_owned()
+    } else {
+        format!("http://{server}")
+    };
+    while base.ends_with('/') || base.ends_with("/v1") {
+        base.truncate(base.trim_end_matches('/').trim_end_matches("/v1").len());
+    }
+    base
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn server_addresses_are_taken_as_people_write_them() {
+        for (given, base) in [
+            ("http://127.0.0.1:7700", "http://127.0.0.1:7700"),
+            ("127.0.0.1:7700", "http://127.0.0.1:7700"),
+            ("localhost:7700/", "http://localhost:7700"),
+            (
+                "https://a.example.org:7700/v1",
+                "https://a.example.org:7700",
+            ),
+            ("http://127.0.0.1:18950/v1/", "http://127.0.0.1:18950"),
+        ] {
+            assert_eq!(super::base_address(given), base, "{given}");
+        }
+    }
+}
+
 impl ServerArgs {
     fn client(&self) -> anyhow::Result<Client> {
         let trust = xarchive_node::security::tls::TlsConfig {
@@ -68,7 +112,7 @@ impl ServerArgs {
         }
         .trust()?;
         Ok(Client::with_options(
-            &self.server,
+            &base_address(&self.server),
             Duration::from_secs(self.timeout),
             self.token.as_deref(),
             trust,

@@ -15,8 +15,8 @@ pub struct ServeArgs {
     /// The domain's name.
     #[arg(long, env = "XARCHIVE_NAME")]
     name: Option<String>,
-    /// Address of the HTTP API.
-    #[arg(long, env = "XARCHIVE_LISTEN")]
+    /// Address of the HTTP API: `ip:port` or `host:port`.
+    #[arg(long, env = "XARCHIVE_LISTEN", value_parser = listen_address)]
     listen: Option<SocketAddr>,
     /// Data directory (the store and the filter snapshot).
     #[arg(long, env = "XARCHIVE_DATA")]
@@ -63,6 +63,19 @@ pub struct ServeArgs {
     /// Trust only this certificate authority (PEM) for calls to peers.
     #[arg(long, env = "XARCHIVE_TLS_CA")]
     tls_ca: Option<PathBuf>,
+}
+
+/// A listening address as people write it: an IP or a host name (the
+/// first address it resolves to), with a port.
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    text.to_socket_addrs()
+        .map_err(|e| format!("{e} (expected ip:port or host:port, such as 127.0.0.1:7700)"))?
+        .next()
+        .ok_or_else(|| format!("{text} resolves to no address"))
 }
 
 impl ServeArgs {

@@ -28,6 +28,11 @@ pub struct CreateArgs {
     /// Append the entry to this config file (the domain reads it at start).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The domain the token belongs to: a search token then searches only
+    /// there, so that all its searches in the cluster are counted against
+    /// its rate in one place (docs/SECURITY.md).
+    #[arg(long)]
+    domain: Option<String>,
 }
 
 pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
@@ -38,11 +43,21 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
     );
     let token = generate_token();
     let role = args.role.as_str();
-    let entry = format!(
+    let mut entry = format!(
         "\n[[auth.tokens]]\nname = \"{}\"\nrole = \"{role}\"\nsha256 = \"{}\"\n",
         args.name,
         sha256_hex(&token)
     );
+    if let Some(domain) = &args.domain {
+        anyhow::ensure!(
+            !domain.is_empty()
+                && domain
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "--domain must be a domain's name (A-Z a-z 0-9 - _)"
+        );
+        entry.push_str(&format!("domain = \"{domain}\"\n"));
+    }
     match &args.config {
         Some(path) => {
             let mut file = std::fs::OpenOptions::new()

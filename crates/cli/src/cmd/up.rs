@@ -22,7 +22,7 @@ pub struct UpArgs {
     #[arg(long, default_value = "xarchive-data")]
     data: PathBuf,
     /// Port of the first domain; the others follow.
-    #[arg(long, default_value_t = 7701)]
+    #[arg(long, default_value_t = 7700)]
     port: u16,
 }
 

@@ -1,6 +1,7 @@
 //! A typed client of a domain's HTTP API: used by peers (filters, deltas,
 //! records) and by the command line.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use crate::local::domain::{DomainStats, Position, VerifyReport};
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
+use crate::security::member::MemberKey;
 use crate::wire::{
     decode_relay_page, split_delta_with_ids, ArchiveList, AuditIntegrity, AuditPage, BulkReport,
     ClusterView, Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest,
@@ -57,6 +59,13 @@ impl ClientError {
             ClientError::Api { code, .. } => Some(code),
             _ => None,
         }
+    }
+
+    /// Whether the server said the record is not there: only the API's
+    /// `not_found`, never another 404 (a wrong path, `route_not_found`),
+    /// since "no such record" is the one answer never to give wrongly.
+    pub fn record_absent(&self) -> bool {
+        matches!(self, ClientError::Api { status: 404, code, .. } if code == "not_found")
     }
 }
 
@@ -107,6 +116,9 @@ pub struct Client {
     delay: Duration,
     /// The timeout of a filter snapshot, if not the client's own.
     snapshot_timeout: Option<Duration>,
+    /// This domain's name and the cluster's member key: each request
+    /// carries a credential naming it, of the current window.
+    member: Option<Arc<(MemberKey, String)>>,
 }
 
 #[derive(Deserialize)]
@@ -190,7 +202,14 @@ impl Client {
             base: base.trim_end_matches('/').to_owned(),
             delay: Duration::ZERO,
             snapshot_timeout: None,
+            member: None,
         })
+    }
+
+    /// Calls as the member `me` of the cluster whose member key is `key`.
+    pub fn as_member(mut self, member: Arc<(MemberKey, String)>) -> Self {
+        self.member = Some(member);
+        self
     }
 
     /// Gives filter snapshots their own timeout (they can be large).
@@ -218,6 +237,10 @@ impl Client {
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
+        let request = match &self.member {
+            Some(member) => request.bearer_auth(member.0.credential(&member.1)),
+            None => request,
+        };
         let response = request.send().await;
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
@@ -283,7 +306,7 @@ impl Client {
         let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
         match self.send(self.http.get(&url), &url).await {
             Ok(response) => Ok(Some(Self::json(response, &url).await?)),
-            Err(ClientError::Api { status: 404, .. }) => Ok(None),
+            Err(e) if e.record_absent() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -293,7 +316,7 @@ impl Client {
         let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
         match self.send(self.http.delete(&url), &url).await {
             Ok(_) => Ok(true),
-            Err(ClientError::Api { status: 404, .. }) => Ok(false),
+            Err(e) if e.record_absent() => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -368,10 +391,26 @@ impl Client {
         let url = self.url(&format!("/v1/lookup/{}?strategy={strategy}", encode_id(id)));
         let response = self.send_raw(self.http.get(&url), &url).await?;
         let status = response.status().as_u16();
-        if matches!(status, 200 | 404 | 503) {
-            return Ok((status, Self::json(response, &url).await?));
+        if !matches!(status, 200 | 404 | 503) {
+            return Err(Self::api_error(response, &url).await);
         }
-        Err(Self::api_error(response, &url).await)
+        let body: LookupBody = Self::json(response, &url).await?;
+        // Only the lookup's own answers: a 404 from another route (a
+        // server URL ending in /v1) is not "in no domain".
+        let expected = match status {
+            200 => body.record.is_some(),
+            404 => body.code.as_deref() == Some("not_found"),
+            _ => matches!(body.code.as_deref(), Some("unavailable" | "not_ready")),
+        };
+        if !expected {
+            return Err(ClientError::Api {
+                url,
+                status,
+                code: body.code.unwrap_or_else(|| "http_error".into()),
+                message: body.message.unwrap_or_default(),
+            });
+        }
+        Ok((status, body))
     }
 
     /// `POST /v1/search`: the records with a key and the status (200

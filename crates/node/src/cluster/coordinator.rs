@@ -202,6 +202,13 @@ pub enum CoordError {
         mine: String,
     },
     #[error(
+        "refusing to join: the cluster's folder {path} is not protected by the cluster's ACL \
+         (it has {acl}): someone may have created it to receive the members' registrations and \
+         searches. Check who did, delete it (as a ZooKeeper superuser, or with the cluster's \
+         credentials) and start again"
+    )]
+    OpenFolder { path: String, acl: String },
+    #[error(
         "the audit log's head anchored in the coordinator ({anchored} entries) is not a point \
          of this domain's log ({mine} entries): the log was cut short, rolled back or replaced"
     )]

@@ -35,6 +35,7 @@ use crate::cluster::client::{Client, ClientError};
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
+use crate::security::member::{Admission, MemberKey};
 use crate::wire::{ClusterView, DomainView};
 use replicas::Replicas;
 use tokio_util::sync::CancellationToken;
@@ -93,6 +94,7 @@ impl Default for ClusterConfig {
 pub fn coordinator_for(
     config: &ClusterConfig,
     credentials: Option<(String, String)>,
+    admission: Admission,
 ) -> Arc<dyn Coordinator> {
     match &config.zk {
         Some(connect) => ZooKeeperCoordinator::new(ZkSettings {
@@ -101,6 +103,7 @@ pub fn coordinator_for(
             session_timeout: Duration::from_millis(config.session_timeout_ms),
             publish_interval: Duration::from_millis(config.publish_interval_ms),
             credentials,
+            admission,
         }),
         None => Hub::new().coordinator(),
     }
@@ -123,6 +126,10 @@ pub struct Cluster {
     /// Every task it spawns, so that shutdown can wait for them.
     tasks: TaskTracker,
     http: reqwest::Client,
+    /// The member key and this domain's name, for its credential.
+    member: Option<Arc<(MemberKey, String)>>,
+    /// The cluster uses TLS: no `http://` peer is called.
+    https_only: bool,
     config: ClusterConfig,
     /// Snapshots fetched and installed at once. A domain joining a nation
     /// fetches thousands; all at once, they timed out against each other
@@ -144,8 +151,9 @@ const SNAPSHOT_TIMEOUTS: u32 = 20;
 
 impl Cluster {
     /// `key_id` names the filter key of this domain's key filter.
-    /// `member_token` is presented to peers; `trust` (if any) are the
-    /// only certificate authorities their TLS certificates may chain to.
+    /// `member_key` (with a cluster secret) makes the credential presented
+    /// to peers; `trust` (if any) are the only certificate authorities
+    /// their TLS certificates may chain to.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         me: &str,
@@ -154,14 +162,15 @@ impl Cluster {
         key_id: &str,
         config: ClusterConfig,
         cache: Arc<Cache>,
-        member_token: Option<&str>,
+        member_key: Option<MemberKey>,
         trust: Option<Vec<reqwest::Certificate>>,
         remembered: Option<PathBuf>,
     ) -> Result<Self, ClientError> {
         let timeout = Duration::from_millis(config.peer_timeout_ms);
+        let https_only = trust.is_some() || address.starts_with("https://");
         let http = crate::cluster::client::http_client(
             timeout + 2 * Duration::from_millis(config.wan_delay_ms),
-            member_token,
+            None,
             trust,
         )
         .map_err(|e| ClientError::Address(address.into(), e))?;
@@ -181,6 +190,8 @@ impl Cluster {
             flights: Default::default(),
             tasks: TaskTracker::new(),
             http,
+            member: member_key.map(|key| Arc::new((key, me.to_owned()))),
+            https_only,
             config,
         })
     }
@@ -204,12 +215,25 @@ impl Cluster {
         (self.config.relay_fanout > 0).then(|| Duration::from_millis(self.config.relay_grace_ms))
     }
 
-    /// A client for the peer at `address`, sharing the connection pool.
+    /// A client for the peer at `address`, sharing the connection pool,
+    /// presenting this domain's member credential. In a cluster that uses
+    /// TLS an `http://` peer is refused: the credential, and the identity
+    /// numbers of searches, would cross the network in clear.
     pub fn peer_client(&self, address: &str) -> Result<Client, ClientError> {
+        if self.https_only && !address.starts_with("https://") {
+            return Err(ClientError::Address(
+                address.into(),
+                "an http:// peer in a cluster that uses TLS is never called".into(),
+            ));
+        }
         let timeout = Duration::from_millis(self.config.peer_timeout_ms);
-        Ok(Client::with_http(self.http.clone(), address)?
+        let client = Client::with_http(self.http.clone(), address)?
             .with_delay(Duration::from_millis(self.config.wan_delay_ms))
-            .with_snapshot_timeout(timeout * SNAPSHOT_TIMEOUTS))
+            .with_snapshot_timeout(timeout * SNAPSHOT_TIMEOUTS);
+        Ok(match &self.member {
+            Some(member) => client.as_member(member.clone()),
+            None => client,
+        })
     }
 
     /// Starts the coordinator and the replica sync; both end when

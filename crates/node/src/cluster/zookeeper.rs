@@ -23,6 +23,7 @@ use super::coordinator::{
 };
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
+use crate::security::member::Admission;
 use tokio_util::sync::CancellationToken;
 
 /// How to reach ZooKeeper and how to behave there.
@@ -39,6 +40,9 @@ pub struct ZkSettings {
     /// cluster's znodes are readable and writable only with them, so no
     /// outsider can list the members or register a fake one.
     pub credentials: Option<(String, String)>,
+    /// What a registration must show to be taken in (the cluster's seal,
+    /// an https:// address under TLS); also seals this domain's own.
+    pub admission: Admission,
 }
 
 pub struct ZooKeeperCoordinator {
@@ -173,7 +177,7 @@ impl ZooKeeperCoordinator {
         known: &Known,
     ) -> Result<(), CoordError> {
         let path = format!("{}/{name}", self.known_folder());
-        let data = serde_json::to_vec(known).unwrap_or_default();
+        let data = self.sealed(name, known)?;
         match client
             .create(&path, &data, &self.options(zk::CreateMode::Persistent))
             .await
@@ -203,6 +207,41 @@ impl ZooKeeperCoordinator {
         let _ = client.delete(own, None).await;
     }
 
+    /// What `name` writes about itself: `value` as JSON, with the
+    /// cluster's seal beside it when the cluster has a secret.
+    fn sealed<T: serde::Serialize>(&self, name: &str, value: &T) -> Result<Vec<u8>, CoordError> {
+        let unencodable = |_| CoordError::Register(name.to_owned());
+        let bytes = serde_json::to_vec(value).map_err(unencodable)?;
+        let Some(proof) = self.settings.admission.seal(name, &bytes) else {
+            return Ok(bytes);
+        };
+        let mut json = serde_json::to_value(value).map_err(unencodable)?;
+        if let serde_json::Value::Object(fields) = &mut json {
+            fields.insert("proof".into(), proof.into());
+        }
+        serde_json::to_vec(&json).map_err(unencodable)
+    }
+
+    /// Refuses a cluster folder whose ACL is not the cluster's: with a
+    /// cluster secret, one created open by someone else before the
+    /// cluster's first start (or while a rotation had it deleted) would
+    /// let anyone register there, read the members and delete them.
+    async fn check_acls(&self, client: &zk::Client, paths: &[String]) -> Result<(), CoordError> {
+        if self.settings.credentials.is_none() {
+            return Ok(());
+        }
+        for path in paths {
+            let (acl, _) = client.get_acl(path).await.map_err(failed)?;
+            if acl != self.acl {
+                return Err(CoordError::OpenFolder {
+                    path: path.clone(),
+                    acl: format!("{acl:?}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Options for the cluster's own znodes (its ACL).
     fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
         mode.with_acls(zk::Acls::new(&self.acl))
@@ -222,7 +261,7 @@ impl ZooKeeperCoordinator {
         // The server this session reached may be behind the leader (after
         // a partition heals): catch it up before reading.
         client.sync(&self.folder()).await.map_err(failed)?;
-        let members = read_members(client, &self.folder()).await?;
+        let members = read_members(client, &self.folder(), &self.settings.admission).await?;
         self.view.send_modify(|v| {
             v.replace_members(members);
             if following(client.state()) {
@@ -288,11 +327,10 @@ impl ZooKeeperCoordinator {
             for (name, result) in names.iter().zip(read) {
                 match result {
                     zk::MultiReadResult::Data { data, .. } => {
-                        match serde_json::from_slice::<Member>(&data) {
-                            Ok(member) => view.put(name, member),
-                            Err(e) => {
-                                tracing::warn!(domain = name, error = %e, "unreadable member znode")
-                            }
+                        if let Some(member) =
+                            admit::<Member>(&self.settings.admission, &folder, name, &data)
+                        {
+                            view.put(name, member)
                         }
                     }
                     zk::MultiReadResult::Error {
@@ -367,15 +405,19 @@ impl ZooKeeperCoordinator {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }
-        for path in [folder.clone(), self.known_folder(), self.audit_folder()] {
+        let folders = [folder.clone(), self.known_folder(), self.audit_folder()];
+        for path in &folders {
             match client
-                .mkdir(&path, &self.options(zk::CreateMode::Persistent))
+                .mkdir(path, &self.options(zk::CreateMode::Persistent))
                 .await
             {
                 Ok(()) | Err(zk::Error::NodeExists) => {}
                 Err(e) => return Err(failed(e)),
             }
         }
+        let cluster = format!("/xarchive/{}", s.cluster);
+        self.check_acls(&client, &[&[cluster][..], &folders[..]].concat())
+            .await?;
         let own = format!("{folder}/{name}");
         let position = *positions.borrow_and_update();
         (member.epoch, member.version) = (position.epoch, position.version);
@@ -414,13 +456,10 @@ impl ZooKeeperCoordinator {
         // Not into a cluster whose members declare other key types. (Two
         // domains registering at the same moment may both pass: the check
         // is for a misconfigured newcomer, not a consensus.)
-        refuse_to_join(&read_members(&client, &folder).await?, name, &member.keys)?;
-        self.register(
-            &client,
-            &own,
-            &serde_json::to_vec(member).unwrap_or_default(),
-        )
-        .await?;
+        let members = read_members(&client, &folder, &self.settings.admission).await?;
+        refuse_to_join(&members, name, &member.keys)?;
+        self.register(&client, &own, &self.sealed(name, member)?)
+            .await?;
         self.published.send_replace(Some(position));
         self.reread(&client).await?;
         tracing::info!(domain = name, session = ?client.session_id(), "registered in ZooKeeper at {own}");
@@ -466,7 +505,7 @@ impl ZooKeeperCoordinator {
                 _ = sleep_until(publish_at), if dirty => {
                     let position = *positions.borrow_and_update();
                     (member.epoch, member.version) = (position.epoch, position.version);
-                    let data = serde_json::to_vec(member).unwrap_or_default();
+                    let data = self.sealed(name, member)?;
                     last_publish = Instant::now();
                     match client.set_data(&own, &data, None).await {
                         Ok(_) => {
@@ -577,20 +616,72 @@ fn following(state: zk::SessionState) -> bool {
     )
 }
 
-/// Every member znode under `folder`, by name.
+/// Every member znode under `folder` that `admission` takes in, by name.
 async fn read_members(
     client: &zk::Client,
     folder: &str,
+    admission: &Admission,
 ) -> Result<BTreeMap<String, Member>, CoordError> {
-    read_all::<Member>(client, folder).await
+    read_all::<Member>(client, folder, admission).await
 }
 
-/// Every znode under `folder` read as JSON, by name; unreadable ones are
-/// left out (and logged), a missing folder is empty (a new or wiped
-/// ZooKeeper: nobody is there).
-async fn read_all<T: serde::de::DeserializeOwned>(
+/// What a domain writes about itself in ZooKeeper.
+trait Registered: serde::Serialize + serde::de::DeserializeOwned {
+    fn address(&self) -> &str;
+}
+
+impl Registered for Member {
+    fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+impl Registered for Known {
+    fn address(&self) -> &str {
+        &self.member.address
+    }
+}
+
+/// The seal beside what a domain wrote about itself.
+#[derive(serde::Deserialize)]
+struct Proof {
+    #[serde(default)]
+    proof: String,
+}
+
+/// What `name`'s znode in `folder` says, if it is readable and `admission`
+/// takes it in (sealed with the cluster secret, https:// under TLS); what
+/// is not is left out, and logged: a registration anyone could have
+/// written in a folder someone left open must not make a domain send its
+/// credential, or a person's identity number, to whoever wrote it.
+fn admit<T: Registered>(admission: &Admission, folder: &str, name: &str, data: &[u8]) -> Option<T> {
+    let value = match serde_json::from_slice::<T>(data) {
+        Ok(value) => value,
+        Err(e) => {
+            tracing::warn!(domain = %name, error = %e, "unreadable znode in {folder}");
+            return None;
+        }
+    };
+    let proof = serde_json::from_slice::<Proof>(data).map_or_else(|_| String::new(), |p| p.proof);
+    // The seal covers the value as its writer serialised it, which the
+    // same types serialise identically here.
+    let bytes = serde_json::to_vec(&value).ok()?;
+    match admission.refuse(name, value.address(), &bytes, &proof) {
+        None => Some(value),
+        Some(why) => {
+            tracing::warn!(domain = %name, address = value.address(), "ignoring its znode in {folder}: {why}");
+            None
+        }
+    }
+}
+
+/// Every znode under `folder` read as JSON, by name; unreadable ones and
+/// those `admission` refuses are left out (and logged), a missing folder
+/// is empty (a new or wiped ZooKeeper: nobody is there).
+async fn read_all<T: Registered>(
     client: &zk::Client,
     folder: &str,
+    admission: &Admission,
 ) -> Result<BTreeMap<String, T>, CoordError> {
     let names = match client.list_children(folder).await {
         Ok(names) => names,
@@ -604,14 +695,11 @@ async fn read_all<T: serde::de::DeserializeOwned>(
     let mut all = BTreeMap::new();
     for (name, read) in join_all(reads).await {
         match read {
-            Ok((data, _)) => match serde_json::from_slice::<T>(&data) {
-                Ok(value) => {
+            Ok((data, _)) => {
+                if let Some(value) = admit::<T>(admission, folder, &name, &data) {
                     all.insert(name, value);
                 }
-                Err(e) => {
-                    tracing::warn!(domain = %name, error = %e, "unreadable znode in {folder}")
-                }
-            },
+            }
             Err(zk::Error::NoNode) => {}
             Err(e) => return Err(failed(e)),
         }
@@ -647,7 +735,7 @@ impl Coordinator for ZooKeeperCoordinator {
                 match session {
                     Ok(End::Shutdown) => break,
                     Ok(End::Lost) => backoff = Duration::from_millis(100),
-                    Err(e @ CoordError::KeyTypesDiffer { .. }) => {
+                    Err(e @ (CoordError::KeyTypesDiffer { .. } | CoordError::OpenFolder { .. })) => {
                         // A configuration to fix, not an outage: said
                         // loudly, tried again now and then.
                         tracing::error!(error = %e, retry_s = REFUSED_RETRY.as_secs(), "not joining the cluster");
@@ -702,8 +790,9 @@ impl Coordinator for ZooKeeperCoordinator {
                 client.sync(&folder).await.map_err(failed)?;
                 // Members first: a domain seen gone there has recorded its
                 // departure (if clean) before, so it is read after.
-                let members = read_members(&client, &folder).await?;
-                let known = read_all::<Known>(&client, &known).await?;
+                let admission = &self.settings.admission;
+                let members = read_members(&client, &folder, admission).await?;
+                let known = read_all::<Known>(&client, &known, admission).await?;
                 Ok(Roster { members, known })
             })
             .await

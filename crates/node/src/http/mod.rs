@@ -244,7 +244,7 @@ async fn authenticate(State(node): State<Arc<Node>>, mut request: Request, next:
 
 /// A refusal as HTTP: 401 with the challenge HTTP asks for, 403, or 429
 /// with `Retry-After` (whole seconds, rounded up).
-fn challenge(refusal: Refusal) -> Response {
+pub(super) fn challenge(refusal: Refusal) -> Response {
     let extra = match &refusal {
         Refusal::Unauthorized(_) => Some((
             header::WWW_AUTHENTICATE,

@@ -70,7 +70,26 @@ pub async fn search(
             ),
         }
     })?;
-    let requester = requester(&node, who.map(|w| w.0), request.requester.clone())?;
+    let who = who.map(|w| w.0).unwrap_or(Principal::Anonymous);
+    let requester = requester(&node, &who, request.requester.clone())?;
+    // Searches have a rate of their own: per token at the domain it was
+    // presented to (its home, when bound to one: then every search it
+    // makes in the cluster is counted here), per member for those passed
+    // on.
+    match &who {
+        Principal::Client { name, .. } => {
+            if let Err(refusal) = node.auth.spend_search(name) {
+                return Ok(super::challenge(refusal));
+            }
+            node.metrics.count_search(name);
+        }
+        Principal::Member(member) => {
+            if let Err(refusal) = node.auth.spend(&format!("member {member}")) {
+                return Ok(super::challenge(refusal));
+            }
+        }
+        Principal::Anonymous => node.metrics.count_search("anonymous"),
+    }
     let mut found = node
         .search(&request, requester)
         .await
@@ -108,30 +127,51 @@ pub async fn search(
 }
 
 /// Who the search is for: the caller's token at this domain, or, for a
-/// search passed on by a member domain, the client it names (on a domain
-/// without tokens or a secret, any caller may name one).
+/// search passed on by a member domain, the client it names, which must
+/// be one of that member's own (on a domain without tokens or a secret,
+/// any caller may name one). A token bound to a home domain searches only
+/// there.
 fn requester(
     node: &Node,
-    who: Option<Principal>,
+    who: &Principal,
     named: Option<Requester>,
 ) -> Result<Requester, ApiError> {
+    let me = node.domain.name();
     let here = |token: &str, role: &str| Requester {
         token: token.to_owned(),
         role: role.to_owned(),
-        domain: node.domain.name().to_owned(),
+        domain: me.to_owned(),
     };
-    match (who.unwrap_or(Principal::Anonymous), named) {
-        (Principal::Member, Some(named)) => Ok(named),
+    let forbidden = |message: String| ApiError::new(StatusCode::FORBIDDEN, "forbidden", message);
+    match (who, named) {
+        // A member answers for the clients it authenticated, no others:
+        // its credential names it, and the requester must be its own.
+        (Principal::Member(member), Some(named)) if named.domain == *member => Ok(named),
+        (Principal::Member(member), Some(named)) => Err(forbidden(format!(
+            "member {member} passed on a search naming a requester of domain {}: a member \
+             passes on only its own clients' searches",
+            named.domain
+        ))),
         // Where nothing is required (no tokens, no secret), nobody can
         // be told from a member: the log holds what callers say.
         (Principal::Anonymous, Some(named)) if !node.auth.enabled() => Ok(named),
-        (Principal::Member, None) => Ok(here("member", "member")),
+        (Principal::Member(_), None) => Ok(here("member", "member")),
         (_, Some(_)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
             "only member domains name the requester of a search",
         )),
-        (Principal::Client { name, role }, None) => Ok(here(&name, role.as_str())),
+        (
+            Principal::Client {
+                name,
+                home: Some(home),
+                ..
+            },
+            None,
+        ) if home != me => Err(forbidden(format!(
+            "token {name} searches only at its home domain, {home}"
+        ))),
+        (Principal::Client { name, role, .. }, None) => Ok(here(name, role.as_str())),
         (Principal::Anonymous, None) => Ok(here("anonymous", "none")),
     }
 }

@@ -3,8 +3,14 @@
 //!
 //! Tokens are random (32 bytes, `xa_` + base64url) and kept only as
 //! SHA-256 digests in the configuration; a high-entropy secret needs no
-//! slow hash. Members present a token derived from the cluster secret, so
-//! the secret itself never crosses the network.
+//! slow hash. Members present a credential derived from the cluster
+//! secret that names them and expires (`member.rs`), so the secret itself
+//! never crosses the network.
+//!
+//! Searches by key have a rate of their own per token, far below the
+//! general one (a person at a counter, not a script), counted at the
+//! token's home domain: a token with a home searches only there, so that
+//! one domain sees, and limits, all its searches in the cluster.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -18,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::local::keys::KeyHasher;
+use crate::security::member::{is_credential, MemberKey};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -82,6 +89,12 @@ pub struct TokenEntry {
     pub role: Role,
     /// Lowercase hex SHA-256 of the token.
     pub sha256: String,
+    /// The domain the token belongs to: it may search by key only there
+    /// (and that domain passes its searches on), so that its searches in
+    /// the whole cluster are counted, and limited, in one place. Unset:
+    /// it may search at any domain, limited at each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -97,6 +110,11 @@ pub struct AuthConfig {
     /// token is required), with bursts up to `rate_burst`.
     pub rate_per_second: u32,
     pub rate_burst: u32,
+    /// Searches by key allowed per token per minute, with bursts up to
+    /// `search_burst`: what a person at a counter needs, not what a script
+    /// trying every identity number of a birth date would.
+    pub search_rate_per_minute: u32,
+    pub search_burst: u32,
 }
 
 impl Default for AuthConfig {
@@ -107,6 +125,8 @@ impl Default for AuthConfig {
             open_metrics: false,
             rate_per_second: 1_000,
             rate_burst: 2_000,
+            search_rate_per_minute: 60,
+            search_burst: 30,
         }
     }
 }
@@ -146,9 +166,11 @@ pub enum Principal {
     Client {
         name: String,
         role: Role,
+        /// The domain it may search at, if bound to one.
+        home: Option<String>,
     },
-    /// Another domain of the cluster.
-    Member,
+    /// Another domain of the cluster, by the name its credential proves.
+    Member(String),
     /// No credentials (only where none are required).
     Anonymous,
 }
@@ -209,12 +231,13 @@ pub fn sha256_hex(s: &str) -> String {
 pub struct Authority {
     /// Whether anything is required at all (tokens or a secret set).
     enabled: bool,
-    tokens: HashMap<String, (String, Role)>,
-    member_digest: Option<String>,
-    member_token: Option<String>,
+    /// Client tokens by digest: name, role, home domain.
+    tokens: HashMap<String, (String, Role, Option<String>)>,
+    member_key: Option<MemberKey>,
     zookeeper: Option<(String, String)>,
     open_metrics: bool,
     limiter: DefaultKeyedRateLimiter<String>,
+    searches: DefaultKeyedRateLimiter<String>,
     /// Keyed digests of key values, under keys derived from the secret.
     key_hasher: KeyHasher,
 }
@@ -230,7 +253,7 @@ impl Authority {
             if !ok {
                 return Err(AuthError::Digest(t.name.clone()));
             }
-            tokens.insert(t.sha256.clone(), (t.name.clone(), t.role));
+            tokens.insert(t.sha256.clone(), (t.name.clone(), t.role, t.domain.clone()));
         }
         let secret = match &config.cluster_secret_file {
             Some(path) => {
@@ -247,12 +270,7 @@ impl Authority {
             }
             None => None,
         };
-        let member_token = secret.as_ref().map(|s| {
-            format!(
-                "xam_{}",
-                sha256_hex(&format!("xarchive member\0{cluster}\0{s}"))
-            )
-        });
+        let member_key = secret.as_ref().map(|s| MemberKey::derive(cluster, s));
         let zookeeper = secret.as_ref().map(|s| {
             (
                 "xarchive".to_owned(),
@@ -262,15 +280,19 @@ impl Authority {
         let quota =
             Quota::per_second(NonZeroU32::new(config.rate_per_second).ok_or(AuthError::Rate)?)
                 .allow_burst(NonZeroU32::new(config.rate_burst).ok_or(AuthError::Rate)?);
+        let search_quota = Quota::per_minute(
+            NonZeroU32::new(config.search_rate_per_minute).ok_or(AuthError::Rate)?,
+        )
+        .allow_burst(NonZeroU32::new(config.search_burst).ok_or(AuthError::Rate)?);
         Ok(Authority {
             key_hasher: KeyHasher::new(secret.as_deref()),
             enabled: !tokens.is_empty() || secret.is_some(),
             tokens,
-            member_digest: member_token.as_deref().map(sha256_hex),
-            member_token,
+            member_key,
             zookeeper,
             open_metrics: config.open_metrics,
             limiter: RateLimiter::keyed(quota),
+            searches: RateLimiter::keyed(search_quota),
         })
     }
 
@@ -284,8 +306,9 @@ impl Authority {
         &self.key_hasher
     }
 
-    pub fn member_token(&self) -> Option<&str> {
-        self.member_token.as_deref()
+    /// The key of the cluster's members (with a cluster secret).
+    pub fn member_key(&self) -> Option<&MemberKey> {
+        self.member_key.as_ref()
     }
 
     /// (user, password) for ZooKeeper's digest scheme, from the secret.
@@ -306,15 +329,23 @@ impl Authority {
             .ok_or(Refusal::Unauthorized(
                 "the Authorization header must be `Bearer <token>`",
             ))?;
+        if is_credential(token) {
+            return self
+                .member_key
+                .as_ref()
+                .and_then(|key| key.check_credential(token))
+                .map(Principal::Member)
+                .ok_or(Refusal::Unauthorized(
+                    "the member credential is not this cluster's, or has expired",
+                ));
+        }
         let digest = sha256_hex(token);
-        if let Some((name, role)) = self.tokens.get(&digest) {
+        if let Some((name, role, home)) = self.tokens.get(&digest) {
             return Ok(Principal::Client {
                 name: name.clone(),
                 role: *role,
+                home: home.clone(),
             });
-        }
-        if self.member_digest.as_deref() == Some(digest.as_str()) {
-            return Ok(Principal::Member);
         }
         Err(Refusal::Unauthorized(
             "the token is not known to this cluster",
@@ -328,8 +359,10 @@ impl Authority {
         }
         match (who, need) {
             (Principal::Anonymous, _) => Err(Refusal::Unauthorized("a token is required")),
-            (Principal::Member, Need::MemberOrRead | Need::MemberOrSearch | Need::Member) => Ok(()),
-            (Principal::Member, _) => Err(Refusal::Forbidden(
+            (Principal::Member(_), Need::MemberOrRead | Need::MemberOrSearch | Need::Member) => {
+                Ok(())
+            }
+            (Principal::Member(_), _) => Err(Refusal::Forbidden(
                 "cluster members may only read filters and records, and search",
             )),
             (Principal::Client { role, .. }, need) if role.grants(need) => Ok(()),
@@ -350,15 +383,24 @@ impl Authority {
 
     /// Spends one request of `key`'s allowance, or says when to retry.
     pub fn spend(&self, key: &str) -> Result<(), Refusal> {
-        if self.limiter.len() > 100_000 {
-            self.limiter.retain_recent();
-        }
-        self.limiter
-            .check_key(&key.to_owned())
-            .map_err(|not_until| Refusal::RateLimited {
-                retry_after: not_until.wait_time_from(DefaultClock::default().now()),
-            })
+        spend(&self.limiter, key)
     }
+
+    /// Spends one search of `token`'s allowance of searches by key.
+    pub fn spend_search(&self, token: &str) -> Result<(), Refusal> {
+        spend(&self.searches, token)
+    }
+}
+
+fn spend(limiter: &DefaultKeyedRateLimiter<String>, key: &str) -> Result<(), Refusal> {
+    if limiter.len() > 100_000 {
+        limiter.retain_recent();
+    }
+    limiter
+        .check_key(&key.to_owned())
+        .map_err(|not_until| Refusal::RateLimited {
+            retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+        })
 }
 
 #[cfg(test)]
@@ -376,11 +418,13 @@ mod tests {
                     name: "clerk".into(),
                     role: Role::Read,
                     sha256: sha256_hex(&read),
+                    domain: None,
                 },
                 TokenEntry {
                     name: "archivist".into(),
                     role: Role::Write,
                     sha256: sha256_hex(&write),
+                    domain: None,
                 },
             ],
             cluster_secret_file: secret.then_some(path),
@@ -398,10 +442,9 @@ mod tests {
         let (a, read, write, dir) = authority(true);
         let reader = a.identify(Some(&bearer(&read))).unwrap();
         let writer = a.identify(Some(&bearer(&write))).unwrap();
-        let member = a
-            .identify(Some(&bearer(a.member_token().unwrap())))
-            .unwrap();
-        assert_eq!(member, Principal::Member);
+        let credential = a.member_key().unwrap().credential("B");
+        let member = a.identify(Some(&bearer(&credential))).unwrap();
+        assert_eq!(member, Principal::Member("B".into()));
         assert!(a.allow(&reader, Need::Read).is_ok());
         assert!(matches!(
             a.allow(&reader, Need::Write).unwrap_err(),
@@ -427,15 +470,16 @@ mod tests {
                 .unwrap_err(),
             Refusal::Unauthorized(_)
         ));
-        // The same secret in another cluster gives another member token.
+        // The same secret in another cluster gives other credentials.
         let in_d = AuthConfig {
             cluster_secret_file: Some(dir.path().join("secret")),
             ..AuthConfig::default()
         };
-        assert_ne!(
-            Authority::new(&in_d, "d").unwrap().member_token(),
-            a.member_token()
-        );
+        let d = Authority::new(&in_d, "d").unwrap();
+        assert!(matches!(
+            d.identify(Some(&bearer(&credential))).unwrap_err(),
+            Refusal::Unauthorized(_)
+        ));
         // Nothing configured: nothing required.
         assert!(!Authority::new(&AuthConfig::default(), "c")
             .unwrap()
@@ -462,6 +506,7 @@ mod tests {
         let client = |role| Principal::Client {
             name: "t".into(),
             role,
+            home: None,
         };
         for role in Role::ALL {
             assert!(a.allow(&client(role), Need::Read).is_ok());
@@ -479,8 +524,9 @@ mod tests {
             );
             assert_eq!(role.as_str().parse::<Role>(), Ok(role));
         }
-        assert!(a.allow(&Principal::Member, Need::MemberOrSearch).is_ok());
-        assert!(a.allow(&Principal::Member, Need::Audit).is_err());
+        let member = Principal::Member("B".into());
+        assert!(a.allow(&member, Need::MemberOrSearch).is_ok());
+        assert!(a.allow(&member, Need::Audit).is_err());
         assert!("admin".parse::<Role>().is_err());
     }
 
@@ -496,5 +542,23 @@ mod tests {
         let e = a.spend("k").unwrap_err();
         assert!(matches!(e, Refusal::RateLimited { retry_after } if !retry_after.is_zero()));
         assert!(a.spend("other").is_ok());
+    }
+
+    #[test]
+    fn searches_have_a_far_smaller_rate_of_their_own_per_token() {
+        let config = AuthConfig {
+            search_rate_per_minute: 1,
+            search_burst: 2,
+            ..AuthConfig::default()
+        };
+        let a = Authority::new(&config, "c").unwrap();
+        assert!(a.spend_search("clerk").is_ok() && a.spend_search("clerk").is_ok());
+        assert!(matches!(
+            a.spend_search("clerk").unwrap_err(),
+            Refusal::RateLimited { retry_after } if retry_after.as_secs() >= 20
+        ));
+        // Other requests of the same token are not held up by it.
+        assert!(a.spend("clerk").is_ok());
+        assert!(a.spend_search("counter-2").is_ok());
     }
 }

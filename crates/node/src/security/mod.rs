@@ -1,7 +1,8 @@
 //! Who may do what: API tokens and roles, the cluster secret, rate limits
-//! ([`auth`]), and TLS for serving and for calling peers ([`tls`]). Plain
-//! decisions and configurations; the HTTP layer turns refusals into
-//! responses.
+//! ([`auth`]), how members prove who they are ([`member`]), and TLS for
+//! serving and for calling peers ([`tls`]). Plain decisions and
+//! configurations; the HTTP layer turns refusals into responses.
 
 pub mod auth;
+pub mod member;
 pub mod tls;

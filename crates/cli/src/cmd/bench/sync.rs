@@ -32,6 +32,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
             cluster: cluster_name.clone(),
             session_timeout: Duration::from_secs(6),
             publish_interval: Duration::from_millis(10),
+            admission: Default::default(),
             credentials: None,
         })
     };

@@ -1,0 +1,75 @@
+//! How a failed command is told to its user: one message with its cause,
+//! a hint where one helps, and the documented exit code (README: 1 error,
+//! 2 bad usage, 3 not found, 4 unavailable). The one place that decides
+//! them, so that no error of any other kind can end in "not found" (3),
+//! the one answer the system promises never to give wrongly.
+
+use std::process::ExitCode;
+
+use xarchive_node::ClientError;
+
+use crate::EXIT_UNAVAILABLE;
+
+/// Exit code of a request the server refused as malformed, or of a
+/// command line it cannot use.
+const EXIT_USAGE: u8 = 2;
+
+/// What to say of `e`, and the exit code.
+pub fn explain(e: &anyhow::Error) -> (String, Option<&'static str>, u8) {
+    let Some(client) = e.chain().find_map(|c| c.downcast_ref::<ClientError>()) else {
+        return (format!("{e:#}"), None, 1);
+    };
+    match client {
+        ClientError::Api {
+            url,
+            status,
+            code,
+            message,
+        } => {
+            let said = format!("{url}: {status} {code}: {message}");
+            match (*status, code.as_str()) {
+                (_, "route_not_found") => (
+                    said,
+                    Some("the server has no such route: --server is a domain's base address, such as http://127.0.0.1:7700"),
+                    1,
+                ),
+                (401, _) => (
+                    said,
+                    Some("give a token with --token or XARCHIVE_TOKEN (`xarchive token create` makes one)"),
+                    1,
+                ),
+                (403, _) => (said, Some("this token's role does not allow it (roles: read, write, search, audit)"), 1),
+                (400 | 413, _) => (said, None, EXIT_USAGE),
+                (503, _) => (said, None, EXIT_UNAVAILABLE),
+                _ => (said, None, 1),
+            }
+        }
+        ClientError::Transport { url, source } => (
+            format!("cannot reach {url}: {}", innermost(source)),
+            Some("is a domain running there? `xarchive up` listens on 127.0.0.1:7700 to 7702; say where with --server or XARCHIVE_SERVER"),
+            1,
+        ),
+        ClientError::Address(..) => (client.to_string(), None, EXIT_USAGE),
+        ClientError::Decode { .. } => (client.to_string(), None, 1),
+    }
+}
+
+/// The innermost cause of `e` ("Connection refused (os error 111)"),
+/// which says more than the layers above it, each naming the URL again.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// Prints `e` as [`explain`] says, and gives the exit code.
+pub fn report(e: &anyhow::Error) -> ExitCode {
+    let (message, hint, code) = explain(e);
+    eprintln!("error: {message}");
+    if let Some(hint) = hint {
+        eprintln!("hint: {hint}");
+    }
+    ExitCode::from(code)
+}
