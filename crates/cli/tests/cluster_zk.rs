@@ -461,3 +461,53 @@ async fn a_domain_declaring_other_key_types_refuses_to_join() {
     assert!(d.ready().await.is_err());
     cluster.wait_converged().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_killed_past_its_session_is_ruled_out_by_copies_covering_its_last_publication() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
+    for i in 0..3 {
+        for n in 0..20 {
+            let id = format!("{}-{n}", ["A", "B", "C"][i]);
+            cluster
+                .client(i)
+                .put(&id, &json!({"title": "t"}))
+                .await
+                .unwrap();
+        }
+    }
+    cluster.wait_converged().await;
+    cluster.domains[2].kill9();
+    // Past C's session: its registration is gone, its record under known/
+    // holds the last position it published, which A's and B's copies
+    // cover. An absent ID is "not found" unless C's copy may hold it (a
+    // false positive), then 503 naming C; a record C holds is never "not
+    // found".
+    tokio::time::sleep(Duration::from_millis(SESSION_MS + 1_500)).await;
+    for d in 0..2 {
+        let c = cluster.client(d);
+        let mut not_found = 0;
+        for n in 0..100 {
+            let (status, answer) = lookup(&c, &format!("absent-{n}")).await;
+            match status {
+                404 => not_found += 1,
+                503 => {
+                    assert!(
+                        answer.route.candidates.contains(&"C".to_owned()),
+                        "{answer:?}"
+                    );
+                    assert_eq!(answer.unavailable, ["C"]);
+                }
+                _ => panic!("{status} {answer:?}"),
+            }
+        }
+        assert!(
+            not_found >= 90,
+            "only {not_found} of 100 absent IDs answered 404"
+        );
+        let (status, answer) = lookup(&c, "C-7").await;
+        assert_eq!(status, 503, "{answer:?}");
+    }
+    cluster.domains[2].restart();
+    cluster.wait_converged().await;
+    assert_eq!(lookup(&cluster.client(0), "C-7").await.0, 200);
+}

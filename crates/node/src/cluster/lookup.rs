@@ -317,9 +317,17 @@ pub(crate) async fn routed(
 /// The other domains whose copies held here cannot rule an ID out, with
 /// their addresses, given the membership just read from the coordinator:
 /// - a member, unless the copy covers the position it published;
-/// - a domain that left cleanly, unless the copy covers its last position;
-/// - a domain that is down, paused or cut off without leaving (its
-///   registration expired): its last publication is unknown, so always;
+/// - a domain not registered now (left cleanly, or down, paused or cut
+///   off past its session), unless the copy covers the position its
+///   record under `known/` holds: that is the last one it published, since
+///   it publishes into the record in the transaction that publishes into
+///   its registration (`zookeeper.rs` `publish`; the in-process hub keeps
+///   both together too), and a write is acknowledged only once its
+///   position is published, so the record's position bounds every write
+///   it ever acknowledged. Why this cannot give a false "not found": a
+///   copy covering it holds every such write; a domain that comes back
+///   records itself (at its new position) before it acknowledges another
+///   write (`register`), and a lookup reads the record after `sync`;
 /// - a domain known only here (the coordinator lost its data): always.
 ///
 /// A copy is consulted before this (its "maybe" makes a candidate); this
@@ -349,7 +357,7 @@ fn not_ruled_out_by(
     for (name, address) in everyone(roster, peers, me) {
         let ruled_out = match (roster.members.get(&name), roster.known.get(&name)) {
             (Some(member), _) => covered(&name, member),
-            (None, Some(known)) => known.departed && covered(&name, &known.member),
+            (None, Some(known)) => covered(&name, &known.member),
             (None, None) => false,
         };
         if !ruled_out {
@@ -553,11 +561,13 @@ mod tests {
     }
 
     #[test]
-    fn a_domain_that_vanished_without_leaving_is_always_asked() {
-        // Killed, paused or cut off past its session: its last publication
-        // is unknown, however current the copy looked; C was never copied
-        // here at all (this domain has just started).
-        let (b, c) = (member("B", 10), member("C", 4));
+    fn a_domain_that_vanished_without_leaving_is_ruled_out_by_a_copy_covering_its_last_publication()
+    {
+        // Killed, paused or cut off past its session: its record under
+        // known/ holds the last position it published (B: 10, D: 12), which
+        // bounds what it acknowledged. B's copy covers it; D's is behind;
+        // C was never copied here at all (this domain has just started).
+        let (b, c, d) = (member("B", 10), member("C", 4), member("D", 12));
         let roster = Roster {
             members: Default::default(),
             known: [
@@ -575,11 +585,18 @@ mod tests {
                         departed: false,
                     },
                 ),
+                (
+                    d.0,
+                    Known {
+                        member: d.1,
+                        departed: false,
+                    },
+                ),
             ]
             .into(),
         };
-        let peers = [copy("B", Some(10))];
-        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["B", "C"]);
+        let peers = [copy("B", Some(10)), copy("D", Some(11))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["C", "D"]);
     }
 
     #[test]

@@ -192,6 +192,52 @@ impl ZooKeeperCoordinator {
         }
     }
 
+    /// Publishes `member`'s position in its registration (`own`, whose new
+    /// contents are `data`) and, in the same ZooKeeper transaction, in its
+    /// persistent record under `known/`: the record then always holds the
+    /// last position published, which bounds every write this domain
+    /// acknowledged (a write is acknowledged only once published). So a
+    /// domain that crashed, was paused past its session or is cut off can
+    /// be ruled out by a copy that covers that position
+    /// (`lookup::not_ruled_out`), instead of being asked, and answering
+    /// 503, for every absent ID anywhere while it is down.
+    async fn publish(
+        &self,
+        client: &zk::Client,
+        name: &str,
+        own: &str,
+        member: &Member,
+        data: &[u8],
+    ) -> Result<(), zk::Error> {
+        let known = Known {
+            member: member.clone(),
+            departed: false,
+        };
+        let record = self
+            .sealed(name, &known)
+            .map_err(|_| zk::Error::BadArguments(&"an unencodable record"))?;
+        let mut writer = client.new_multi_writer();
+        writer.add_set_data(own, data, None)?;
+        writer.add_set_data(&format!("{}/{name}", self.known_folder()), &record, None)?;
+        match writer.commit().await {
+            Ok(_) => Ok(()),
+            // The record alone is gone (deleted by hand while this domain
+            // runs): write it again; the position is published next time.
+            Err(zk::MultiWriteError::OperationFailed {
+                index: 1,
+                source: zk::Error::NoNode,
+            }) => {
+                if let Err(e) = self.record(client, name, &known).await {
+                    tracing::warn!(error = %e, "cannot write this domain's record under known/");
+                }
+                Err(zk::Error::BadArguments(
+                    &"the record under known/ was missing (written again)",
+                ))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Leaves cleanly: the last position is recorded first, then the
     /// registration goes. A reader that finds the registration gone finds
     /// the departure (or, if recording it failed, a domain that vanished:
@@ -507,7 +553,7 @@ impl ZooKeeperCoordinator {
                     (member.epoch, member.version) = (position.epoch, position.version);
                     let data = self.sealed(name, member)?;
                     last_publish = Instant::now();
-                    match client.set_data(&own, &data, None).await {
+                    match self.publish(&client, name, &own, member, &data).await {
                         Ok(_) => {
                             dirty = false;
                             self.published.send_replace(Some(position));
