@@ -82,7 +82,7 @@ pub fn default_key_types() -> Vec<KeyType> {
         KeyType {
             name: "name_birth".into(),
             visibility: Visibility::Private,
-            format: KeyFormat::Text,
+            format: KeyFormat::NameBirth,
         },
     ]
 }

@@ -342,6 +342,59 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_recorded_with_a_fifteen_digit_number_in_one_domain_and_eighteen_in_another_is_found_in_both(
+) {
+    let c = Cluster::start(3).await;
+    // One person: the first-generation number of an old record, and the
+    // second-generation number of a newer one, with a name and birth date
+    // spelt two ways.
+    for (d, id, card, name_birth) in [
+        (0, "A-户籍-1987", "110105491231002", "王芳|1949年12月31日"),
+        (2, "C-人事-2003", "11010519491231002X", "王芳|1949.12.31"),
+    ] {
+        let keys = json!({"id_card": card, "name_birth": name_birth});
+        c.domains[d]
+            .client
+            .put(id, &json!({"title": "t", "keys": keys}))
+            .await
+            .unwrap();
+    }
+    c.settle().await;
+    for typed in ["110105491231002", "11010519491231002x"] {
+        let (status, found) = search(&c.domains[1], "id_card", typed).await;
+        assert_eq!(status, 200, "{found:?}");
+        assert_eq!(
+            ids(&found),
+            [
+                ("A".into(), "A-户籍-1987".into()),
+                ("C".into(), "C-人事-2003".into())
+            ]
+        );
+        // Stored as the one normalised value, whichever form was given.
+        assert!(found
+            .records
+            .iter()
+            .all(|r| r.keys["id_card"] == "11010519491231002X"));
+    }
+    let (status, found) = search(&c.domains[1], "name_birth", "王芳|19491231").await;
+    assert_eq!(status, 200, "{found:?}");
+    assert_eq!(found.records.len(), 2, "{found:?}");
+    assert!(found
+        .records
+        .iter()
+        .all(|r| r.keys["name_birth"] == "王芳|1949-12-31"));
+    // The audit entries of the two spellings carry one digest.
+    let page = c.domains[0].client.audit(None).await.unwrap();
+    let digests: BTreeSet<_> = page
+        .entries
+        .iter()
+        .filter(|e| e.key_type == "id_card")
+        .map(|e| e.value_digest.clone())
+        .collect();
+    assert_eq!(digests.len(), 1, "{page:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_looked_up_from_another_domain_or_its_cached_copy_names_its_identity_number_withheld(
 ) {
     // Cached on first sight, so that the second lookup is the cache's.

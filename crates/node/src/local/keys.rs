@@ -24,19 +24,42 @@
 //! 1. full-width digits `０`–`９` (U+FF10..=U+FF19) and full-width `Ｘ`/`ｘ`
 //!    become ASCII, because Chinese input methods type them;
 //! 2. a final `x` becomes `X`;
-//! 3. exactly 18 characters ([`IdCardError::Length`]), 17 ASCII digits then a
-//!    digit or `X`; anything else, inner spaces included, is
+//! 3. a first-generation number of GB 11643-1989 (15 digits: 6 of region,
+//!    `YYMMDD` born in the 1900s, 3 of sequence; no check character), as
+//!    old records and old cards carry it, becomes its 18-character form:
+//!    `19` inserted before the year and the check character of rule 7
+//!    appended, so that both forms of one person's number are one value;
+//! 4. exactly 18 characters after that ([`IdCardError::Length`]), 17 ASCII
+//!    digits then a digit or `X`; anything else, inner spaces included, is
 //!    [`IdCardError::Character`];
-//! 4. region (first 6 digits): the first digit is 1–8, province codes
+//! 5. region (first 6 digits): the first digit is 1–8, province codes
 //!    11..=82 ([`IdCardError::Region`]);
-//! 5. birth date (characters 7–14, `YYYYMMDD`): a real date, not before
+//! 6. birth date (characters 7–14, `YYYYMMDD`): a real date, not before
 //!    1900-01-01 and not after today in China Standard Time (UTC+8)
 //!    ([`IdCardError::BirthDate`]);
-//! 6. check character (ISO 7064 MOD 11-2): with weights
+//! 7. check character (ISO 7064 MOD 11-2): with weights
 //!    `7 9 10 5 8 4 2 1 6 3 7 9 10 5 8 4 2` over the first 17 digits,
 //!    `"10X98765432"[sum % 11]` ([`IdCardError::CheckDigit`]).
 //!
-//! Normalisation is idempotent: a normalised value normalises to itself.
+//! [`KeyFormat::NameBirth`], a name and a birth date, `name|YYYY-MM-DD`:
+//! 1. Unicode NFKC (full-width letters, digits, punctuation and `｜` become
+//!    ASCII; CJK compatibility ideographs become the unified ones);
+//! 2. exactly one `|` ([`NameBirthError::Separator`]);
+//! 3. the name: trimmed, each run of white space one space, and the
+//!    look-alikes of the middle dot that separates the parts of a
+//!    transliterated or minority name (`・` U+30FB, `•` U+2022, `‧` U+2027,
+//!    `∙` U+2219, `⋅` U+22C5) made `·` (U+00B7); not empty
+//!    ([`NameBirthError::EmptyName`]);
+//! 4. the date, white space removed, in one of the usual spellings:
+//!    `1950-11-25`, `19501125`, `1950.11.25`, `1950/11/25`,
+//!    `1950年11月25日` (month and day of one or two digits except in the
+//!    8-digit form; the final `日` may be left out)
+//!    ([`NameBirthError::DateForm`]), a real date not after today in China
+//!    ([`NameBirthError::BirthDate`]), written `YYYY-MM-DD`.
+//!
+//! Normalisation is idempotent: a normalised value normalises to itself;
+//! every spelling a format accepts of one value gives that one value, and
+//! so one digest everywhere (index, key filter, audit log).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -83,8 +106,12 @@ pub enum KeyFormat {
     /// Any text: only the common rules.
     #[default]
     Text,
-    /// The 18-character resident identity number (GB 11643-1999).
+    /// The resident identity number: 18 characters (GB 11643-1999), or the
+    /// 15 digits of the first generation (GB 11643-1989), made 18.
     IdCard,
+    /// A name and a birth date, `name|YYYY-MM-DD`, the date in any of its
+    /// usual spellings.
+    NameBirth,
 }
 
 /// Whether a key type may be tested by anyone holding the filter (public)
@@ -152,12 +179,17 @@ pub enum InvalidKey {
         key_type: String,
         reason: IdCardError,
     },
+    #[error("key {key_type} is not a valid name and birth date: it {reason}")]
+    NameBirth {
+        key_type: String,
+        reason: NameBirthError,
+    },
 }
 
 /// What is wrong with an identity number. Phrased to follow "it".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum IdCardError {
-    #[error("has {0} characters, not 18")]
+    #[error("has {0} characters, not 18 (or 15 for a first-generation number)")]
     Length(usize),
     #[error("may hold only digits, and X last")]
     Character,
@@ -167,6 +199,21 @@ pub enum IdCardError {
     BirthDate,
     #[error("has a wrong check digit")]
     CheckDigit,
+}
+
+/// What is wrong with a name and birth date. Phrased to follow "it".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NameBirthError {
+    #[error("must be a name and a birth date with one | between them, as in 张三|1950-11-25")]
+    Separator,
+    #[error("has no name before the |")]
+    EmptyName,
+    #[error(
+        "has no birth date written as 1950-11-25, 19501125, 1950.11.25, 1950/11/25 or 1950年11月25日"
+    )]
+    DateForm,
+    #[error("has no valid birth date: it must be a real date, not after today")]
+    BirthDate,
 }
 
 /// Placeholder for an unknown type name that is not well-formed.
@@ -290,6 +337,7 @@ fn format_name(f: KeyFormat) -> &'static str {
     match f {
         KeyFormat::Text => "text",
         KeyFormat::IdCard => "id_card",
+        KeyFormat::NameBirth => "name_birth",
     }
 }
 
@@ -321,13 +369,29 @@ fn normalise_value(t: &KeyType, value: &str) -> Result<String, InvalidKey> {
             limit: MAX_KEY_BYTES,
         });
     }
-    match t.format {
-        KeyFormat::Text => Ok(trimmed.to_owned()),
+    let normalised = match t.format {
+        KeyFormat::Text => trimmed.to_owned(),
         KeyFormat::IdCard => normalise_id_card(trimmed).map_err(|reason| InvalidKey::IdCard {
             key_type: key_type(),
             reason,
-        }),
+        })?,
+        KeyFormat::NameBirth => {
+            normalise_name_birth(trimmed).map_err(|reason| InvalidKey::NameBirth {
+                key_type: key_type(),
+                reason,
+            })?
+        }
+    };
+    // NFKC may lengthen a value (one ligature, many letters): checked again
+    // so that what is stored normalises to itself.
+    if normalised.len() > MAX_KEY_BYTES {
+        return Err(InvalidKey::TooLong {
+            key_type: key_type(),
+            bytes: normalised.len(),
+            limit: MAX_KEY_BYTES,
+        });
     }
+    Ok(normalised)
 }
 
 /// Full-width digits and X, as Chinese input methods type them, to ASCII.
@@ -351,6 +415,14 @@ fn normalise_id_card(s: &str) -> Result<String, IdCardError> {
             _ => bad_char = true,
         }
     }
+    if count == FIRST_GENERATION_LEN {
+        // No check character in the first generation: digits only.
+        if bad_char || id.contains(&b'X') {
+            return Err(IdCardError::Character);
+        }
+        id = second_generation(&id);
+        count = ID_CARD_LEN;
+    }
     if count != ID_CARD_LEN {
         return Err(IdCardError::Length(count));
     }
@@ -367,6 +439,107 @@ fn normalise_id_card(s: &str) -> Result<String, IdCardError> {
     }
     // Only ASCII was pushed.
     String::from_utf8(id).map_err(|_| IdCardError::Character)
+}
+
+/// Length of a first-generation number (GB 11643-1989).
+const FIRST_GENERATION_LEN: usize = 15;
+
+/// The 18 characters of a first-generation number's 15 ASCII digits: the
+/// century `19` before its two-digit year (every first-generation number
+/// was issued to someone born in the 1900s) and the check character.
+fn second_generation(first: &[u8]) -> Vec<u8> {
+    let mut id = Vec::with_capacity(ID_CARD_LEN);
+    id.extend_from_slice(&first[..6]);
+    id.extend_from_slice(b"19");
+    id.extend_from_slice(&first[6..]);
+    let check = check_character(&id);
+    id.push(check);
+    id
+}
+
+/// The middle dot's look-alikes that people type between the parts of a
+/// name (阿沛·阿旺晋美, 约翰·史密斯): katakana middle dot (what Japanese
+/// and some Chinese input methods give; NFKC makes the half-width one
+/// this), bullet, hyphenation point, bullet operator, dot operator.
+const MIDDLE_DOT_LOOK_ALIKES: [char; 5] =
+    ['\u{30fb}', '\u{2022}', '\u{2027}', '\u{2219}', '\u{22c5}'];
+
+/// `s` is already NFC, trimmed, free of controls and short.
+fn normalise_name_birth(s: &str) -> Result<String, NameBirthError> {
+    let nfkc: String = s.nfkc().collect();
+    let Some((name, date)) = nfkc.split_once('|') else {
+        return Err(NameBirthError::Separator);
+    };
+    if date.contains('|') {
+        return Err(NameBirthError::Separator);
+    }
+    let mut out = String::with_capacity(nfkc.len());
+    for (i, word) in name.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.extend(word.chars().map(|c| {
+            if MIDDLE_DOT_LOOK_ALIKES.contains(&c) {
+                '·'
+            } else {
+                c
+            }
+        }));
+    }
+    if out.is_empty() {
+        return Err(NameBirthError::EmptyName);
+    }
+    let date = parse_birth_date(date)?;
+    out.push('|');
+    out.push_str(&format!(
+        "{:04}-{:02}-{:02}",
+        date.year(),
+        u8::from(date.month()),
+        date.day()
+    ));
+    Ok(out)
+}
+
+/// A date in one of the spellings of [`KeyFormat::NameBirth`], after NFKC.
+/// By hand rather than with `time`'s format descriptions: there are five
+/// fixed spellings, one with CJK separators and an optional last one, and
+/// one function reads them all plainly.
+fn parse_birth_date(s: &str) -> Result<Date, NameBirthError> {
+    let compact: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let (year, month, day) = if compact.len() == 8 && compact.bytes().all(|b| b.is_ascii_digit()) {
+        let b = compact.as_bytes();
+        (&b[..4], &b[4..6], &b[6..])
+    } else if let Some((y, rest)) = compact.split_once('年') {
+        let (m, d) = rest.split_once('月').ok_or(NameBirthError::DateForm)?;
+        let d = d.strip_suffix('日').unwrap_or(d);
+        (y.as_bytes(), m.as_bytes(), d.as_bytes())
+    } else {
+        let sep = compact
+            .chars()
+            .find(|c| matches!(c, '-' | '.' | '/'))
+            .ok_or(NameBirthError::DateForm)?;
+        let mut parts = compact.split(sep);
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(y), Some(m), Some(d), None) => (y.as_bytes(), m.as_bytes(), d.as_bytes()),
+            _ => return Err(NameBirthError::DateForm),
+        }
+    };
+    let digits = |part: &[u8], lengths: std::ops::RangeInclusive<usize>| {
+        if lengths.contains(&part.len()) && part.iter().all(u8::is_ascii_digit) {
+            Ok(digits_value(part))
+        } else {
+            Err(NameBirthError::DateForm)
+        }
+    };
+    let year = digits(year, 4..=4)? as i32;
+    let month = digits(month, 1..=2)? as u8;
+    let day = digits(day, 1..=2)? as u8;
+    let month = Month::try_from(month).map_err(|_| NameBirthError::BirthDate)?;
+    let date = Date::from_calendar_date(year, month, day).map_err(|_| NameBirthError::BirthDate)?;
+    if date > today_in_china() {
+        return Err(NameBirthError::BirthDate);
+    }
+    Ok(date)
 }
 
 /// Value of ASCII digits (already checked to be digits).
@@ -540,6 +713,7 @@ impl fmt::Debug for KeyHasher {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeSet;
 
     fn id_type() -> KeyType {
         KeyType {
@@ -557,8 +731,29 @@ mod tests {
         }
     }
 
+    /// A name and birth date type, as the default configuration declares
+    /// `name_birth` (here `name_type` plays a text key of that name).
+    fn person_type() -> KeyType {
+        KeyType {
+            name: "person".into(),
+            visibility: Visibility::Private,
+            format: KeyFormat::NameBirth,
+        }
+    }
+
     fn types() -> KeyTypes {
-        KeyTypes::new(vec![id_type(), name_type()]).expect("valid key types")
+        KeyTypes::new(vec![id_type(), name_type(), person_type()]).expect("valid key types")
+    }
+
+    fn person(value: &str) -> Result<String, InvalidKey> {
+        types().normalise("person", value)
+    }
+
+    fn person_reason(value: &str) -> Option<NameBirthError> {
+        match person(value) {
+            Err(InvalidKey::NameBirth { reason, .. }) => Some(reason),
+            _ => None,
+        }
     }
 
     fn id(value: &str) -> Result<String, InvalidKey> {
@@ -791,6 +986,121 @@ mod tests {
     }
 
     #[test]
+    fn a_fifteen_digit_first_generation_number_becomes_its_eighteen_character_form() {
+        assert_eq!(id("110105491231002").as_deref(), Ok("11010519491231002X"));
+        assert_eq!(id("440524800101001").as_deref(), Ok("440524198001010013"));
+        assert_eq!(
+            id(" １１０１０５４９１２３１００２\u{3000}").as_deref(),
+            Ok("11010519491231002X")
+        );
+    }
+
+    #[test]
+    fn a_fifteen_digit_number_is_checked_as_its_eighteen_character_form_would_be() {
+        assert_eq!(id_reason("11010549123100X"), Some(IdCardError::Character));
+        assert_eq!(id_reason("11010549123 002"), Some(IdCardError::Character));
+        assert_eq!(id_reason("010105491231002"), Some(IdCardError::Region));
+        assert_eq!(id_reason("110105490230002"), Some(IdCardError::BirthDate));
+        assert_eq!(id_reason("110105491301002"), Some(IdCardError::BirthDate));
+        assert_eq!(id_reason("1101054912310021"), Some(IdCardError::Length(16)));
+        assert_eq!(id_reason("11010549123100"), Some(IdCardError::Length(14)));
+    }
+
+    #[test]
+    fn every_usual_spelling_of_a_birth_date_gives_one_value() {
+        for typed in [
+            "张三|1950-11-25",
+            "张三|19501125",
+            "张三|1950.11.25",
+            "张三|1950/11/25",
+            "张三|1950年11月25日",
+            "张三|1950年11月25",
+            "张三|１９５０年１１月２５日",
+            "张三｜１９５０－１１－２５",
+            "张三|１９５０．１１．２５",
+            "张三|1950／11／25",
+            "  张三 | 1950 年 11 月 25 日 ",
+            "张三|1950 11 25",
+        ] {
+            assert_eq!(person(typed).as_deref(), Ok("张三|1950-11-25"), "{typed}");
+        }
+        for typed in [
+            "李四|1950-1-5",
+            "李四|1950.01.5",
+            "李四|1950年1月5日",
+            "李四|19500105",
+        ] {
+            assert_eq!(person(typed).as_deref(), Ok("李四|1950-01-05"), "{typed}");
+        }
+    }
+
+    #[test]
+    fn a_name_is_trimmed_its_spaces_collapsed_and_its_middle_dots_made_one() {
+        assert_eq!(
+            person(" John \u{3000}  Smith |1950-11-25").as_deref(),
+            Ok("John Smith|1950-11-25")
+        );
+        for dot in ['·', '・', '･', '•', '‧', '∙', '⋅'] {
+            assert_eq!(
+                person(&format!("阿沛{dot}阿旺晋美|1910-02-01")).as_deref(),
+                Ok("阿沛·阿旺晋美|1910-02-01"),
+                "{dot}"
+            );
+        }
+        // Full-width letters, as an input method in full-width mode types them.
+        assert_eq!(
+            person("Ｊｏｈｎ|1950-11-25").as_deref(),
+            Ok("John|1950-11-25")
+        );
+    }
+
+    #[test]
+    fn a_name_and_birth_date_the_format_cannot_read_is_refused_saying_why() {
+        use NameBirthError::*;
+        for (typed, why) in [
+            ("张三 1950-11-25", Separator),
+            ("张三|1950-11-25|x", Separator),
+            (" |1950-11-25", EmptyName),
+            ("张三|", DateForm),
+            ("张三|50-11-25", DateForm),
+            ("张三|1950-11", DateForm),
+            ("张三|1950-11/25", DateForm),
+            ("张三|1950年11-25", DateForm),
+            ("张三|25.11.1950", DateForm),
+            ("张三|1950-111-25", DateForm),
+            ("张三|195011250", DateForm),
+            ("张三|一九五〇年十一月", DateForm),
+            ("张三|1950-02-30", BirthDate),
+            ("张三|1950-13-01", BirthDate),
+            ("张三|1950-00-10", BirthDate),
+        ] {
+            assert_eq!(person_reason(typed), Some(why), "{typed}");
+        }
+        let next_year = today_in_china().year() + 1;
+        assert_eq!(
+            person_reason(&format!("张三|{next_year}-01-01")),
+            Some(BirthDate)
+        );
+    }
+
+    #[test]
+    fn errors_about_a_name_and_birth_date_never_contain_the_value() {
+        for typed in [
+            "王小明 1962-11-25",
+            "王小明|1962-11-25|",
+            "王小明|1962-02-30",
+            "王小明|1962-11",
+            "王小明|99999999",
+        ] {
+            let e = person(typed).expect_err("invalid value");
+            let shown = format!("{e} {e:?}");
+            assert!(!shown.contains("王小明"), "{shown}");
+            assert!(!shown.contains("1962-"), "{shown}");
+            assert!(!shown.contains("9999"), "{shown}");
+        }
+    }
+
+    #[test]
     fn errors_never_contain_the_value() {
         let future = id_card_number(110105, today_in_china().year() + 1, 1, 1, 1);
         let values = [
@@ -804,6 +1114,9 @@ mod tests {
             future.as_str(),
             "1101051949123100211",
             "110105\n19491231002X",
+            "110105490230002",
+            "11010549123100X",
+            "1101054912310021",
             "",
         ];
         for v in values {
@@ -994,7 +1307,118 @@ mod tests {
             .prop_map(|(r, (y, m, d), s)| id_card_number(r, y, m, d, s))
     }
 
+    /// A valid first-generation number (born in the 1900s) and its
+    /// 18-character form.
+    fn valid_first_generation_id() -> impl Strategy<Value = (String, String)> {
+        (100_000u32..=899_999, valid_birth_date(), 0u16..=999)
+            .prop_filter("born in the 1900s", |(_, (y, _, _), _)| *y < 2000)
+            .prop_map(|(r, (y, m, d), s)| {
+                (
+                    format!("{r:06}{:02}{m:02}{d:02}{s:03}", y % 100),
+                    id_card_number(r, y, m, d, s),
+                )
+            })
+    }
+
+    /// `s` with its ASCII digits, and X, made full-width.
+    fn full_width(s: &str) -> String {
+        s.chars()
+            .map(|c| match c {
+                '0'..='9' => char::from_u32(0xff10 + (c as u32 - '0' as u32)).unwrap_or(c),
+                'X' => 'Ｘ',
+                _ => c,
+            })
+            .collect()
+    }
+
+    /// A name as people write one: Chinese characters, perhaps two parts
+    /// joined by a middle dot or one of its look-alikes.
+    fn name_parts() -> impl Strategy<Value = (String, Option<(char, String)>)> {
+        (
+            "[\u{4e00}-\u{9fa5}]{1,4}",
+            prop::option::of((
+                prop::sample::select(vec!['·', '・', '･', '•', '‧', '∙', '⋅']),
+                "[\u{4e00}-\u{9fa5}]{1,4}",
+            )),
+        )
+    }
+
     proptest! {
+        #[test]
+        fn both_forms_of_an_identity_number_as_typed_give_one_value_and_one_digest(
+            (fifteen, eighteen) in valid_first_generation_id(),
+            wide in any::<bool>(),
+            pad in "[ \u{3000}]{0,2}",
+        ) {
+            let hasher = KeyHasher::new(Some("secret"));
+            let mut values = BTreeSet::new();
+            let mut elements = BTreeSet::new();
+            let mut index = BTreeSet::new();
+            let mut audit = BTreeSet::new();
+            for form in [&fifteen, &eighteen, &eighteen.to_lowercase()] {
+                let typed = if wide { full_width(form) } else { form.clone() };
+                let v = id(&format!("{pad}{typed}{pad}")).expect("a valid number");
+                elements.insert(hasher.filter_element(&id_type(), &v));
+                index.insert(KeyHasher::index_digest("id_card", &v));
+                audit.insert(hasher.audit_digest("id_card", &v));
+                values.insert(v);
+            }
+            prop_assert_eq!(values.into_iter().collect::<Vec<_>>(), vec![eighteen]);
+            prop_assert_eq!((elements.len(), index.len(), audit.len()), (1, 1, 1));
+        }
+
+        #[test]
+        fn every_spelling_of_a_name_and_birth_date_gives_one_value(
+            (first, rest) in name_parts(),
+            (y, m, d) in valid_birth_date(),
+            form in 0usize..5,
+            short in any::<bool>(),
+            wide in any::<bool>(),
+            pad in "[ \u{3000}]{0,2}",
+        ) {
+            let (mm, dd) = if short && form != 1 {
+                (m.to_string(), d.to_string())
+            } else {
+                (format!("{m:02}"), format!("{d:02}"))
+            };
+            let date = match form {
+                0 => format!("{y}-{mm}-{dd}"),
+                1 => format!("{y}{mm}{dd}"),
+                2 => format!("{y}.{mm}.{dd}"),
+                3 => format!("{y}/{mm}/{dd}"),
+                _ => format!("{y}年{mm}月{dd}日"),
+            };
+            let date = if wide { full_width(&date) } else { date };
+            let typed_name = match &rest {
+                Some((dot, second)) => format!("{first}{dot}{second}"),
+                None => first.clone(),
+            };
+            let expected_name = match &rest {
+                Some((_, second)) => format!("{first}·{second}"),
+                None => first.clone(),
+            };
+            let expected = format!("{expected_name}|{y:04}-{m:02}-{d:02}");
+            let once = person(&format!("{pad}{typed_name}{pad}|{pad}{date}{pad}"));
+            prop_assert_eq!(&once, &Ok(expected.clone()));
+            prop_assert_eq!(person(&expected), Ok(expected));
+        }
+
+        #[test]
+        fn name_and_birth_date_normalisation_is_idempotent(s in any::<String>()) {
+            if let Ok(once) = person(&s) {
+                prop_assert_eq!(person(&once), Ok(once.clone()));
+            }
+        }
+
+        #[test]
+        fn name_and_birth_date_normalisation_of_near_misses_is_idempotent(
+            s in "[ \u{3000}a\u{301}\u{4e00}\u{f900}\u{ff21}・•|｜]{0,6}[|｜][ 0-9０-９年月日./-]{0,14}"
+        ) {
+            if let Ok(once) = person(&s) {
+                prop_assert_eq!(person(&once), Ok(once.clone()));
+            }
+        }
+
         #[test]
         fn generated_numbers_are_valid(n in valid_id()) {
             prop_assert_eq!(id(&n), Ok(n.clone()));
