@@ -15,7 +15,7 @@ pub const EXIT_UNAVAILABLE: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();
-    init_logging(cli.verbose, cli.default_log());
+    init_logging(cli.verbose, cli.default_log(), cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8, quiet: &str) {
+fn init_logging(verbose: u8, quiet: &str, format: cmd::LogFormat) {
     let default = match verbose {
         0 => quiet,
         1 => "debug",
@@ -40,10 +40,19 @@ fn init_logging(verbose: u8, quiet: &str) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("XARCHIVE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_target(false);
+    match format {
+        cmd::LogFormat::Json => logs.json().init(),
+        cmd::LogFormat::Text => logs.with_ansi(colour()).init(),
+    }
+}
+
+/// Colour only on a terminal, and not when NO_COLOR is set to anything
+/// (no-color.org).
+fn colour() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

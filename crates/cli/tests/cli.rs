@@ -229,3 +229,59 @@ fn only_the_apis_not_found_makes_exit_3_and_every_other_failure_says_what_went_w
         "{said}"
     );
 }
+
+#[test]
+fn completions_a_manual_page_json_logs_and_the_cluster_table_are_there_for_operators() {
+    let out = xarchive(&["completions", "bash"], "");
+    assert!(
+        out.status.success() && text(&out).contains("_xarchive"),
+        "{}",
+        text(&out)
+    );
+    let out = xarchive(&["man"], "");
+    assert!(
+        out.status.success() && text(&out).contains(".TH xarchive 1"),
+        "{}",
+        text(&out)
+    );
+
+    let dir = tempdir().unwrap();
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .args(["--log-format", "json"])
+        .start();
+    // Every log line is one JSON object, the start's included.
+    let log = domain.log();
+    assert!(log.contains("listening on http://"), "{log}");
+    for line in log.lines() {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(parsed["level"].is_string(), "{line}");
+    }
+    let out = xarchive(&["cluster"], &domain.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("membership confirmed") && table.contains("A *"),
+        "{table}"
+    );
+}
+
+#[test]
+fn serve_tells_systemd_it_is_ready_once_it_has_read_the_membership() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let _domain = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .env("NOTIFY_SOCKET", socket_path.to_str().unwrap())
+        .start();
+    let mut message = [0u8; 256];
+    let n = socket
+        .recv(&mut message)
+        .expect("no readiness sent within a minute");
+    let message = String::from_utf8_lossy(&message[..n]);
+    assert!(message.contains("READY=1"), "{message}");
+}

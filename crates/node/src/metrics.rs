@@ -52,6 +52,84 @@ struct PeerLabels {
     peer: String,
 }
 
+/// The process's own figures, under the names every Prometheus exporter
+/// uses (`process_*`), read from `/proc/self` at every scrape.
+/// prometheus-client has no process collector, and four figures do not
+/// warrant the procfs crate.
+#[derive(Debug)]
+struct ProcessGauges;
+
+/// Clock ticks per second of `/proc`'s CPU times (USER_HZ), 100 on Linux.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+impl Collector for ProcessGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // Fields after the command name, which may hold spaces: (state) is
+        // field 3, utime 14, stime 15, starttime 22, vsize 23, rss 24.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok());
+        let boot = std::fs::read_to_string("/proc/stat")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("btime ")
+                    .and_then(|t| t.trim().parse::<f64>().ok())
+            });
+        let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+        let page = 4096.0;
+        if let Some(cpu) = field(14)
+            .zip(field(15))
+            .map(|(u, s)| (u + s) / TICKS_PER_SECOND)
+        {
+            let counter = ConstCounter::new(cpu);
+            counter.encode(encoder.encode_descriptor(
+                "process_cpu_seconds",
+                "User and system CPU time spent, in seconds",
+                None,
+                counter.metric_type(),
+            )?)?;
+        }
+        let gauges = [
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size, in bytes",
+                field(24).map(|pages| pages * page),
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size, in bytes",
+                field(23),
+            ),
+            (
+                "process_open_fds",
+                "Open file descriptors",
+                Some(fds as f64),
+            ),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since the Unix epoch, in seconds",
+                field(22)
+                    .zip(boot)
+                    .map(|(ticks, boot)| boot + ticks / TICKS_PER_SECOND),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let Some(value) = value else { continue };
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
 /// The cluster's gauges, read from it at every scrape.
 struct ClusterGauges(Arc<Cluster>);
 
@@ -117,6 +195,8 @@ impl Collector for ClusterGauges {
 
 pub struct Metrics {
     registry: Registry,
+    /// Series under the names every exporter uses, without the prefix.
+    process: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabels, Histogram>,
     writes: Family<OutcomeLabels, Counter>,
@@ -242,8 +322,22 @@ impl Metrics {
             "Searches by key made at this domain, by the name of the token that made them (never the key); the alert XarchiveSearchBurst watches them",
             searches.clone(),
         );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "1, labelled with the version of xarchive this domain runs",
+            build,
+        );
+        let mut process = Registry::default();
+        process.register_collector(Box::new(ProcessGauges));
         Metrics {
             registry,
+            process,
             requests,
             latency,
             writes,
@@ -363,8 +457,15 @@ impl Metrics {
         self.writes_refused_for_space
             .inc_by(refused.saturating_sub(counted));
         let mut out = String::new();
+        let mut process = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
+        let _ = encode(&mut process, &self.process);
+        // One exposition: the first one's end marker goes.
+        if let Some(body) = out.strip_suffix("# EOF\n") {
+            out.truncate(body.len());
+        }
+        out.push_str(&process);
         out
     }
 }

@@ -260,3 +260,50 @@ fn the_dashboard_imports_anywhere_taking_its_prometheus_from_a_variable() {
         "panel ids repeat or are not numbers"
     );
 }
+
+#[test]
+fn every_alert_has_a_runbook_url_pointing_to_its_runbook_in_operations_md() {
+    let rules = ops_file("ops/prometheus/alerts.yml");
+    let operations = ops_file("docs/OPERATIONS.md");
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    for alert in alerts {
+        let url = format!(
+            "runbook_url: \"https://github.com/xarchive/xarchive/blob/main/docs/OPERATIONS.md#{}\"",
+            alert.to_lowercase()
+        );
+        assert!(
+            rules.contains(&url),
+            "{alert} has no runbook_url to its runbook"
+        );
+        assert!(
+            operations.contains(&format!("\n#### {alert}\n")),
+            "docs/OPERATIONS.md has no runbook for {alert}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_process_figures_and_the_build_are_exported_in_one_exposition() {
+    let pair = pair().await;
+    let text = pair.metrics().await;
+    for series in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        let value = sample(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+        assert!(value > 0.0, "{series} {value}");
+    }
+    let build = format!(
+        "xarchive_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(sample(&text, &build), Some(1.0), "{text}");
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    assert!(text.ends_with("# EOF\n"));
+}

@@ -108,8 +108,9 @@ impl DomainProcess {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 // `http://` or, with TLS on, `https://`.
                 if let Some(at) = line.find("listening on http") {
+                    // Up to a space, or a quote when the log is JSON.
                     let url = line[at + "listening on ".len()..]
-                        .split_whitespace()
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or_default()
                         .to_owned();

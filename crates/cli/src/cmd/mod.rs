@@ -2,6 +2,7 @@
 
 mod bench;
 mod client;
+mod cluster;
 mod import;
 mod local;
 mod lookup;
@@ -27,6 +28,11 @@ pub struct Cli {
     /// More logging (-v debug, -vv trace); XARCHIVE_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// How logs are written to standard error: text for people (coloured
+    /// on a terminal unless NO_COLOR is set), or one JSON object a line for
+    /// a log collector.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, env = "XARCHIVE_LOG_FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +47,13 @@ impl Cli {
             _ => "info",
         }
     }
+}
+
+/// The form of the log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Where a client command sends its requests.
@@ -140,6 +153,8 @@ enum Command {
     Rm(client::IdArgs),
     /// Print the domain's figures (records, filter).
     Stats(client::StatsArgs),
+    /// Every domain as this one sees it: up, reachable, filter versions, lag.
+    Cluster(cluster::ClusterArgs),
     /// Import records from a CSV (with a header) or NDJSON file.
     Import(import::ImportArgs),
     /// Write sample records (realistic archive numbers) as NDJSON.
@@ -150,6 +165,13 @@ enum Command {
     /// Benchmarks against the seed paper's figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Print the completion script for a shell (bash, zsh, fish, …).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), for `man -l -` or /usr/share/man/man1.
+    Man,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -163,6 +185,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Get(args) => client::get(args).await,
         Command::Rm(args) => client::rm(args).await,
         Command::Stats(args) => client::stats(args).await,
+        Command::Cluster(args) => cluster::run(args).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "xarchive", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Import(args) => import::run(args).await,
         Command::Sample(args) => sample::run(args).await,
         Command::Bench(command) => bench::run(command).await,

@@ -192,9 +192,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "no API tokens or cluster secret configured: anyone who can reach {local} can read, write and delete"
         );
     }
+    tokio::spawn(tell_systemd_when_ready(node.clone()));
     xarchive_node::server::serve(node, listener, xarchive_node::shutdown::signal()).await?;
     tracing::info!("stopped cleanly");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Tells systemd (a `Type=notify` unit) that the domain is ready once it
+/// has read its cluster's membership: from then on it answers every lookup,
+/// "not found" included (as `/readyz` says). Nothing without systemd.
+async fn tell_systemd_when_ready(node: std::sync::Arc<Node>) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    let mut view = node.cluster().coordinator().view();
+    if view.wait_for(|v| v.connected).await.is_ok() {
+        if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
+            tracing::warn!(error = %e, "cannot tell systemd the domain is ready");
+        }
+    }
 }
 
 /// Warns when the data directory, made before and left as it was, lets
