@@ -17,7 +17,7 @@ const EXIT_USAGE: u8 = 2;
 /// What to say of `e`, and the exit code.
 pub fn explain(e: &anyhow::Error) -> (String, Option<&'static str>, u8) {
     let Some(client) = e.chain().find_map(|c| c.downcast_ref::<ClientError>()) else {
-        return (format!("{e:#}"), None, 1);
+        return (said_once(e), None, 1);
     };
     match client {
         ClientError::Api {
@@ -54,6 +54,21 @@ pub fn explain(e: &anyhow::Error) -> (String, Option<&'static str>, u8) {
     }
 }
 
+/// `e` and its causes, each said once: an error whose message already
+/// quotes its cause (thiserror's `{0}` beside `#[from]`) is not followed
+/// by the cause again.
+fn said_once(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 /// The innermost cause of `e` ("Connection refused (os error 111)"),
 /// which says more than the layers above it, each naming the URL again.
 fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
@@ -72,4 +87,28 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
         eprintln!("hint: {hint}");
     }
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the record cache: {0}")]
+    struct Outer(#[from] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("unknown cache \"memcached://x\"")]
+    struct Inner;
+
+    #[test]
+    fn an_error_quoting_its_cause_is_said_once() {
+        let e = anyhow::Error::from(Outer(Inner)).context("cannot open domain A");
+        let (said, _, code) = explain(&e);
+        assert_eq!(
+            said,
+            "cannot open domain A: the record cache: unknown cache \"memcached://x\""
+        );
+        assert_eq!(code, 1);
+    }
 }

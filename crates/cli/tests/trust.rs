@@ -206,7 +206,7 @@ async fn registrations_without_the_clusters_seal_or_in_clear_under_tls_are_ignor
     // Sealed as a domain seals its registration: the JSON of its fields,
     // in their order.
     let clear =
-        format!(r#"{{"address":"http://{trap_at}","kind":"counting","epoch":1,"version":0}}"#);
+        format!(r#"{{"address":"http://{trap_at}","kind":"counting","epoch":"1","version":0}}"#);
     let key = MemberKey::derive("sealed", SECRET);
     let mut sealed: serde_json::Value = serde_json::from_str(&clear).unwrap();
     sealed["proof"] = key.seal("PLAIN", clear.as_bytes()).into();

@@ -21,6 +21,9 @@ pub struct Member {
     /// Base URL of its HTTP API.
     pub address: String,
     pub kind: FilterKind,
+    /// A decimal string in the znode's JSON (it exceeds 2^53), read from a
+    /// number too (as written before).
+    #[serde(with = "crate::local::epoch::u64_string")]
     pub epoch: u64,
     pub version: u64,
     /// The fingerprint of the key types it declares (`KeyTypes::fingerprint`;

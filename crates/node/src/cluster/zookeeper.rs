@@ -159,6 +159,16 @@ impl ZooKeeperCoordinator {
         format!("/xarchive/{}/domains", self.settings.cluster)
     }
 
+    /// `path` as ZooKeeper names it: under the connect string's chroot.
+    fn full_path(&self, path: &str) -> String {
+        match self.settings.connect.split_once('/') {
+            Some((_, chroot)) if !chroot.trim_matches('/').is_empty() => {
+                format!("/{}{path}", chroot.trim_matches('/'))
+            }
+            _ => path.to_owned(),
+        }
+    }
+
     /// Where every domain records itself, registered or not.
     fn known_folder(&self) -> String {
         format!("/xarchive/{}/known", self.settings.cluster)
@@ -508,7 +518,7 @@ impl ZooKeeperCoordinator {
             .await?;
         self.published.send_replace(Some(position));
         self.reread(&client).await?;
-        tracing::info!(domain = name, session = ?client.session_id(), "registered in ZooKeeper at {own}");
+        tracing::info!(domain = name, session = ?client.session_id(), "registered in ZooKeeper at {}", self.full_path(&own));
 
         let mut dirty = false;
         let mut last_publish = Instant::now();

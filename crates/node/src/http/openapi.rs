@@ -87,7 +87,7 @@ impl Modify for Common {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "A client token (`xarchive token add`) or the cluster's member token; \
+                        "A client token (`xarchive token create`) or a member domain's credential; \
                          needed only when the domain has tokens configured",
                     ))
                     .build(),
