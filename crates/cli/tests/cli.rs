@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use xarchive_node::{DomainStats, FilterKind, Record};
+use xarchive_node::{FilterKind, Record};
 use xarchive_testkit::{tempdir, Spawn};
 
 fn bin() -> &'static Path {
@@ -43,7 +43,9 @@ fn config_file_flags_and_environment_combine() {
         .start();
     let out = xarchive(&["stats"], &domain.url);
     assert!(out.status.success(), "{}", text(&out));
-    let stats: DomainStats = serde_json::from_slice(&out.stdout).unwrap();
+    // The whole of /v1/stats: the domain's figures and its cache's.
+    let stats: xarchive_node::wire::Stats = serde_json::from_slice(&out.stdout).unwrap();
+    let stats = stats.domain;
     assert_eq!(stats.domain, "from-env");
     assert_eq!(stats.filter.kind, FilterKind::Cuckoo);
     assert_eq!(stats.filter.fingerprint_bits, Some(13));

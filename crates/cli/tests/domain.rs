@@ -375,7 +375,7 @@ async fn a_full_disk_refuses_writes_with_507_changing_nothing_and_writes_resume_
             refused.len() > refused_before + 2
         })
         .await;
-        assert!(!c.stats().await.unwrap().space.writable);
+        assert!(!c.stats().await.unwrap().domain.space.writable);
         let search = xarchive_node::wire::SearchRequest {
             key_type: "id_card".into(),
             value: "11010519491231002X".into(),
@@ -397,7 +397,7 @@ async fn a_full_disk_refuses_writes_with_507_changing_nothing_and_writes_resume_
         })
         .await;
         resumed_ms.push(freed.elapsed().as_millis());
-        assert!(c.stats().await.unwrap().space.writable);
+        assert!(c.stats().await.unwrap().domain.space.writable);
     }
     stop.store(true, Ordering::Relaxed);
     for task in tasks {

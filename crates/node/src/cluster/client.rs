@@ -10,11 +10,12 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use xarchive_filter::Delta;
 
-use crate::local::domain::{DomainStats, Position, VerifyReport};
+use crate::local::domain::{Position, VerifyReport};
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::security::member::MemberKey;
+use crate::wire::Stats;
 use crate::wire::{
     decode_relay_page, split_delta_with_ids, ArchiveList, AuditIntegrity, AuditPage, BulkReport,
     ClusterView, Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest,
@@ -321,7 +322,8 @@ impl Client {
         }
     }
 
-    pub async fn stats(&self) -> Result<DomainStats, ClientError> {
+    /// `GET /v1/stats`: the domain's figures and its cache's.
+    pub async fn stats(&self) -> Result<Stats, ClientError> {
         let url = self.url("/v1/stats");
         let response = self.send(self.http.get(&url), &url).await?;
         Self::json(response, &url).await

@@ -307,7 +307,8 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
         let stats = Client::new(&domain.url, Duration::from_secs(30))?
             .stats()
             .await
-            .context("asking the restarted domain for its stats")?;
+            .context("asking the restarted domain for its stats")?
+            .domain;
         anyhow::ensure!(
             stats.records == n,
             "the restarted domain (pid {}) holds {} records, not {n}",

@@ -22,7 +22,7 @@ pub enum BenchCommand {
     /// The seed paper's Table 3: memory for 100 000 to 1 000 000 IDs, of
     /// each filter kind and of a whole domain process.
     Memory(memory::MemoryBenchArgs),
-    /// A nation of archives (issue 12), first part: the routing state and
+    /// A nation of archives, first part: the routing state and
     /// step of one domain among N of realistic sizes, for three layouts of
     /// its copies of their filters.
     Nation(nation::NationBenchArgs),

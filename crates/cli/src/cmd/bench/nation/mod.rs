@@ -1,4 +1,4 @@
-//! `xarchive bench nation` (issue 12): one domain among N of realistic,
+//! `xarchive bench nation`: one domain among N of realistic,
 //! very different sizes. Two parts: `routing` (here), what a full domain
 //! holds to route lookups and what one routing step costs; `cluster`
 //! (cluster.rs), a real domain process joining a real ZooKeeper among
@@ -9,7 +9,7 @@
 //! bit-sliced index, as a domain's replicas hold them), filled with
 //! synthetic IDs; nothing else of a domain runs here (no ZooKeeper, no
 //! HTTP, no sync). Three layouts of the copies are compared:
-//! - `common`, the rule before (issue 12): a filter is sized for the larger of
+//! - `common`, the rule before: a filter is sized for the larger of
 //!   `expected_items` and 1.5 × its records, so the domains at or under
 //!   `expected_items` share one geometry, bit-sliced in one index, and the
 //!   larger ones are held one by one;
