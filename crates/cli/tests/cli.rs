@@ -287,3 +287,80 @@ fn serve_tells_systemd_it_is_ready_once_it_has_read_the_membership() {
     let message = String::from_utf8_lossy(&message[..n]);
     assert!(message.contains("READY=1"), "{message}");
 }
+
+#[test]
+fn tokens_are_listed_revoked_and_taken_again_on_sighup_without_a_restart() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let dir = tempdir().unwrap();
+    let config = dir.path().join("A.toml");
+    std::fs::write(&config, "[limits]\nmax_bulk_lines = 5000  # ours\n").unwrap();
+    let create = |name: &str| {
+        let out = Command::new(bin())
+            .args(["token", "create", "--role", "read", "--name", name])
+            .args(["--config", config.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let first = create("first");
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .args(["--config", config.to_str().unwrap()])
+        .start();
+    let status = |token: &str| {
+        Command::new(bin())
+            .args(["stats", "--token", token])
+            .env("XARCHIVE_SERVER", &domain.url)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    let hup = || kill(Pid::from_raw(domain.pid() as i32), Signal::SIGHUP).unwrap();
+    let eventually = |token: &str, code: i32| {
+        for _ in 0..300 {
+            if status(token) == Some(code) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "the token never gave exit {code}; the log:\n{}",
+            domain.log()
+        );
+    };
+    assert_eq!(status(&first), Some(0));
+    let second = create("second");
+    assert_eq!(status(&second), Some(1), "not taken before the reload");
+    hup();
+    eventually(&second, 0);
+    let out = Command::new(bin())
+        .args([
+            "token",
+            "revoke",
+            "first",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    hup();
+    eventually(&first, 1);
+    assert_eq!(status(&second), Some(0));
+    let listed = Command::new(bin())
+        .args(["token", "list", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("second") && !listed.contains("first"),
+        "{listed}"
+    );
+    let kept = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        kept.starts_with("[limits]\nmax_bulk_lines = 5000  # ours\n"),
+        "{kept}"
+    );
+}

@@ -193,9 +193,36 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     tokio::spawn(tell_systemd_when_ready(node.clone()));
+    if let Some(path) = args.config.clone() {
+        tokio::spawn(reload_tokens_on_sighup(node.clone(), path));
+    }
     xarchive_node::server::serve(node, listener, xarchive_node::shutdown::signal()).await?;
     tracing::info!("stopped cleanly");
     Ok(ExitCode::SUCCESS)
+}
+
+/// On SIGHUP (`systemctl reload`), reads the configuration file again and
+/// takes its `[[auth.tokens]]` from then on: a token created or revoked
+/// needs no restart. Nothing else is reloaded; a file that cannot be read
+/// or parsed leaves the tokens as they were, and says why.
+async fn reload_tokens_on_sighup(node: std::sync::Arc<Node>, path: PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: tokens are read at start only");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        let reloaded = std::fs::read_to_string(&path)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| Ok(NodeConfig::from_toml(&text)?))
+            .and_then(|config| Ok(node.auth().reload_tokens(&config.auth.tokens)?));
+        match reloaded {
+            Ok(count) => tracing::info!(tokens = count, file = %path.display(), "tokens reloaded"),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), file = %path.display(), "tokens not reloaded; the old ones stay")
+            }
+        }
+    }
 }
 
 /// Tells systemd (a `Type=notify` unit) that the domain is ready once it

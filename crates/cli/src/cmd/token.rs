@@ -1,5 +1,7 @@
-//! `xarchive token create`: a new API token, printed once; only its digest
-//! goes into the domain's configuration.
+//! `xarchive token create|list|revoke`: API tokens in a domain's
+//! configuration file. A new token is printed once; only its digest goes
+//! into the file. A running domain takes the file's tokens again on SIGHUP
+//! (`systemctl reload`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,6 +15,84 @@ use xarchive_node::security::auth::{generate_token, sha256_hex, Role};
 pub enum TokenCommand {
     /// Make a token; print it, and the entry for the domain's config.
     Create(CreateArgs),
+    /// The tokens a configuration file holds: name, role, domain.
+    List {
+        /// The domain's configuration file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Remove a token's entry from a configuration file.
+    Revoke {
+        /// The token's name.
+        name: String,
+        /// The domain's configuration file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+/// The tokens in `config`, as the domain reads them.
+fn tokens_in(
+    config: &std::path::Path,
+) -> anyhow::Result<Vec<xarchive_node::security::auth::TokenEntry>> {
+    let text = std::fs::read_to_string(config)
+        .with_context(|| format!("cannot read {}", config.display()))?;
+    let parsed = xarchive_node::NodeConfig::from_toml(&text)
+        .with_context(|| format!("in {}", config.display()))?;
+    Ok(parsed.auth.tokens)
+}
+
+fn list(config: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let tokens = tokens_in(config)?;
+    println!("{:<24} {:<7} {:<12} sha256", "name", "role", "domain");
+    for t in &tokens {
+        println!(
+            "{:<24} {:<7} {:<12} {}…",
+            t.name,
+            t.role.as_str(),
+            t.domain.as_deref().unwrap_or("any"),
+            &t.sha256[..12.min(t.sha256.len())]
+        );
+    }
+    eprintln!("{} tokens in {}", tokens.len(), config.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes every `[[auth.tokens]]` entry named `name`, keeping the rest of
+/// the file (comments included) as it was; the file is replaced whole, so
+/// a crash leaves the old one or the new one.
+fn revoke(name: &str, config: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(config)
+        .with_context(|| format!("cannot read {}", config.display()))?;
+    let mut document: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("{} is not TOML", config.display()))?;
+    let removed = match document
+        .get_mut("auth")
+        .and_then(|auth| auth.get_mut("tokens"))
+        .and_then(|tokens| tokens.as_array_of_tables_mut())
+    {
+        Some(tokens) => {
+            let before = tokens.len();
+            tokens.retain(|t| t.get("name").and_then(|n| n.as_str()) != Some(name));
+            before - tokens.len()
+        }
+        None => 0,
+    };
+    anyhow::ensure!(
+        removed > 0,
+        "no token named {name:?} in {}",
+        config.display()
+    );
+    let tmp = config.with_extension("toml.tmp");
+    std::fs::write(&tmp, document.to_string())
+        .and_then(|()| std::fs::rename(&tmp, config))
+        .with_context(|| format!("cannot write {}", config.display()))?;
+    eprintln!(
+        "revoked token {name:?} in {}; a running domain stops taking it on SIGHUP (systemctl reload xarchive@NAME)",
+        config.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
@@ -36,7 +116,11 @@ pub struct CreateArgs {
 }
 
 pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
-    let TokenCommand::Create(args) = command;
+    let args = match command {
+        TokenCommand::Create(args) => args,
+        TokenCommand::List { config } => return list(&config),
+        TokenCommand::Revoke { name, config } => return revoke(&name, &config),
+    };
     anyhow::ensure!(
         !args.name.is_empty() && !args.name.contains(['"', '\\', '\n']),
         "--name must be a plain name"
@@ -67,7 +151,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot open {}", path.display()))?;
             file.write_all(entry.as_bytes())?;
             eprintln!(
-                "added token {:?} ({role}) to {}; restart the domain to use it",
+                "added token {:?} ({role}) to {}; a running domain takes it on SIGHUP (systemctl reload xarchive@NAME)",
                 args.name,
                 path.display()
             );

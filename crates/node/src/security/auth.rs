@@ -23,6 +23,10 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::RwLock;
+
 use crate::local::keys::KeyHasher;
 use crate::security::member::{is_credential, MemberKey};
 
@@ -228,11 +232,32 @@ pub fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
+/// Client tokens by digest: name, role, home domain.
+type Tokens = HashMap<String, (String, Role, Option<String>)>;
+
+/// The configured tokens by digest, each digest checked.
+fn token_table(entries: &[TokenEntry]) -> Result<Tokens, AuthError> {
+    let mut tokens = HashMap::new();
+    for t in entries {
+        let ok = t.sha256.len() == 64
+            && t.sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !ok {
+            return Err(AuthError::Digest(t.name.clone()));
+        }
+        tokens.insert(t.sha256.clone(), (t.name.clone(), t.role, t.domain.clone()));
+    }
+    Ok(tokens)
+}
+
 pub struct Authority {
-    /// Whether anything is required at all (tokens or a secret set).
-    enabled: bool,
-    /// Client tokens by digest: name, role, home domain.
-    tokens: HashMap<String, (String, Role, Option<String>)>,
+    /// Whether anything is required at all (tokens or a secret set). Once
+    /// on, it stays on: a reload that leaves no token must not open the
+    /// domain to anyone.
+    enabled: AtomicBool,
+    /// Replaced whole by [`reload_tokens`](Self::reload_tokens).
+    tokens: RwLock<Tokens>,
     member_key: Option<MemberKey>,
     zookeeper: Option<(String, String)>,
     open_metrics: bool,
@@ -244,17 +269,7 @@ pub struct Authority {
 
 impl Authority {
     pub fn new(config: &AuthConfig, cluster: &str) -> Result<Self, AuthError> {
-        let mut tokens = HashMap::new();
-        for t in &config.tokens {
-            let ok = t.sha256.len() == 64
-                && t.sha256
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if !ok {
-                return Err(AuthError::Digest(t.name.clone()));
-            }
-            tokens.insert(t.sha256.clone(), (t.name.clone(), t.role, t.domain.clone()));
-        }
+        let tokens = token_table(&config.tokens)?;
         let secret = match &config.cluster_secret_file {
             Some(path) => {
                 let text =
@@ -286,8 +301,8 @@ impl Authority {
         .allow_burst(NonZeroU32::new(config.search_burst).ok_or(AuthError::Rate)?);
         Ok(Authority {
             key_hasher: KeyHasher::new(secret.as_deref()),
-            enabled: !tokens.is_empty() || secret.is_some(),
-            tokens,
+            enabled: AtomicBool::new(!tokens.is_empty() || secret.is_some()),
+            tokens: RwLock::new(tokens),
             member_key,
             zookeeper,
             open_metrics: config.open_metrics,
@@ -297,7 +312,20 @@ impl Authority {
     }
 
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.enabled.load(Ordering::Acquire)
+    }
+
+    /// Takes `entries` as the client tokens from now on (a revoked token
+    /// is refused from its next request); the old ones stay if any entry
+    /// is malformed. Returns how many there are.
+    pub fn reload_tokens(&self, entries: &[TokenEntry]) -> Result<usize, AuthError> {
+        let tokens = token_table(entries)?;
+        let count = tokens.len();
+        if count > 0 {
+            self.enabled.store(true, Ordering::Release);
+        }
+        *self.tokens.write() = tokens;
+        Ok(count)
     }
 
     /// What this domain presents to its peers.
@@ -340,7 +368,7 @@ impl Authority {
                 ));
         }
         let digest = sha256_hex(token);
-        if let Some((name, role, home)) = self.tokens.get(&digest) {
+        if let Some((name, role, home)) = self.tokens.read().get(&digest) {
             return Ok(Principal::Client {
                 name: name.clone(),
                 role: *role,
@@ -354,7 +382,7 @@ impl Authority {
 
     /// Whether `who` may do what `need` requires.
     pub fn allow(&self, who: &Principal, need: Need) -> Result<(), Refusal> {
-        if !self.enabled || need == Need::Open || (need == Need::Metrics && self.open_metrics) {
+        if !self.enabled() || need == Need::Open || (need == Need::Metrics && self.open_metrics) {
             return Ok(());
         }
         match (who, need) {
@@ -502,7 +530,7 @@ mod tests {
     #[test]
     fn only_the_search_role_and_members_search_and_only_the_audit_role_reads_the_log() {
         let a = Authority::new(&AuthConfig::default(), "c").unwrap();
-        let a = Authority { enabled: true, ..a };
+        a.enabled.store(true, Ordering::Release);
         let client = |role| Principal::Client {
             name: "t".into(),
             role,
