@@ -215,6 +215,17 @@ impl Cluster {
         (self.config.relay_fanout > 0).then(|| Duration::from_millis(self.config.relay_grace_ms))
     }
 
+    /// The web origins (`scheme://host:port`) of this domain and of every
+    /// domain it knows: the pages the cluster serves.
+    pub fn origins(&self) -> Vec<String> {
+        let peers = self.replicas.read().infos();
+        std::iter::once(self.address.as_str())
+            .chain(peers.iter().map(|p| p.address.as_str()))
+            .filter_map(|address| url::Url::parse(address).ok())
+            .map(|url| url.origin().ascii_serialization())
+            .collect()
+    }
+
     /// A client for the peer at `address`, sharing the connection pool,
     /// presenting this domain's member credential. In a cluster that uses
     /// TLS an `http://` peer is refused: the credential, and the identity

@@ -79,7 +79,7 @@ pub fn router(node: Arc<Node>) -> Router {
                 .concurrency_limit(limits.max_concurrent_requests),
         )
         .layer(middleware::from_fn_with_state(node.clone(), observe))
-        .layer(cors())
+        .layer(cors(node.clone()))
         .with_state(node)
 }
 
@@ -265,13 +265,28 @@ pub(super) fn challenge(refusal: Refusal) -> Response {
     response
 }
 
-/// The page served by one domain reads and writes every domain: any
-/// origin may call the API (it has no cookies or credentials to protect).
-fn cors() -> tower_http::cors::CorsLayer {
-    use axum::http::{header, Method};
-    use tower_http::cors::{Any, CorsLayer};
+/// The page served by one domain reads every domain, and writes at the one
+/// that holds or will hold a record: the cluster's own origins (its
+/// domains' advertised addresses) may call everything, any other origin
+/// only read (GET). So a foreign page open in an archivist's browser
+/// cannot make it write or delete, even at a domain that asks for no
+/// token (and a token is kept per tab, for the page's own origin only).
+fn cors(node: Arc<Node>) -> tower_http::cors::CorsLayer {
+    use axum::http::{header, HeaderValue, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let allowed = move |origin: &HeaderValue, parts: &axum::http::request::Parts| {
+        let method = parts
+            .headers
+            .get(header::ACCESS_CONTROL_REQUEST_METHOD)
+            .and_then(|m| Method::from_bytes(m.as_bytes()).ok())
+            .unwrap_or_else(|| parts.method.clone());
+        matches!(method, Method::GET | Method::HEAD)
+            || origin
+                .to_str()
+                .is_ok_and(|origin| node.cluster.origins().iter().any(|o| o == origin))
+    };
     CorsLayer::new()
-        .allow_origin(Any)
+        .allow_origin(AllowOrigin::predicate(allowed))
         .allow_methods([Method::GET, Method::PUT, Method::DELETE, Method::OPTIONS])
         .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
         .expose_headers([
