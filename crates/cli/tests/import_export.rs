@@ -464,3 +464,179 @@ fn a_request_that_fails_stops_the_import_naming_its_lines_and_what_was_committed
     );
     assert!(said.contains("cannot reach"), "{said}");
 }
+
+/// Domains declaring a public key type beside the private identity number.
+const KEYS_CONFIG: &str = r#"
+[[keys]]
+name = "id_card"
+visibility = "private"
+format = "id_card"
+
+[[keys]]
+name = "cert"
+visibility = "public"
+"#;
+
+fn keyed_domain(dir: &Path, name: &str) -> xarchive_testkit::DomainProcess {
+    let config = dir.join("keys.toml");
+    std::fs::write(&config, KEYS_CONFIG).unwrap();
+    Spawn::new(bin(), name, &dir.join(name))
+        .arg("--config")
+        .arg(config.to_str().unwrap())
+        .start()
+}
+
+/// Records of the kinds an export must carry whole: quotes, commas and a
+/// line break in a title, nested metadata of every JSON type, binary
+/// content, a private and a public key.
+fn originals() -> Vec<(&'static str, serde_json::Value)> {
+    use base64::Engine;
+    let every_byte: Vec<u8> = (0..=255).collect();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    vec![
+        (
+            "J001-WS·2023-Y-0001",
+            serde_json::json!({
+                "title": "关于“档案”工作的通知, 第1号",
+                "metadata": {"year": 2023, "fonds": "J001", "tags": ["甲", "b"],
+                             "nested": {"k": 1.5, "ok": true, "none": null}},
+                "content": b64(&every_byte),
+                "keys": {"id_card": "11010519491231002X", "cert": "证-001"},
+            }),
+        ),
+        (
+            "档案/2024/002",
+            serde_json::json!({
+                "title": "多行\n标题 with \"quotes\", and commas",
+                "metadata": {"year": "2023"},
+            }),
+        ),
+        (
+            "X-3",
+            serde_json::json!({"title": "plain", "metadata": {}, "content": b64(b"%PDF-1.7")}),
+        ),
+        (
+            "Y-4",
+            serde_json::json!({"title": "不导出", "metadata": {"year": 2024}}),
+        ),
+    ]
+}
+
+/// What must come back byte for byte: the title, metadata and content.
+fn essence(record: &Record) -> Vec<u8> {
+    serde_json::to_vec(&(&record.title, &record.metadata, &record.content)).unwrap()
+}
+
+#[test]
+fn an_export_imported_into_a_fresh_domain_gives_the_same_records_in_every_format() {
+    let dir = tempdir().unwrap();
+    let source = keyed_domain(dir.path(), "A");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client =
+        xarchive_node::Client::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
+    for (id, body) in originals() {
+        runtime.block_on(client.put(id, &body)).unwrap();
+    }
+    let before: Vec<Record> = originals()
+        .iter()
+        .map(|(id, _)| get(&source.url, id).expect("put"))
+        .collect();
+
+    for (i, (file, extra)) in [
+        ("all.ndjson", None),
+        ("all.csv", None),
+        ("all-gb18030.csv", Some("gb18030")),
+        ("all.xlsx", None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = dir.path().join(file);
+        let mut args = vec!["export", out.to_str().unwrap(), "--page", "3"];
+        if let Some(encoding) = extra {
+            args.extend(["--encoding", encoding]);
+        }
+        let exported = xarchive(&args, &source.url);
+        let said = text(&exported);
+        assert!(exported.status.success(), "{file}: {said}");
+        assert!(said.contains("exported 4 records of 4"), "{file}: {said}");
+        assert!(
+            said.contains("1 of them hold private keys"),
+            "{file}: {said}"
+        );
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("11010519491231002X"),
+            "{file} carries an identity number"
+        );
+        match file {
+            "all.csv" => {
+                assert!(bytes.starts_with(b"\xef\xbb\xbfid,title,metadata,content,key:cert\n"))
+            }
+            "all-gb18030.csv" => {
+                let (text, _, malformed) = encoding_rs::GB18030.decode(&bytes);
+                assert!(
+                    !malformed && text.contains("关于“档案”工作的通知"),
+                    "{text}"
+                );
+            }
+            _ => {}
+        }
+
+        let target = keyed_domain(dir.path(), &format!("B{i}"));
+        let imported = xarchive(&["import", out.to_str().unwrap()], &target.url);
+        let said = text(&imported);
+        assert!(imported.status.success(), "{file}: {said}");
+        assert!(
+            said.contains("imported 4 records (4 created"),
+            "{file}: {said}"
+        );
+        for was in &before {
+            let now = get(&target.url, &was.id.to_string()).expect("imported");
+            assert_eq!(
+                String::from_utf8(essence(&now)).unwrap(),
+                String::from_utf8(essence(was)).unwrap(),
+                "{file}"
+            );
+            // The public key comes along; the private one cannot.
+            assert_eq!(now.keys, was.keys, "{file}");
+            assert!(now.keys_withheld.is_empty(), "{file}");
+        }
+        let target_client =
+            xarchive_node::Client::new(&target.url, std::time::Duration::from_secs(10)).unwrap();
+        let verified = runtime.block_on(target_client.verify()).unwrap();
+        assert!(verified.consistent, "{file}: {verified:?}");
+        assert_eq!(verified.store_records, 4, "{file}");
+    }
+}
+
+#[test]
+fn an_export_filtered_by_a_metadata_field_has_only_the_records_with_it() {
+    let dir = tempdir().unwrap();
+    let source = keyed_domain(dir.path(), "A");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client =
+        xarchive_node::Client::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
+    for (id, body) in originals() {
+        runtime.block_on(client.put(id, &body)).unwrap();
+    }
+    let out = xarchive(
+        &["export", "--filter", "metadata.year=2023", "--page", "1"],
+        &source.url,
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("exported 2 records of 4"), "{said}");
+    let ids: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).expect("an NDJSON line");
+            v["id"].as_str().expect("an id").to_owned()
+        })
+        .collect();
+    assert_eq!(ids, ["J001-WS·2023-Y-0001", "档案/2024/002"]);
+
+    let out = xarchive(&["export", "--filter", "year=2023"], &source.url);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

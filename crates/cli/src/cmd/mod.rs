@@ -3,6 +3,7 @@
 mod bench;
 mod client;
 mod cluster;
+mod export;
 mod import;
 mod local;
 mod lookup;
@@ -155,8 +156,10 @@ enum Command {
     Stats(client::StatsArgs),
     /// Every domain as this one sees it: up, reachable, filter versions, lag.
     Cluster(cluster::ClusterArgs),
-    /// Import records from a CSV (with a header) or NDJSON file.
+    /// Import records from CSV, NDJSON or a spreadsheet (UTF-8, GBK or GB18030).
     Import(import::ImportArgs),
+    /// Export records as NDJSON, CSV or a spreadsheet (without private keys).
+    Export(export::ExportArgs),
     /// Write sample records (realistic archive numbers) as NDJSON.
     Sample(sample::SampleArgs),
     /// API tokens.
@@ -197,6 +200,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Import(args) => import::run(args).await,
+        Command::Export(args) => export::run(args).await,
         Command::Sample(args) => sample::run(args).await,
         Command::Bench(command) => bench::run(command).await,
         Command::Token(command) => token::run(command),

@@ -15,13 +15,13 @@ use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::security::member::MemberKey;
-use crate::wire::Stats;
 use crate::wire::{
     decode_relay_page, split_delta_with_ids, ArchiveList, AuditIntegrity, AuditPage, BulkReport,
     ClusterView, Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest,
     DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER,
     RELAY_WAITED_HEADER, VERSION_HEADER,
 };
+use crate::wire::{KeyTypesBody, Stats};
 
 /// Why a call failed: the server said no (with its JSON error), or the
 /// call never got a usable answer.
@@ -347,6 +347,13 @@ impl Client {
         if let Some(after) = after {
             url.push_str(&format!("&after={}", encode_id(after)));
         }
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/keys`: the key types the domain declares.
+    pub async fn key_types(&self) -> Result<KeyTypesBody, ClientError> {
+        let url = self.url("/v1/keys");
         let response = self.send(self.http.get(&url), &url).await?;
         Self::json(response, &url).await
     }
