@@ -422,6 +422,22 @@ test('a person is found in every domain holding their records by identity number
   await shot('page-person');
 });
 
+test('on a phone (390 px wide) the page does not scroll sideways; its tables scroll within themselves', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    await page.goto(`http://127.0.0.1:${server.port}/`);
+    await seeText(page.locator('#cluster'), ['A', 'B', 'C']);
+    const { scroll, client } = await page.evaluate(() => ({
+      scroll: document.documentElement.scrollWidth,
+      client: document.documentElement.clientWidth,
+    }));
+    await shot('phone-390');
+    assert.ok(scroll <= client, `the page is ${scroll} px wide in a ${client} px window`);
+  } finally {
+    await page.setViewportSize({ width: 1360, height: 1000 });
+  }
+});
+
 test('no script error happened on the page', () => {
   assert.deepEqual(pageErrors, []);
 });
