@@ -187,33 +187,48 @@ export function plainApiError(domain, err) {
   const who = `Domain ${domain}`;
   const zh = `档案域 ${domain}`;
   if (!err || err.status === 0) {
-    return `${who} could not be reached. Check that it is running. 无法连接${zh}。`;
+    return `${who} could not be reached. Check that it is running. 无法连接${zh}，请确认其正在运行。`;
   }
+  const said = err.message ? `: ${err.message}` : '';
   switch (err.code) {
     case 'invalid_id':
-      return `${who} refused the archive number: ${err.message}. 档案号无效。`;
+      return `${who} refused the archive number${said}. ${zh}拒绝了该档案号：格式无效。`;
     case 'invalid_record':
     case 'invalid_json':
-      return `${who} refused the record: ${err.message}. 记录内容无效。`;
+      return `${who} refused the record${said}. ${zh}拒绝了该记录：内容无效。`;
+    case 'invalid_key':
+      return `${who} refused the key${said}. ${zh}拒绝了该证件号码：格式无效（号码本身不会被显示）。`;
     case 'content_too_large':
     case 'body_too_large':
-      return `The attachment is too large for ${who.toLowerCase()}: ${err.message}. 附件过大。`;
+      return `The attachment is too large for ${who.toLowerCase()}${said}. 附件超过${zh}允许的大小。`;
     case 'coordinator_unavailable':
-      return `${who} cannot accept changes right now: it has lost contact with the cluster coordinator. Try again shortly. ${zh}暂时无法修改。`;
+      return `${who} cannot accept changes right now: it has lost contact with the cluster coordinator. Nothing was changed; try again shortly. ${zh}与集群协调服务失去联系，暂时无法修改，未做任何更改，请稍后再试。`;
     case 'not_published':
-      return `${who} saved the change, but the other domains may not know of it yet. Repeating the request is safe. 已保存，但其他档案域可能尚未同步。`;
+      return `${who} saved the change, but the other domains may not know of it yet. Repeating the request is safe. ${zh}已保存，但其他档案域可能尚未得知；重复提交是安全的。`;
+    case 'insufficient_storage':
+      return `${who} has no room left on its disk, so nothing was changed. Its operator must free space; writes resume by themselves. ${zh}磁盘已满，未做任何更改；需由管理员释放空间，之后会自动恢复写入。`;
+    case 'store_unavailable':
+      return `${who} is reopening its store after a disk error; nothing was changed. Try again in a moment. ${zh}正在磁盘错误后重新打开存储，未做任何更改，请稍后再试。`;
     case 'not_found':
       return `${who} does not hold this archive number. ${zh}没有该档案。`;
+    case 'not_ready':
+      return `${who} cannot confirm the cluster's membership yet, so it cannot say a record is absent. Try again shortly. ${zh}暂时无法确认集群成员，因此不能断定档案不存在，请稍后再试。`;
     case 'unavailable':
-      return `${err.message}. 部分档案域无法连接。`;
+      return `Some domains could not be reached${said}. 部分档案域无法连接，结果可能不完整。`;
     case 'unauthorized':
-      return `${who} needs an API token: enter one at the top of the page. ${zh}需要访问令牌。`;
+      return `${who} needs an API token: enter one at the top of the page. ${zh}需要访问令牌，请在页面顶部输入。`;
     case 'forbidden':
-      return `${who} refused: your token may read records but not change them. 当前令牌无写权限。`;
+      return `${who} refused: your token does not allow this${said}. ${zh}拒绝：当前令牌无此权限。`;
     case 'rate_limited':
-      return `${who} is receiving too many requests from this token; wait a moment and try again. 请求过多，请稍候。`;
+      return `${who} is receiving too many requests from this token; wait a moment and try again. ${zh}收到该令牌的请求过多，请稍候再试。`;
+    case 'overloaded':
+    case 'timeout':
+      return `${who} is too busy to answer now; try again shortly. ${zh}当前过于繁忙，请稍后再试。`;
+    case 'route_not_found':
+    case 'method_not_allowed':
+      return `${who} does not offer this request (HTTP ${err.status}); the page and the domain may be of different versions. ${zh}不支持该请求，页面与档案域的版本可能不一致。`;
     default:
-      if (err.status >= 500) return `${who} had an internal problem (HTTP ${err.status}): ${err.message}. ${zh}内部错误。`;
-      return `${who} answered HTTP ${err.status}: ${err.message || err.code || 'no details'}.`;
+      if (err.status >= 500) return `${who} had an internal problem (HTTP ${err.status})${said}. ${zh}内部错误（HTTP ${err.status}）。`;
+      return `${who} answered HTTP ${err.status}${said || `: ${err.code || 'no details'}`}. ${zh}返回 HTTP ${err.status}。`;
   }
 }

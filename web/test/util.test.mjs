@@ -85,11 +85,26 @@ test('routes are told in plain words', () => {
 });
 
 test('errors are in plain words, never a stack trace', () => {
-  assert.equal(plainApiError('C', null), 'Domain C could not be reached. Check that it is running. 无法连接档案域 C。');
+  assert.equal(plainApiError('C', null), 'Domain C could not be reached. Check that it is running. 无法连接档案域 C，请确认其正在运行。');
   assert.match(plainApiError('B', { status: 503, code: 'coordinator_unavailable', message: 'x' }), /cannot accept changes right now/);
   assert.match(plainApiError('B', { status: 413, code: 'content_too_large', message: 'content is 20 bytes; the limit is 10' }), /too large/);
   assert.match(plainApiError('B', { status: 500, code: 'internal', message: 'disk full' }), /internal problem \(HTTP 500\): disk full/);
   assert.match(plainApiError('B', { status: 401, code: 'unauthorized', message: 'a token is required' }), /needs an API token/);
-  assert.match(plainApiError('B', { status: 403, code: 'forbidden', message: 'read only' }), /may read records but not change them/);
+  assert.match(plainApiError('B', { status: 403, code: 'forbidden', message: 'read only' }), /does not allow this/);
   assert.match(plainApiError('B', { status: 429, code: 'rate_limited', message: 'slow down' }), /too many requests/);
+});
+
+test('every error code the API documents is told in both languages', () => {
+  const codes = ['invalid_json', 'invalid_record', 'invalid_id', 'invalid_key', 'invalid_request',
+    'invalid_parameter', 'body_too_large', 'content_too_large', 'insufficient_storage', 'not_found',
+    'route_not_found', 'method_not_allowed', 'snapshot_required', 'unavailable', 'not_ready',
+    'coordinator_unavailable', 'store_unavailable', 'not_published', 'unauthorized', 'forbidden',
+    'rate_limited', 'overloaded', 'timeout', 'internal', 'busy'];
+  const cjk = /[\u4e00-\u9fff]/;
+  for (const code of codes) {
+    const status = code === 'internal' ? 500 : 400;
+    const said = plainApiError('B', { status, code, message: 'x' });
+    assert.match(said, /[A-Za-z]{4}/, `${code}: ${said}`);
+    assert.match(said, cjk, `${code} has no Chinese: ${said}`);
+  }
 });
