@@ -23,6 +23,7 @@ pub struct PutArgs {
     /// The archive ID.
     #[arg(value_parser = super::archive_id)]
     id: String,
+    /// The record's title (题名).
     #[arg(long)]
     title: String,
     /// Metadata as a JSON object.

@@ -102,6 +102,28 @@ fn base_address(server: &str) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn every_command_and_flag_says_what_it_is_for() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", command.get_name());
+            if command.get_about().is_none() {
+                missing.push(path.clone());
+            }
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&<super::Cli as clap::CommandFactory>::command(), "", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:#?}");
+    }
+
+    #[test]
     fn server_addresses_are_taken_as_people_write_them() {
         for (given, base) in [
             ("http://127.0.0.1:7700", "http://127.0.0.1:7700"),

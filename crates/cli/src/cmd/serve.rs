@@ -21,7 +21,7 @@ pub struct ServeArgs {
     /// Data directory (the store and the filter snapshot).
     #[arg(long, env = "XARCHIVE_DATA")]
     data: Option<PathBuf>,
-    /// Filter kind.
+    /// Filter kind: counting (a counting Bloom filter) or cuckoo.
     #[arg(long, env = "XARCHIVE_FILTER_KIND")]
     filter_kind: Option<FilterKind>,
     /// Records the filter is sized for.

@@ -33,6 +33,7 @@ pub const PAPER_TABLE_2: [(u32, f64, f64); 6] = [
 
 #[derive(clap::Args)]
 pub struct LookupBenchArgs {
+    /// Domains to start (in this process).
     #[arg(long, default_value_t = 8)]
     domains: usize,
     /// Concurrent users, one run per value.
@@ -48,6 +49,7 @@ pub struct LookupBenchArgs {
     /// `keys`: uniform lookups beside searches by key.
     #[arg(long, value_enum, default_value_t = WorkloadKind::Uniform)]
     workload: WorkloadKind,
+    /// The Zipf workload's exponent: higher, fewer records looked up more.
     #[arg(long, default_value_t = 1.0)]
     zipf_s: f64,
     /// What to compare: lookups by archive number `routed` or by
@@ -68,6 +70,7 @@ pub struct LookupBenchArgs {
     /// run, to show that lookups do not fail.
     #[arg(long, requires = "redis_pid", value_parser = humantime::parse_duration)]
     stop_redis_after: Option<Duration>,
+    /// The process id of the Redis server `--stop-redis-after` stops.
     #[arg(long)]
     redis_pid: Option<u32>,
     /// Measuring time per run.

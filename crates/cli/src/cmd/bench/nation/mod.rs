@@ -75,6 +75,7 @@ pub struct NationBenchArgs {
     /// Lookups timed per layout, half of present IDs, half of absent ones.
     #[arg(long, default_value_t = 200_000)]
     lookups: usize,
+    /// The seed of the archives' sizes and of the lookups: a run replays.
     #[arg(long, default_value_t = 12)]
     seed: u64,
     /// Where to write the figures as JSON.
