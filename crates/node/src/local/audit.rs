@@ -58,22 +58,7 @@ pub enum AuditError {
     Task(String),
 }
 
-macro_rules! impl_from_redb {
-    ($($t:ty),*) => {$(
-        impl From<$t> for AuditError {
-            fn from(e: $t) -> Self {
-                AuditError::Redb(Box::new(e.into()))
-            }
-        }
-    )*};
-}
-impl_from_redb!(
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-    redb::Error
-);
+crate::local::redb_file::from_redb_errors!(AuditError);
 
 impl RedbFailure for AuditError {
     fn redb(&self) -> Option<&redb::Error> {

@@ -755,6 +755,11 @@ mod tests {
     use crate::local::record::RecordBody;
     use crate::local::store::tests::unlimited;
 
+    /// Domain A in `dir`, with no disk reserve.
+    fn open_in(dir: &Path, settings: FilterSettings, keying: Keying) -> Domain {
+        Domain::open("A", dir, settings, keying, unlimited(dir)).unwrap()
+    }
+
     fn put(id: &str) -> Write {
         Write::Put(
             ArchiveId::parse(id).unwrap(),
@@ -796,14 +801,7 @@ mod tests {
     #[test]
     fn filter_follows_the_store_and_survives_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         d.apply(&[put("a"), put("b"), put("a"), del("b"), del("zz")])
             .unwrap();
         assert!(d.contains("a"));
@@ -812,27 +810,13 @@ mod tests {
         d.close().unwrap();
         drop(d);
         // Clean restart: the snapshot is used, so the epoch is kept.
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         assert_eq!(d.position(), position);
         assert!(d.verify().unwrap().consistent);
         d.apply(&[put("c")]).unwrap();
         drop(d);
         // No close: the next start rebuilds, in a new epoch.
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         assert_ne!(d.position().epoch, position.epoch);
         assert!(d.contains("a") && d.contains("c"));
         assert_eq!(d.stats().unwrap().records, 2);
@@ -841,14 +825,7 @@ mod tests {
     #[test]
     fn a_write_refused_for_space_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         d.apply(&[put("a")]).unwrap();
         drop(d);
         // A reserve no disk has: every write must refuse.
@@ -873,14 +850,7 @@ mod tests {
     #[test]
     fn a_verification_lets_writes_through_while_it_rebuilds_and_runs_one_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         d.apply(&[keyed("a", "11010519491231002X"), put("b")])
             .unwrap();
         let mut during = None;
@@ -908,14 +878,7 @@ mod tests {
     #[test]
     fn a_record_read_by_its_id_withholds_its_private_keys_and_a_search_returns_them() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         let card = "11010519491231002X";
         d.apply(&[keyed("a", card)]).unwrap();
         let read = d.get(&ArchiveId::parse("a").unwrap()).unwrap().unwrap();
@@ -934,14 +897,7 @@ mod tests {
             expected_items: 8,
             ..FilterSettings::default()
         };
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            settings,
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), settings, keying(Some("secret")));
         let epoch = d.position().epoch;
         let ids: Vec<Write> = (0..3_000).map(|i| put(&format!("ID-{i}"))).collect();
         for batch in ids.chunks(100) {
@@ -957,14 +913,7 @@ mod tests {
     #[test]
     fn a_filter_is_sized_for_the_domains_own_records_and_rebuilt_before_its_rate_is_passed() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            FilterSettings::default(),
-            keying(None),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), FilterSettings::default(), keying(None));
         let (smallest, keys_before) = {
             let stats = d.stats().unwrap();
             (stats.filter, d.key_filter_stats())
@@ -994,14 +943,7 @@ mod tests {
     #[test]
     fn deltas_carry_flips_and_changed_ids() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("secret")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("secret")));
         d.apply(&[put("a")]).unwrap();
         let Published {
             position, bytes, ..
@@ -1024,14 +966,7 @@ mod tests {
     #[test]
     fn a_delta_that_would_outweigh_the_snapshot_is_refused_for_one() {
         let dir = tempfile::tempdir().unwrap();
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            FilterSettings::default(),
-            keying(None),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), FilterSettings::default(), keying(None));
         let start = d.position();
         d.apply(&[put("first")]).unwrap();
         assert!(d.delta(start.epoch, start.version).is_ok(), "a few bits");
@@ -1086,26 +1021,12 @@ mod tests {
     fn a_key_filter_saved_under_another_secret_is_rebuilt_in_a_new_epoch() {
         let dir = tempfile::tempdir().unwrap();
         let card = "11010519491231002X";
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("old")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("old")));
         d.apply(&[keyed("a", card)]).unwrap();
         let before = d.position();
         d.close().unwrap();
         drop(d);
-        let d = Domain::open(
-            "A",
-            dir.path(),
-            small(),
-            keying(Some("new")),
-            unlimited(dir.path()),
-        )
-        .unwrap();
+        let d = open_in(dir.path(), small(), keying(Some("new")));
         assert_ne!(d.position().epoch, before.epoch);
         let new = keying(Some("new"));
         let element = new

@@ -55,6 +55,24 @@ pub struct Reopening {
     pub reason: String,
 }
 
+/// `From` every redb error type for `$error`, into its
+/// `Redb(Box<redb::Error>)` variant (the store's and the audit log's).
+macro_rules! from_redb_errors {
+    ($error:ident) => {
+        $crate::local::redb_file::from_redb_errors!(@each $error;
+            redb::TransactionError, redb::TableError, redb::StorageError,
+            redb::CommitError, redb::Error);
+    };
+    (@each $error:ident; $($t:ty),*) => {$(
+        impl From<$t> for $error {
+            fn from(e: $t) -> Self {
+                $error::Redb(Box::new(e.into()))
+            }
+        }
+    )*};
+}
+pub(crate) use from_redb_errors;
+
 /// What a caller's error type tells the file about a failure.
 pub trait RedbFailure: From<Reopening> + From<DiskFull> + std::fmt::Display {
     /// The redb error inside, if any.

@@ -66,22 +66,7 @@ impl RedbFailure for StoreError {
     }
 }
 
-macro_rules! impl_from_redb {
-    ($($t:ty),*) => {$(
-        impl From<$t> for StoreError {
-            fn from(e: $t) -> Self {
-                StoreError::Redb(Box::new(e.into()))
-            }
-        }
-    )*};
-}
-impl_from_redb!(
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-    redb::Error
-);
+crate::local::redb_file::from_redb_errors!(StoreError);
 
 /// One write of a batch.
 #[derive(Debug, Clone)]
