@@ -145,9 +145,9 @@ if [ "$(cargo deb --version 2>/dev/null || true)" != "cargo-deb $CARGO_DEB_VERSI
   cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
 fi
 started=$SECONDS
-cargo deb -p xarchive --locked >"$work/cargo-deb.out" 2>"$work/cargo-deb.err" || {
+scripts/package.sh --locked >"$work/cargo-deb.out" 2>"$work/cargo-deb.err" || {
   cat "$work/cargo-deb.err" >&2
-  fail "cargo deb -p xarchive"
+  fail "scripts/package.sh (cargo deb -p xarchive)"
 }
 deb=$(grep '\.deb$' "$work/cargo-deb.out" | tail -n 1)
 [ -f "$deb" ] || fail "cargo deb printed no package path: $(cat "$work/cargo-deb.out")"
@@ -162,7 +162,9 @@ dpkg-deb -c "$deb" >"$work/contents"
 sed 's/^/     /' "$work/contents"
 for path in ./usr/bin/xarchive ./usr/lib/systemd/system/xarchive@.service \
   ./etc/xarchive/domain.toml ./usr/share/doc/xarchive/copyright \
-  ./usr/share/doc/xarchive/OPERATIONS.md ./usr/share/doc/xarchive/SECURITY.md; do
+  ./usr/share/doc/xarchive/OPERATIONS.md ./usr/share/doc/xarchive/SECURITY.md \
+  ./usr/share/man/man1/xarchive.1.gz ./usr/share/bash-completion/completions/xarchive \
+  ./usr/share/zsh/vendor-completions/_xarchive ./usr/share/fish/vendor_completions.d/xarchive.fish; do
   grep -q " $path\$" "$work/contents" || fail "$path is not in the package"
 done
 grep -Eq '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/xarchive$' "$work/contents" ||
@@ -170,7 +172,13 @@ grep -Eq '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/xarchive$' "$work/contents" 
 # Stripped: the debug symbols are in the -dbgsym package.
 dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/xarchive >"$work/xarchive.bin"
 if objdump -h "$work/xarchive.bin" | grep -q '\.debug_info'; then fail "/usr/bin/xarchive is not stripped"; fi
-ok "binary, unit, config file and docs listed"
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/man/man1/xarchive.1.gz | gzip -dc | grep -q '^\.TH xarchive 1' ||
+  fail "the manual page is not xarchive(1)"
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/bash-completion/completions/xarchive | grep -q '_xarchive' ||
+  fail "the bash completions are not xarchive's"
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/xarchive@.service | grep -qx 'Type=notify' ||
+  fail "the unit is not Type=notify (ready once the membership is read)"
+ok "binary, unit (Type=notify), config file, docs, manual page and completions listed"
 
 step "3. dpkg-deb -I"
 dpkg-deb -I "$deb" | sed 's/^/     /'
@@ -194,8 +202,10 @@ ok "xarchive $version-1, Depends: $depends; conffile /etc/xarchive/domain.toml; 
 step "4. systemd-analyze verify (unpacked package)"
 root="$work/root"
 dpkg-deb -x "$deb" "$root"
-# The unit's default dependencies (sysinit.target, …) are this host's.
+# The unit's default dependencies (sysinit.target, …) are this host's, and
+# so is the kill(1) of its ExecReload= (procps, on every Debian system).
 cp -rn /usr/lib/systemd/system/. "$root/usr/lib/systemd/system/"
+mkdir -p "$root/bin" && cp /bin/kill "$root/bin/kill"
 (cd "$work" && systemd-analyze verify --root="$root" xarchive@A.service) >"$work/verify" 2>&1 ||
   { cat "$work/verify" >&2; fail "systemd-analyze verify"; }
 [ ! -s "$work/verify" ] || { cat "$work/verify" >&2; fail "systemd-analyze verify warned"; }

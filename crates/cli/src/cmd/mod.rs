@@ -119,7 +119,11 @@ mod tests {
             }
         }
         let mut missing = Vec::new();
-        walk(&<super::Cli as clap::CommandFactory>::command(), "", &mut missing);
+        walk(
+            &<super::Cli as clap::CommandFactory>::command(),
+            "",
+            &mut missing,
+        );
         assert!(missing.is_empty(), "without help: {missing:#?}");
     }
 
