@@ -364,3 +364,41 @@ fn tokens_are_listed_revoked_and_taken_again_on_sighup_without_a_restart() {
         "{kept}"
     );
 }
+
+#[test]
+fn every_client_command_prints_json_with_output_json() {
+    let dir = tempdir().unwrap();
+    let domain = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    let url = domain.url.as_str();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--output", "json"];
+        all.extend_from_slice(args);
+        let out = xarchive(&all, url);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", text(&out)))
+    };
+    assert_eq!(json(&["put", "J-1", "--title", "t"])["created"], true);
+    assert_eq!(json(&["get", "J-1"])["title"], "t");
+    assert_eq!(json(&["lookup", "J-1"])["owner"], "A");
+    assert_eq!(json(&["stats"])["records"], 1);
+    assert!(json(&["cluster"])["domains"].is_array());
+    let lines = dir.path().join("two.ndjson");
+    std::fs::write(
+        &lines,
+        "{\"id\":\"J-2\",\"title\":\"a\"}\n{\"id\":\"J-3\",\"title\":\"b\"}\n",
+    )
+    .unwrap();
+    assert_eq!(json(&["import", lines.to_str().unwrap()])["committed"], 2);
+    assert_eq!(json(&["rm", "J-1"])["deleted"], "J-1");
+    let config = dir.path().join("A.toml");
+    let config = config.to_str().unwrap();
+    let made = json(&[
+        "token", "create", "--role", "read", "--name", "clerk", "--config", config,
+    ]);
+    assert!(made["token"].as_str().unwrap().starts_with("xa_"));
+    assert_eq!(
+        json(&["token", "list", "--config", config])[0]["name"],
+        "clerk"
+    );
+}

@@ -67,6 +67,10 @@ pub async fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
             .into();
     }
     let (created, record) = args.server.client()?.put(&args.id, &body).await?;
+    if super::json(false) {
+        super::print_json(&serde_json::json!({"created": created, "record": record}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "{} {} in domain {}",
         if created { "created" } else { "replaced" },
@@ -91,7 +95,11 @@ pub async fn get(args: IdArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn rm(args: IdArgs) -> anyhow::Result<ExitCode> {
     if args.server.client()?.delete(&args.id).await? {
-        println!("deleted {}", args.id);
+        if super::json(false) {
+            super::print_json(&serde_json::json!({"deleted": args.id}))?;
+        } else {
+            println!("deleted {}", args.id);
+        }
         Ok(ExitCode::SUCCESS)
     } else {
         eprintln!("not found: {}", args.id);

@@ -17,7 +17,7 @@ pub struct ClusterArgs {
 
 pub async fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
     let view = args.server.client()?.cluster().await?;
-    if args.json {
+    if super::json(args.json) {
         println!("{}", serde_json::to_string_pretty(&view)?);
         return Ok(ExitCode::SUCCESS);
     }

@@ -26,7 +26,8 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
         .client()?
         .lookup(&args.id, args.broadcast)
         .await?;
-    if args.json {
+    let json = super::json(args.json);
+    if json {
         println!("{}", serde_json::to_string_pretty(&answer)?);
     }
     let route = &answer.route;
@@ -40,7 +41,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
     );
     match status {
         200 => {
-            if !args.json {
+            if !json {
                 println!("{}", serde_json::to_string_pretty(&answer.record)?);
                 eprintln!(
                     "found in domain {} ({summary})",

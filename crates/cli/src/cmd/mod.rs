@@ -34,6 +34,11 @@ pub struct Cli {
     /// a log collector.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, env = "XARCHIVE_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// What a command prints on standard output: text for people, or JSON
+    /// for scripts (one document; every command, `--json` where a command
+    /// has it means the same).
+    #[arg(long, value_enum, default_value_t = Output::Text, global = true, env = "XARCHIVE_OUTPUT")]
+    pub output: Output,
     #[command(subcommand)]
     command: Command,
 }
@@ -48,6 +53,26 @@ impl Cli {
             _ => "info",
         }
     }
+}
+
+/// The form of what a command prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+static OUTPUT: std::sync::OnceLock<Output> = std::sync::OnceLock::new();
+
+/// Whether the command prints JSON (`--output json`, or its own `--json`).
+fn json(own_flag: bool) -> bool {
+    own_flag || OUTPUT.get() == Some(&Output::Json)
+}
+
+/// Prints `value` as the command's JSON document.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
 }
 
 /// The form of the log lines.
@@ -204,6 +229,7 @@ enum Command {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let _ = OUTPUT.set(cli.output);
     match cli.command {
         Command::Up(args) => up::run(args).await,
         Command::Serve(args) => serve::run(*args).await,

@@ -46,7 +46,7 @@ pub async fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
         requester: None,
     };
     let (status, answer) = args.server.client()?.search(&request).await?;
-    if args.json {
+    if super::json(args.json) {
         println!("{}", serde_json::to_string_pretty(&answer)?);
     } else {
         let mut domain = None;
@@ -146,8 +146,9 @@ async fn verify(json: bool, server: ServerArgs) -> anyhow::Result<ExitCode> {
 /// log's integrity.
 pub async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     if let Some(AuditCommand::Verify { json, server }) = args.command {
-        return verify(json, server).await;
+        return verify(super::json(json), server).await;
     }
+    let json = super::json(args.json);
     let client = args.server.client()?;
     let mut since = args.since;
     let mut count = 0usize;
@@ -155,7 +156,7 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         let page = client.audit(since.as_deref()).await?;
         for entry in &page.entries {
             count += 1;
-            if args.json {
+            if json {
                 println!("{}", serde_json::to_string(entry)?);
                 continue;
             }

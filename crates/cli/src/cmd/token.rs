@@ -44,6 +44,10 @@ fn tokens_in(
 
 fn list(config: &std::path::Path) -> anyhow::Result<ExitCode> {
     let tokens = tokens_in(config)?;
+    if super::json(false) {
+        super::print_json(&tokens)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("{:<24} {:<7} {:<12} sha256", "name", "role", "domain");
     for t in &tokens {
         println!(
@@ -88,6 +92,9 @@ fn revoke(name: &str, config: &std::path::Path) -> anyhow::Result<ExitCode> {
     std::fs::write(&tmp, document.to_string())
         .and_then(|()| std::fs::rename(&tmp, config))
         .with_context(|| format!("cannot write {}", config.display()))?;
+    if super::json(false) {
+        super::print_json(&serde_json::json!({"revoked": name, "config": config}))?;
+    }
     eprintln!(
         "revoked token {name:?} in {}; a running domain stops taking it on SIGHUP (systemctl reload xarchive@NAME)",
         config.display()
@@ -157,6 +164,16 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
             );
         }
         None => eprintln!("add this to the domain's config file:{entry}"),
+    }
+    if super::json(false) {
+        super::print_json(&serde_json::json!({
+            "name": args.name,
+            "role": role,
+            "domain": args.domain,
+            "token": token,
+            "entry": entry.trim(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
     }
     eprintln!("the token (shown once; keep it secret):");
     println!("{token}");

@@ -546,13 +546,31 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
     let done = tally.committed();
-    println!(
-        "imported {done} records ({} created, {} replaced) in {elapsed:.2} s: {:.0} records/s",
-        tally.created,
-        tally.replaced,
-        done as f64 / elapsed.max(1e-9)
-    );
+    if !super::json(false) {
+        println!(
+            "imported {done} records ({} created, {} replaced) in {elapsed:.2} s: {:.0} records/s",
+            tally.created,
+            tally.replaced,
+            done as f64 / elapsed.max(1e-9)
+        );
+    }
     let written = rejects.map(RejectsFile::finish).transpose()?;
+    if super::json(false) {
+        super::print_json(&serde_json::json!({
+            "committed": done,
+            "created": tally.created,
+            "replaced": tally.replaced,
+            "rejected": tally.rejected,
+            "rejected_lines": tally.shown,
+            "rejects_file": written.as_ref().map(|(path, _)| path.display().to_string()),
+            "seconds": elapsed,
+        }))?;
+        return Ok(if tally.rejected == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     if tally.rejected == 0 {
         return Ok(ExitCode::SUCCESS);
     }
