@@ -254,7 +254,7 @@ if [ "$rc" -eq 0 ] || ! grep -q 'invalid configuration' "$work/typo.log"; then
   cat "$work/typo.log" >&2
   fail "a misspelt key was not refused"
 fi
-ok "a misspelt key is refused: $(grep -o 'unknown field .expected_itmes.' "$work/typo.log" | head -n 1)"
+ok "a misspelt key is refused: $(grep -o 'unknown field: found .expected_itmes.' "$work/typo.log" | head -n 1)"
 kill -TERM "$server_pid"
 rc=0
 wait "$strace_pid" || rc=$? # strace exits with the domain's status

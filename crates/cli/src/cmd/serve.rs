@@ -65,6 +65,51 @@ pub struct ServeArgs {
     tls_ca: Option<PathBuf>,
 }
 
+/// The defaults, then the file (if any), then every setting named in the
+/// environment as `XARCHIVE_<SECTION>__<KEY>` (`XARCHIVE_LIMITS__MIN_FREE_BYTES`,
+/// `XARCHIVE_CLUSTER__RELAY_FANOUT`): every key of the file can be set
+/// without it. An error names where the bad value came from (the file and
+/// key, or the variable).
+pub fn layered(file: Option<&std::path::Path>) -> anyhow::Result<NodeConfig> {
+    use figment::providers::{Env, Format, Serialized, Toml};
+    let mut figment = figment::Figment::from(Serialized::defaults(NodeConfig::default()));
+    if let Some(path) = file {
+        anyhow::ensure!(
+            path.is_file(),
+            "cannot read {}: no such file",
+            path.display()
+        );
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    figment = figment.merge(
+        Env::prefixed("XARCHIVE_")
+            .filter(|key| key.as_str().contains("__"))
+            .split("__"),
+    );
+    let config: NodeConfig = figment.extract().map_err(|e| {
+        anyhow::anyhow!(
+            "invalid configuration: {}",
+            e.into_iter()
+                .map(|e| {
+                    let from_env = e
+                        .metadata
+                        .as_ref()
+                        .is_some_and(|m| m.name.contains("environment"));
+                    if from_env {
+                        let var = e.path.join("__").to_uppercase();
+                        format!("{} in XARCHIVE_{var}", e.kind)
+                    } else {
+                        e.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    config.check().context("invalid configuration")?;
+    Ok(config)
+}
+
 /// A listening address as people write it: an IP or a host name (the
 /// first address it resolves to), with a port.
 fn listen_address(text: &str) -> Result<SocketAddr, String> {
@@ -79,16 +124,10 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl ServeArgs {
-    /// The file's settings with the flags laid over them.
+    /// The settings in layers: the defaults, the file, the environment
+    /// (see [`layered`]), then the flags (and their own `XARCHIVE_*`).
     pub fn config(&self) -> anyhow::Result<NodeConfig> {
-        let mut config = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                NodeConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
-            }
-            None => NodeConfig::default(),
-        };
+        let mut config = layered(self.config.as_deref())?;
         if let Some(name) = &self.name {
             config.name = name.clone();
             if self.data.is_none() && self.config.is_none() {
@@ -253,5 +292,75 @@ fn warn_if_others_may_read(data: &std::path::Path) {
                 "the data directory holds personal data but its mode is {mode:o}: `chmod 700` it"
             );
         }
+    }
+}
+
+#[cfg(test)]
+// figment's Jail takes closures returning its own (large) error type.
+#[allow(clippy::result_large_err)]
+mod tests {
+    use super::*;
+    use toml::Value;
+
+    /// A value of the same type as `default`, but another.
+    fn other(default: &Value) -> Option<String> {
+        Some(match default {
+            Value::Integer(i) => (i + 1).to_string(),
+            Value::Float(f) => (f / 2.0).to_string(),
+            Value::Boolean(b) => (!b).to_string(),
+            Value::String(s) if s == "counting" => "cuckoo".into(),
+            Value::String(s) if s == "memory" => "none".into(),
+            Value::String(s) => format!("x{s}"),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_setting_of_the_file_can_be_set_from_the_environment() {
+        let defaults = toml::Table::try_from(NodeConfig::default()).unwrap();
+        let mut tried = 0;
+        for (section, values) in &defaults {
+            let Value::Table(values) = values else {
+                continue;
+            };
+            for (key, default) in values {
+                let Some(value) = other(default) else {
+                    continue;
+                };
+                let var = format!(
+                    "XARCHIVE_{}__{}",
+                    section.to_uppercase(),
+                    key.to_uppercase()
+                );
+                figment::Jail::expect_with(|jail| {
+                    jail.set_env(&var, &value);
+                    let config = layered(None).map_err(|e| format!("{var}={value}: {e:#}"))?;
+                    let read = toml::Table::try_from(config).unwrap();
+                    assert_ne!(&read[section][key], default, "{var}={value} was not taken");
+                    Ok(())
+                });
+                tried += 1;
+            }
+        }
+        assert!(tried >= 30, "only {tried} settings tried");
+    }
+
+    #[test]
+    fn a_bad_value_names_where_it_came_from() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("domain.toml", "[limits]\nmax_bulk_lines = \"many\"\n")?;
+            let from_file = layered(Some(std::path::Path::new("domain.toml"))).unwrap_err();
+            assert!(
+                format!("{from_file:#}").contains("domain.toml"),
+                "{from_file:#}"
+            );
+            jail.set_env("XARCHIVE_FILTER__FPR", "often");
+            let from_env = layered(None).unwrap_err();
+            assert!(
+                format!("{from_env:#}").contains("XARCHIVE_FILTER__FPR"),
+                "{from_env:#}"
+            );
+            Ok(())
+        });
     }
 }
