@@ -98,6 +98,19 @@ async fn logged(d: &DomainProcess, text: &str) -> String {
     );
 }
 
+/// `d`'s `/metrics`, read with `token`.
+async fn metrics(d: &DomainProcess, token: &str) -> String {
+    http(None)
+        .get(format!("{}/metrics", d.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 fn http(ca: Option<&LoopbackCa>) -> reqwest::Client {
     xarchive_node::security::tls::install_crypto();
     let mut builder = reqwest::Client::builder();
@@ -340,15 +353,7 @@ async fn a_search_token_searches_only_at_its_home_domain_and_at_a_persons_pace()
             >= 20
     );
     // Counted by token, for the alert on bursts.
-    let metrics = http(None)
-        .get(format!("{}/metrics", a.url))
-        .bearer_auth(&home)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&a, &home).await;
     assert!(
         metrics.contains("xarchive_searches_total{token=\"counter-a\"} 2"),
         "{metrics}"
@@ -427,15 +432,7 @@ async fn an_audit_log_rolled_back_to_an_older_copy_is_caught_at_start_and_by_aud
         printed.contains("NOT INTACT") && printed.contains("rolled back"),
         "{printed}"
     );
-    let metrics = http(None)
-        .get(format!("{}/metrics", a.url))
-        .bearer_auth(&auditor)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&a, &auditor).await;
     assert!(metrics.contains("xarchive_audit_log_intact 0"), "{metrics}");
     // And it does not anchor the rolled-back head over the true one.
     let (data, _) = insider.get_data("/xarchive/audited/audit/A").await.unwrap();
