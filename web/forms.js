@@ -4,7 +4,7 @@
 // number up at the serving domain (/v1/lookup): adding refuses a number
 // held by another domain, deleting goes to the domain that holds it.
 
-import { checkId, encodeIdSegment, formatBytes, plainApiError } from './util.js';
+import { checkId, encodeIdSegment, formatBytes, isAbsent, plainApiError } from './util.js';
 import { $, h, show } from './dom.js';
 import { apiError, callApi } from './api.js';
 import { addressOf, refreshDomain, state } from './cluster.js';
@@ -96,7 +96,7 @@ export async function addRecord(form) {
     const missing = (existing.body?.unavailable || []).join(', ');
     return say('error', `Could not check every domain (${missing} could not be reached), so the record was not saved: the same number might already be held there. 无法确认档案号是否重复，未保存。`);
   }
-  if (existing.status !== 200 && existing.status !== 404) {
+  if (existing.status !== 200 && !isAbsent(existing)) {
     return say('error', plainApiError(state.served ?? '?', apiError(existing)));
   }
 
@@ -137,7 +137,7 @@ export async function findForDelete(raw) {
   } catch {
     return say('error', plainApiError(state.served ?? '?', null));
   }
-  if (answer.status === 404) return say('absent', `No domain holds ${id}; there is nothing to delete. 任何档案域均无此档案，无需删除。`);
+  if (isAbsent(answer)) return say('absent', `No domain holds ${id}; there is nothing to delete. 任何档案域均无此档案，无需删除。`);
   if (answer.status !== 200 || !answer.body?.record) {
     if (answer.status === 503) {
       return say('error', `${id} was not found in the domains that answered, and ${(answer.body?.unavailable || []).join(', ')} could not be reached. Nothing was deleted. 未删除。`);
@@ -172,6 +172,6 @@ async function deleteAt(id, owner) {
     await refreshDomain(owner);
     return;
   }
-  if (answer.status === 404) return say('absent', `Domain ${owner} no longer holds ${id}: it was already deleted. 档案已被删除。`);
+  if (isAbsent(answer)) return say('absent', `Domain ${owner} no longer holds ${id}: it was already deleted. 档案已被删除。`);
   say('error', plainApiError(owner, apiError(answer)));
 }

@@ -183,6 +183,14 @@ export function describeRoute(route, { served, owner, found }) {
  * A failed API call in plain words. `err` is what `callApi` throws:
  * `{ status, code, message }` (status 0: the domain could not be reached).
  */
+/**
+ * Whether an answer says the record is not there: the API's `not_found`
+ * only, never another 404 (a wrong route is an error, not an absence).
+ */
+export function isAbsent(answer) {
+  return answer.status === 404 && answer.body?.code === 'not_found';
+}
+
 export function plainApiError(domain, err) {
   const who = `Domain ${domain}`;
   const zh = `档案域 ${domain}`;

@@ -11,6 +11,7 @@ import {
   formatPercent,
   formatRate,
   metadataValue,
+  isAbsent,
   plainApiError,
 } from '../util.js';
 
@@ -107,4 +108,11 @@ test('every error code the API documents is told in both languages', () => {
     assert.match(said, /[A-Za-z]{4}/, `${code}: ${said}`);
     assert.match(said, cjk, `${code} has no Chinese: ${said}`);
   }
+});
+
+test('only the API\'s not_found is an absence, never another 404', () => {
+  assert.equal(isAbsent({ status: 404, body: { code: 'not_found' } }), true);
+  assert.equal(isAbsent({ status: 404, body: { code: 'route_not_found' } }), false);
+  assert.equal(isAbsent({ status: 404, body: null }), false);
+  assert.equal(isAbsent({ status: 200, body: { code: 'not_found' } }), false);
 });
