@@ -139,6 +139,12 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         args.name,
         sha256_hex(&token)
     );
+    if args.domain.is_none() && args.role == Role::Search {
+        eprintln!(
+            "note: this search token may search at every domain, each limiting its rate on its own; \
+             with --domain NAME it searches only there, and its rate holds across the cluster"
+        );
+    }
     if let Some(domain) = &args.domain {
         anyhow::ensure!(
             !domain.is_empty()
