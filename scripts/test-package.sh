@@ -172,12 +172,16 @@ grep -Eq '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/xarchive$' "$work/contents" 
 # Stripped: the debug symbols are in the -dbgsym package.
 dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/bin/xarchive >"$work/xarchive.bin"
 if objdump -h "$work/xarchive.bin" | grep -q '\.debug_info'; then fail "/usr/bin/xarchive is not stripped"; fi
-dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/man/man1/xarchive.1.gz | gzip -dc | grep -q '^\.TH xarchive 1' ||
+# Each file read whole into the work directory first: `grep -q` on a pipe
+# may stop reading early, and under pipefail the writer's SIGPIPE fails it.
+member() { dpkg-deb --fsys-tarfile "$deb" | tar -xO "$1" >"$work/member"; }
+member ./usr/share/man/man1/xarchive.1.gz
+gzip -dc "$work/member" >"$work/man" && grep -q '^\.TH xarchive 1' "$work/man" ||
   fail "the manual page is not xarchive(1)"
-dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/bash-completion/completions/xarchive | grep -q '_xarchive' ||
-  fail "the bash completions are not xarchive's"
-dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/xarchive@.service | grep -qx 'Type=notify' ||
-  fail "the unit is not Type=notify (ready once the membership is read)"
+member ./usr/share/bash-completion/completions/xarchive
+grep -q '_xarchive' "$work/member" || fail "the bash completions are not xarchive's"
+member ./usr/lib/systemd/system/xarchive@.service
+grep -qx 'Type=notify' "$work/member" || fail "the unit is not Type=notify (ready once the membership is read)"
 ok "binary, unit (Type=notify), config file, docs, manual page and completions listed"
 
 step "3. dpkg-deb -I"
