@@ -149,7 +149,7 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
 /// When the relay tree must be laid out again: it depends only on which
 /// names are members (this domain among them).
 ///
-/// Correctness (issue 31): this follows the member names themselves, not
+/// Correctness: this follows the member names themselves, not
 /// the peers' sync tasks. A task outlives its peer's departure (it waits
 /// for the peer to come back), so a rule that counted only departures and
 /// peers without a task laid the tree out without a peer that left the
