@@ -463,6 +463,44 @@ async fn a_domain_declaring_other_key_types_refuses_to_join() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absent_id_costs_zookeeper_a_few_requests_whatever_the_number_of_domains() {
+    let cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let a = cluster.client(0);
+    // Sequential lookups, so none shares another's read: each reads the
+    // ledger itself (a sync, a listing, one multi-read). Reading every
+    // domain's znodes, as before the ledger, cost 2N + 3 = 9 here.
+    let lookups = 100;
+    let before = cluster.zk.packets_received();
+    for n in 0..lookups {
+        let (status, answer) = lookup(&a, &format!("absent-{n}")).await;
+        assert_eq!(status, 404, "{answer:?}");
+    }
+    let requests = cluster.zk.packets_received() - before;
+    // Besides: the three sessions' pings and audit anchoring meanwhile.
+    let background = 60;
+    assert!(
+        requests <= 3 * lookups + background,
+        "{requests} ZooKeeper requests for {lookups} lookups of absent IDs"
+    );
+    // Concurrent ones share reads.
+    let before = cluster.zk.packets_received();
+    let answers = futures::future::join_all((0..lookups).map(|n| {
+        let a = a.clone();
+        async move { lookup(&a, &format!("absent-x{n}")).await.0 }
+    }))
+    .await;
+    assert!(answers.iter().all(|s| *s == 404), "{answers:?}");
+    let shared = cluster.zk.packets_received() - before;
+    eprintln!(
+        "ZooKeeper requests for {lookups} absent IDs: {requests} one by one, {shared} at once"
+    );
+    assert!(
+        shared * 2 < requests,
+        "{shared} requests for {lookups} concurrent lookups, {requests} one by one"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_domain_killed_past_its_session_is_ruled_out_by_copies_covering_its_last_publication() {
     let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
     for i in 0..3 {
@@ -477,8 +515,8 @@ async fn a_domain_killed_past_its_session_is_ruled_out_by_copies_covering_its_la
     }
     cluster.wait_converged().await;
     cluster.domains[2].kill9();
-    // Past C's session: its registration is gone, its record under known/
-    // holds the last position it published, which A's and B's copies
+    // Past C's session: its registration is gone, its ledger entry holds
+    // the last position it published, which A's and B's copies
     // cover. An absent ID is "not found" unless C's copy may hold it (a
     // false positive), then 503 naming C; a record C holds is never "not
     // found".
@@ -510,4 +548,64 @@ async fn a_domain_killed_past_its_session_is_ruled_out_by_copies_covering_its_la
     cluster.domains[2].restart();
     cluster.wait_converged().await;
     assert_eq!(lookup(&cluster.client(0), "C-7").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_domain_forgotten_by_the_operator_no_longer_turns_not_found_into_503() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let c = cluster.client(2);
+    for n in 0..20 {
+        c.put(&format!("C-{n}"), &json!({"title": "t"}))
+            .await
+            .unwrap();
+    }
+    cluster.wait_converged().await;
+    let connect = cluster.zk.connect_string();
+    let forget = |name: &str| {
+        std::process::Command::new(bin())
+            .args([
+                "cluster",
+                "forget",
+                name,
+                "--zk",
+                &connect,
+                "--cluster",
+                "test",
+            ])
+            .output()
+            .unwrap()
+    };
+    let refused = forget("C");
+    assert_eq!(refused.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("domain C is registered now"), "{said}");
+    let unknown = forget("NOBODY");
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("no domain named NOBODY"),
+        "{unknown:?}"
+    );
+
+    cluster.domains[2].kill9();
+    tokio::time::sleep(Duration::from_millis(SESSION_MS + 1_500)).await;
+    let a = cluster.client(0);
+    // Dead, not forgotten: what it holds cannot be answered.
+    assert_eq!(lookup(&a, "C-7").await.0, 503);
+    let done = forget("C");
+    assert!(done.status.success(), "{done:?}");
+    // Retired: asked no more, by lookups or searches.
+    for at in 0..2 {
+        let client = cluster.client(at);
+        let (status, answer) = lookup(&client, "C-7").await;
+        assert_eq!(status, 404, "{answer:?}");
+        for n in 0..50 {
+            assert_eq!(lookup(&client, &format!("absent-{n}")).await.0, 404);
+        }
+    }
+    // It comes back: it registers again and is asked again.
+    cluster.domains[2].restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lookup(&a, "C-7").await.0 != 200 {
+        assert!(Instant::now() < deadline, "C's records never found again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -158,6 +158,12 @@ impl NodeConfig {
                 )));
             }
         }
+        if !crate::cluster::valid_group(&self.cluster.group) {
+            return Err(ConfigError::Invalid(format!(
+                "cluster.group {:?} must be 1..=32 of A-Z a-z 0-9 - _ (a province's two-digit code, say)",
+                self.cluster.group
+            )));
+        }
         self.key_types()?;
         if !(self.filter.fpr > 0.0 && self.filter.fpr <= 0.5) {
             return Err(ConfigError::Invalid(format!(

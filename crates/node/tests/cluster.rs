@@ -636,6 +636,10 @@ impl Coordinator for Blinkered {
         "in-process, with members hidden at will".into()
     }
 
+    fn forget<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CoordError>> {
+        self.inner.forget(name)
+    }
+
     fn anchor_audit<'a>(
         &'a self,
         name: &'a str,

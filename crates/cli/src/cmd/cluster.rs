@@ -1,21 +1,56 @@
 //! `xarchive cluster`: the cluster as one domain sees it, as a table (like
 //! `nodetool status`): who is up and reachable, where each filter stands
-//! and how far this domain's copy of it lags.
+//! and how far this domain's copy of it lags; and `xarchive cluster forget`,
+//! which retires a domain for good.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use xarchive_node::Node;
 
 use super::ServerArgs;
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ClusterArgs {
     /// Print `/v1/cluster` as JSON instead of a table.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     server: ServerArgs,
+    #[command(subcommand)]
+    action: Option<Action>,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Retire a domain for good: lookups and searches stop asking it, so
+    /// a dead archive no longer turns a "not found" into a 503. Refused
+    /// while it is registered; it takes part again if it ever registers.
+    Forget(ForgetArgs),
+}
+
+#[derive(clap::Args)]
+struct ForgetArgs {
+    /// The domain to retire.
+    name: String,
+    /// A domain's TOML settings of this cluster (for ZooKeeper, the
+    /// cluster's name and secret); XARCHIVE_* variables override it.
+    #[arg(long, env = "XARCHIVE_CONFIG")]
+    config: Option<PathBuf>,
+    /// ZooKeeper: host:port[,host:port…][/chroot].
+    #[arg(long, env = "XARCHIVE_ZK")]
+    zk: Option<String>,
+    /// The cluster's name.
+    #[arg(long = "cluster", env = "XARCHIVE_CLUSTER")]
+    cluster_name: Option<String>,
 }
 
 pub async fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
+    if let Some(Action::Forget(forget)) = args.action {
+        return run_forget(forget).await;
+    }
     let view = args.server.client()?.cluster().await?;
     if super::json(args.json) {
         println!("{}", serde_json::to_string_pretty(&view)?);
@@ -56,6 +91,37 @@ pub async fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
         if let Some(error) = &d.last_error {
             println!("{:<12} last error: {error}", "");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Retires a domain through ZooKeeper, with a domain's settings of the
+/// cluster: whoever holds the cluster's secret administers it.
+async fn run_forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
+    let mut config = super::serve::layered(args.config.as_deref())?;
+    if let Some(zk) = args.zk {
+        config.cluster.zk = Some(zk);
+    }
+    if let Some(name) = args.cluster_name {
+        config.cluster.name = name;
+    }
+    anyhow::ensure!(
+        config.cluster.zk.is_some(),
+        "forgetting a domain needs the cluster's ZooKeeper (--zk, or cluster.zk in --config): \
+         the domains of `xarchive up` share one process and forget nothing"
+    );
+    let coordinator = Node::coordinator_for(&config)?;
+    coordinator
+        .forget(&args.name)
+        .await
+        .with_context(|| format!("cannot forget domain {}", args.name))?;
+    if super::json(false) {
+        super::print_json(&serde_json::json!({"forgotten": args.name}))?;
+    } else {
+        println!(
+            "domain {} is retired: lookups and searches no longer ask it",
+            args.name
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -147,16 +147,22 @@ impl View {
     }
 }
 
-/// The membership read from the coordinator itself, at one moment.
+/// Where every domain's filter stands, read from the coordinator itself at
+/// one moment (the positions ledger, `ledger.rs`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Roster {
-    /// The registered domains and the positions they published.
-    pub members: BTreeMap<String, Member>,
-    /// Every domain that has registered in this cluster (and was not
-    /// retired), registered now or not: a domain missing from `members`
-    /// is down or paused, or left. Only one that left cleanly has its
-    /// final position here; for the others it is unknown.
+    /// Every domain that has registered in this cluster, registered now
+    /// or not (down, paused, cut off, or left), with the last position it
+    /// published: a copy at that position holds every write it
+    /// acknowledged.
     pub known: BTreeMap<String, Known>,
+}
+
+impl Roster {
+    /// The domains not retired, by name.
+    pub fn active(&self) -> impl Iterator<Item = (&String, &Known)> {
+        self.known.iter().filter(|(_, k)| !k.retired)
+    }
 }
 
 /// A domain as it last recorded itself in the cluster.
@@ -164,10 +170,12 @@ pub struct Roster {
 pub struct Known {
     #[serde(flatten)]
     pub member: Member,
-    /// It left cleanly, and `member` holds the last position it
-    /// published: a copy at that position holds every write it
-    /// acknowledged.
+    /// It left cleanly (`member` then holds its final position).
     pub departed: bool,
+    /// Retired for good by `xarchive cluster forget`: no longer asked nor
+    /// counted, until it registers again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
 }
 
 /// What went wrong with the coordinator, by cause; ZooKeeper's own error
@@ -218,6 +226,14 @@ pub enum CoordError {
     AnchorDisagrees { anchored: u64, mine: u64 },
     #[error("ZooKeeper: {0}")]
     ZooKeeper(#[source] zookeeper_client::Error),
+    #[error("no domain named {0} has recorded itself in this cluster")]
+    UnknownDomain(String),
+    #[error(
+        "domain {0} is registered now: stop it (or let its session expire) before forgetting it"
+    )]
+    StillRegistered(String),
+    #[error("the positions ledger: {0}")]
+    Ledger(String),
 }
 
 /// Whether `new` may replace the anchor `old`: it goes forward, never
@@ -292,13 +308,21 @@ pub trait Coordinator: Send + Sync + 'static {
     /// The own position last confirmed published.
     fn published(&self) -> watch::Receiver<Option<Position>>;
 
-    /// Every member's position (and every clean departure) read from the
-    /// coordinator, reflecting every publication completed before this
-    /// call. An error means the membership cannot be confirmed now.
+    /// Every domain's last published position read from the coordinator,
+    /// reflecting every publication completed before this call, in a
+    /// number of requests that does not grow with the domains (ZooKeeper:
+    /// a `sync`, a listing of the ledger's groups and one multi-read). An
+    /// error means the positions cannot be confirmed now.
     fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>>;
 
     /// A line for logs and `/v1/cluster`.
     fn describe(&self) -> String;
+
+    /// Retires `name` for good: lookups and searches no longer ask it nor
+    /// wait for it. Refused while it is registered
+    /// ([`CoordError::StillRegistered`]): a running domain would hold
+    /// records nobody asked for. It takes part again if it registers.
+    fn forget<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CoordError>>;
 
     /// Records `head` as where `name`'s audit log has reached, outside
     /// that domain's disk, so that a log later cut short, rolled back or

@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The shared membership of one process.
 pub struct Hub {
-    roster: Mutex<Roster>,
+    /// The registered domains, and every domain's last position.
+    members: Mutex<(BTreeMap<String, Member>, Roster)>,
     view: watch::Sender<View>,
     /// Each domain's audit head, as last anchored.
     anchors: Mutex<BTreeMap<String, AuditHead>>,
@@ -27,7 +28,7 @@ pub struct Hub {
 impl Hub {
     pub fn new() -> Arc<Hub> {
         Arc::new(Hub {
-            roster: Mutex::new(Roster::default()),
+            members: Mutex::default(),
             view: watch::channel(View::of(BTreeMap::new())).0,
             anchors: Mutex::new(BTreeMap::new()),
         })
@@ -41,11 +42,13 @@ impl Hub {
         })
     }
 
-    fn update(&self, f: impl FnOnce(&mut Roster)) {
-        let mut roster = self.roster.lock();
-        f(&mut roster);
-        let members = roster.members.clone();
+    fn update<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Member>, &mut Roster) -> T) -> T {
+        let mut guard = self.members.lock();
+        let (members, roster) = &mut *guard;
+        let out = f(members, roster);
+        let members = members.clone();
         self.view.send_modify(|v| v.replace_members(members));
+        out
     }
 }
 
@@ -63,7 +66,7 @@ impl Coordinator for InProcessCoordinator {
         shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         async move {
-            let members = self.hub.roster.lock().members.clone();
+            let members = self.hub.members.lock().0.clone();
             if let Err(e) = refuse_to_join(&members, &name, &member.keys) {
                 // One process, one configuration: this is a test or a
                 // mistake in code, never fixed by waiting.
@@ -74,13 +77,14 @@ impl Coordinator for InProcessCoordinator {
                 let position = *positions.borrow_and_update();
                 member.epoch = position.epoch;
                 member.version = position.version;
-                self.hub.update(|r| {
+                self.hub.update(|members, r| {
                     let known = Known {
                         member: member.clone(),
                         departed: false,
+                        retired: false,
                     };
                     r.known.insert(name.clone(), known);
-                    r.members.insert(name.clone(), member.clone());
+                    members.insert(name.clone(), member.clone());
                 });
                 self.published.send_replace(Some(position));
                 tokio::select! {
@@ -89,11 +93,12 @@ impl Coordinator for InProcessCoordinator {
                 }
             }
             // Everything it acknowledged was published before it left.
-            self.hub.update(|r| {
-                if let Some(member) = r.members.remove(&name) {
+            self.hub.update(|members, r| {
+                if let Some(member) = members.remove(&name) {
                     let known = Known {
                         member,
                         departed: true,
+                        retired: false,
                     };
                     r.known.insert(name.clone(), known);
                 }
@@ -111,12 +116,27 @@ impl Coordinator for InProcessCoordinator {
     }
 
     fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
-        let roster = self.hub.roster.lock().clone();
+        let roster = self.hub.members.lock().1.clone();
         async move { Ok(roster) }.boxed()
     }
 
     fn describe(&self) -> String {
         "in-process".into()
+    }
+
+    fn forget<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CoordError>> {
+        let result = self.hub.update(|members, r| {
+            if members.contains_key(name) {
+                return Err(CoordError::StillRegistered(name.to_owned()));
+            }
+            let known = r
+                .known
+                .get_mut(name)
+                .ok_or_else(|| CoordError::UnknownDomain(name.to_owned()))?;
+            known.retired = true;
+            Ok(())
+        });
+        async move { result }.boxed()
     }
 
     fn anchor_audit<'a>(

@@ -10,7 +10,7 @@ use std::time::Instant;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::cache::Cached;
-use super::coordinator::{Member, Roster};
+use super::coordinator::{Known, Member, Roster};
 use super::replicas::{covers, PeerInfo};
 use super::Cluster;
 use crate::local::domain::Position;
@@ -294,8 +294,15 @@ pub(crate) async fn routed(
         // rule out is probed; while the coordinator cannot be read, that
         // is every domain known, and the answer cannot be "not found".
         let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
-        let mut stale = match cluster.coordinator.read_current().await {
-            Ok(roster) => not_ruled_out(&roster, &peers, &cluster.me),
+        let mut stale = match cluster.confirmed().await {
+            Ok(roster) => {
+                // A candidate retired since its copy was read here: its
+                // silence is not a 503 (`cluster forget`).
+                let retired = cluster.retire(&roster);
+                route.unreachable.retain(|n| !retired.contains(n));
+                route.errors.retain(|n, _| !retired.contains(n));
+                not_ruled_out(&roster, &peers, &cluster.me)
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
                 route.unconfirmed = Some(e.to_string());
@@ -315,19 +322,22 @@ pub(crate) async fn routed(
 }
 
 /// The other domains whose copies held here cannot rule an ID out, with
-/// their addresses, given the membership just read from the coordinator:
-/// - a member, unless the copy covers the position it published;
-/// - a domain not registered now (left cleanly, or down, paused or cut
-///   off past its session), unless the copy covers the position its
-///   record under `known/` holds: that is the last one it published, since
-///   it publishes into the record in the transaction that publishes into
-///   its registration (`zookeeper.rs` `publish`; the in-process hub keeps
-///   both together too), and a write is acknowledged only once its
-///   position is published, so the record's position bounds every write
-///   it ever acknowledged. Why this cannot give a false "not found": a
-///   copy covering it holds every such write; a domain that comes back
-///   records itself (at its new position) before it acknowledges another
-///   write (`register`), and a lookup reads the record after `sync`;
+/// their addresses, given the positions just read from the coordinator:
+/// - a domain with an entry in the positions ledger (registered now or
+///   not: left cleanly, or down, paused or cut off past its session),
+///   unless the copy covers the position the entry holds: that is the last
+///   one it published, since it publishes into its entry in the
+///   transaction that publishes into its registration (`zookeeper.rs`
+///   `publish`; the in-process hub keeps both together too), and a write
+///   is acknowledged only once its position is published, so the entry's
+///   position bounds every write it ever acknowledged. Why this cannot
+///   give a false "not found": a copy covering it holds every such write;
+///   a domain that comes back writes its entry (at its new position)
+///   before it acknowledges another write (`register`), and a lookup
+///   reads the ledger after `sync`, so a write acknowledged before the
+///   lookup began is within the position read;
+/// - a domain retired by `cluster forget`: never (the operator retired
+///   its records with it; it could not be registered then);
 /// - a domain known only here (the coordinator lost its data): always.
 ///
 /// A copy is consulted before this (its "maybe" makes a candidate); this
@@ -353,28 +363,54 @@ fn not_ruled_out_by(
     let covered = |name: &str, published: &Member| {
         peer(name).is_some_and(|p| covers(copy(p), Some(published.position())))
     };
-    let mut out = Vec::new();
-    for (name, address) in everyone(roster, peers, me) {
-        let ruled_out = match (roster.members.get(&name), roster.known.get(&name)) {
-            (Some(member), _) => covered(&name, member),
-            (None, Some(known)) => covered(&name, &known.member),
-            (None, None) => false,
-        };
-        if !ruled_out {
-            out.push((name, address));
-        }
-    }
-    out
+    everyone(roster, peers, me)
+        .into_iter()
+        .filter(|(name, _)| match roster.known.get(name) {
+            Some(known) => !covered(name, &known.member),
+            None => true,
+        })
+        .collect()
 }
 
 impl Cluster {
+    /// Every domain's last published position, read after this call began
+    /// (shared with the lookups and searches waiting at the same time).
+    pub(super) async fn confirmed(&self) -> Result<std::sync::Arc<Roster>, super::CoordError> {
+        self.confirmations
+            .confirm(|| self.coordinator.read_current())
+            .await
+    }
+
+    /// Drops the copies of the domains `roster` says were retired, and
+    /// returns those names.
+    pub(super) fn retire(&self, roster: &Roster) -> Vec<String> {
+        let retired: Vec<String> = roster
+            .known
+            .iter()
+            .filter(|(_, k)| k.retired)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if retired
+            .iter()
+            .any(|n| self.replicas.read().peer(n).is_some())
+        {
+            let mut replicas = self.replicas.write();
+            for name in &retired {
+                if replicas.retire(name) {
+                    tracing::info!(domain = %name, "dropped the copy of a retired domain");
+                }
+            }
+        }
+        retired
+    }
+
     /// Every other domain, with its address: the membership read from the
     /// coordinator and the copies held here; while the coordinator cannot
     /// be read, every domain known here, and why it could not be read
     /// (then a domain not known here may exist).
     pub(super) async fn everyone_now(&self) -> (Vec<(String, String)>, Option<String>) {
         let peers = self.replicas.read().infos();
-        match self.coordinator.read_current().await {
+        match self.confirmed().await {
             Ok(roster) => (everyone(&roster, &peers, &self.me), None),
             Err(e) => (everyone_known(self, &peers), Some(e.to_string())),
         }
@@ -392,8 +428,9 @@ impl Cluster {
         candidates: &[String],
         peers: &[PeerInfo],
     ) -> (Vec<(String, String)>, Option<String>) {
-        match self.coordinator.read_current().await {
+        match self.confirmed().await {
             Ok(roster) => {
+                self.retire(&roster);
                 let mut targets = not_ruled_out_by(&roster, peers, &self.me, |p| p.key_position);
                 let all = everyone(&roster, peers, &self.me);
                 targets.extend(
@@ -409,8 +446,8 @@ impl Cluster {
     }
 }
 
-/// Every other domain in the roster or held as a copy, with its address:
-/// the seed paper's broadcast asks them all.
+/// Every other domain in the roster or held as a copy, with its address,
+/// but those retired: the seed paper's broadcast asks them all.
 fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
     let mut all: std::collections::BTreeMap<String, String> = peers
         .iter()
@@ -419,10 +456,8 @@ fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, Strin
     for (name, known) in &roster.known {
         all.insert(name.clone(), known.member.address.clone());
     }
-    for (name, member) in &roster.members {
-        all.insert(name.clone(), member.address.clone());
-    }
     all.remove(me);
+    all.retain(|name, _| !roster.known.get(name).is_some_and(|k| k.retired));
     all.into_iter().collect()
 }
 
@@ -430,14 +465,18 @@ fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, Strin
 /// last view of the membership and the copies held.
 fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
     let members = cluster.coordinator.view().borrow().members.clone();
-    everyone(
-        &Roster {
-            members,
-            known: Default::default(),
-        },
-        peers,
-        &cluster.me,
-    )
+    let known = members
+        .into_iter()
+        .map(|(name, member)| {
+            let known = Known {
+                member,
+                departed: false,
+                retired: false,
+            };
+            (name, known)
+        })
+        .collect();
+    everyone(&Roster { known }, peers, &cluster.me)
 }
 
 fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
@@ -459,19 +498,17 @@ fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::coordinator::Known;
     use crate::local::domain::Position;
     use crate::local::filter::FilterKind;
 
-    fn member(name: &str, version: u64) -> (String, Member) {
-        let member = Member {
+    fn member(name: &str, version: u64) -> Member {
+        Member {
             address: format!("http://{name}"),
             kind: FilterKind::Counting,
             epoch: 7,
             version,
             keys: String::new(),
-        };
-        (name.to_owned(), member)
+        }
     }
 
     fn copy(name: &str, version: Option<u64>) -> PeerInfo {
@@ -485,13 +522,25 @@ mod tests {
         }
     }
 
-    fn left(name: &str, version: u64) -> (String, Known) {
-        let (name, member) = member(name, version);
-        let known = Known {
-            member,
-            departed: true,
-        };
-        (name, known)
+    /// A ledger of these (name, position published, departed, retired).
+    fn roster(entries: &[(&str, u64, bool, bool)]) -> Roster {
+        let known = entries
+            .iter()
+            .map(|&(name, version, departed, retired)| {
+                let known = Known {
+                    member: member(name, version),
+                    departed,
+                    retired,
+                };
+                (name.to_owned(), known)
+            })
+            .collect();
+        Roster { known }
+    }
+
+    fn registered(entries: &[(&str, u64)]) -> Roster {
+        let all: Vec<_> = entries.iter().map(|&(n, v)| (n, v, false, false)).collect();
+        roster(&all)
     }
 
     fn names(out: Vec<(String, String)>) -> Vec<String> {
@@ -500,16 +549,7 @@ mod tests {
 
     #[test]
     fn a_member_is_ruled_out_only_by_a_copy_covering_what_it_published() {
-        let roster = Roster {
-            members: [
-                member("B", 10),
-                member("C", 10),
-                member("D", 10),
-                member("E", 10),
-            ]
-            .into(),
-            known: Default::default(),
-        };
+        let roster = registered(&[("B", 10), ("C", 10), ("D", 10), ("E", 10)]);
         let peers = [
             copy("B", Some(10)),
             copy("C", Some(12)),
@@ -521,10 +561,7 @@ mod tests {
 
     #[test]
     fn a_search_trusts_only_key_filter_copies_that_cover_what_was_published() {
-        let roster = Roster {
-            members: [member("B", 10), member("C", 10)].into(),
-            known: Default::default(),
-        };
+        let roster = registered(&[("B", 10), ("C", 10)]);
         let b = PeerInfo {
             key_position: Some(Position {
                 epoch: 7,
@@ -542,19 +579,17 @@ mod tests {
     #[test]
     fn a_member_without_any_copy_here_is_asked() {
         // Just started: no copies yet, every member must be asked.
-        let roster = Roster {
-            members: [member("A", 1), member("B", 10), member("C", 3)].into(),
-            known: Default::default(),
-        };
+        let roster = registered(&[("A", 1), ("B", 10), ("C", 3)]);
         assert_eq!(names(not_ruled_out(&roster, &[], "A")), ["B", "C"]);
     }
 
     #[test]
     fn a_clean_departure_is_ruled_out_by_a_copy_covering_its_last_position() {
-        let roster = Roster {
-            members: Default::default(),
-            known: [left("B", 10), left("C", 10), left("D", 10)].into(),
-        };
+        let roster = roster(&[
+            ("B", 10, true, false),
+            ("C", 10, true, false),
+            ("D", 10, true, false),
+        ]);
         // D left while this domain held no copy of it: it may hold anything.
         let peers = [copy("B", Some(10)), copy("C", Some(9))];
         assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["C", "D"]);
@@ -563,40 +598,22 @@ mod tests {
     #[test]
     fn a_domain_that_vanished_without_leaving_is_ruled_out_by_a_copy_covering_its_last_publication()
     {
-        // Killed, paused or cut off past its session: its record under
-        // known/ holds the last position it published (B: 10, D: 12), which
+        // Killed, paused or cut off past its session: its ledger entry
+        // holds the last position it published (B: 10, D: 12), which
         // bounds what it acknowledged. B's copy covers it; D's is behind;
         // C was never copied here at all (this domain has just started).
-        let (b, c, d) = (member("B", 10), member("C", 4), member("D", 12));
-        let roster = Roster {
-            members: Default::default(),
-            known: [
-                (
-                    b.0,
-                    Known {
-                        member: b.1,
-                        departed: false,
-                    },
-                ),
-                (
-                    c.0,
-                    Known {
-                        member: c.1,
-                        departed: false,
-                    },
-                ),
-                (
-                    d.0,
-                    Known {
-                        member: d.1,
-                        departed: false,
-                    },
-                ),
-            ]
-            .into(),
-        };
+        let roster = registered(&[("B", 10), ("C", 4), ("D", 12)]);
         let peers = [copy("B", Some(10)), copy("D", Some(11))];
         assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["C", "D"]);
+    }
+
+    #[test]
+    fn a_retired_domain_is_neither_asked_nor_counted() {
+        // C was forgotten with its copy here behind: still not asked.
+        let roster = roster(&[("B", 10, false, false), ("C", 10, true, true)]);
+        let peers = [copy("B", Some(9)), copy("C", Some(3))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["B"]);
+        assert_eq!(names(everyone(&roster, &peers, "A")), ["B"]);
     }
 
     #[test]
@@ -608,10 +625,7 @@ mod tests {
 
     #[test]
     fn this_domain_is_never_asked() {
-        let roster = Roster {
-            members: [member("A", 10)].into(),
-            known: [left("A", 9)].into(),
-        };
+        let roster = registered(&[("A", 10)]);
         assert!(not_ruled_out(&roster, &[copy("A", None)], "A").is_empty());
     }
 

@@ -4,8 +4,10 @@
 
 pub mod cache;
 pub mod client;
+mod confirm;
 pub(crate) mod coordinator;
 pub(crate) mod inprocess;
+mod ledger;
 pub(crate) mod lookup;
 mod peers;
 pub(crate) mod relay;
@@ -26,6 +28,7 @@ use tokio::sync::watch;
 
 pub use coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
 pub use inprocess::{Hub, InProcessCoordinator};
+pub use ledger::valid_group;
 pub use relay::{neighbours, pause_after, Relay};
 pub use sliced::MIN_SLICED;
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
@@ -51,6 +54,11 @@ pub struct ClusterConfig {
     pub zk: Option<String>,
     /// The cluster's name (its ZooKeeper folder is `/xarchive/<name>`).
     pub name: String,
+    /// This domain's group: its province's two-digit administrative code
+    /// in a nation. The positions every "not found" reads are kept in one
+    /// znode per group (`ledger.rs`); one group holds up to about 3 600
+    /// domains, so a small cluster keeps the default.
+    pub group: String,
     /// The URL peers use to reach this domain (default: http://<listen>).
     pub advertise: Option<String>,
     pub session_timeout_ms: u64,
@@ -77,6 +85,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             zk: None,
             name: "default".into(),
+            group: "00".into(),
             advertise: None,
             session_timeout_ms: 6_000,
             publish_interval_ms: 10,
@@ -100,6 +109,7 @@ pub fn coordinator_for(
         Some(connect) => ZooKeeperCoordinator::new(ZkSettings {
             connect: connect.clone(),
             cluster: config.name.clone(),
+            group: config.group.clone(),
             session_timeout: Duration::from_millis(config.session_timeout_ms),
             publish_interval: Duration::from_millis(config.publish_interval_ms),
             credentials,
@@ -123,6 +133,8 @@ pub struct Cluster {
     /// Where the peers known are kept between runs.
     remembered: Option<PathBuf>,
     flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
+    /// Reads of the positions, shared by the "not found"s waiting on them.
+    confirmations: confirm::Confirmations,
     /// Every task it spawns, so that shutdown can wait for them.
     tasks: TaskTracker,
     http: reqwest::Client,
@@ -188,6 +200,7 @@ impl Cluster {
             snapshots: tokio::sync::Semaphore::new(SNAPSHOTS_AT_ONCE),
             relay: relay::Relay::default(),
             flights: Default::default(),
+            confirmations: Default::default(),
             tasks: TaskTracker::new(),
             http,
             member: member_key.map(|key| Arc::new((key, me.to_owned()))),

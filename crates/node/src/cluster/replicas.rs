@@ -282,6 +282,14 @@ impl Replicas {
         self.peers.get(name)
     }
 
+    /// Drops `name` and its copies: it was retired for good (`cluster
+    /// forget`), so nothing it held is asked for any more. Returns whether
+    /// it was held.
+    pub fn retire(&mut self, name: &str) -> bool {
+        self.release(name);
+        self.peers.remove(name).is_some()
+    }
+
     /// Every peer as `/v1/cluster` shows it.
     pub fn views(&self) -> Vec<DomainView> {
         self.peers

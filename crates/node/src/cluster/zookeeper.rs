@@ -1,11 +1,11 @@
 //! The ZooKeeper coordinator: an ephemeral znode per domain under
 //! `/xarchive/<cluster>/domains`, a persistent recursive watch on that
 //! folder, and a new session (registered again) whenever one is lost.
-//! Every domain also keeps a persistent znode under
-//! `/xarchive/<cluster>/known`: written at registration, and at a clean
-//! departure with its last position, so that peers know of a domain that is
-//! down or paused, and can tell whether their copy of one that left is
-//! complete.
+//! Every domain also has an entry in its group's znode of the positions
+//! ledger, `/xarchive/<cluster>/positions/<group>` (`ledger.rs`): written
+//! at registration, at every publication and at a clean departure, so
+//! that peers know of a domain that is down or paused, and can tell
+//! whether their copy of it covers everything it acknowledged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use zookeeper_client as zk;
 use super::coordinator::{
     anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
 };
+use super::ledger::{self, Entries, LedgerError};
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use crate::security::member::Admission;
@@ -33,6 +34,8 @@ pub struct ZkSettings {
     pub connect: String,
     /// The cluster's name: its folder is `/xarchive/<cluster>`.
     pub cluster: String,
+    /// This domain's group in the positions ledger (its province).
+    pub group: String,
     pub session_timeout: Duration,
     /// Least time between two publications of this domain's position.
     pub publish_interval: Duration,
@@ -53,6 +56,10 @@ pub struct ZooKeeperCoordinator {
     published: watch::Sender<Option<Position>>,
     /// The live session's client, for reads outside the run loop.
     client: Mutex<Option<zk::Client>>,
+    /// This domain's group's ledger znode as last written or read here,
+    /// with its version: a publication then costs one multi-op, not a
+    /// read first (another writer's change makes it fail, and it is read).
+    ledger: Mutex<Option<(Entries, i32)>>,
 }
 
 /// How often a disconnected session checks whether ZooKeeper accepts
@@ -64,6 +71,13 @@ const GIVE_UP_AFTER: Duration = Duration::from_millis(600);
 /// The longest wait between two attempts to open a session.
 const MAX_RETRY: Duration = Duration::from_millis(500);
 
+/// `wait`, spread at random over [wait / 2, wait × 3 / 2): after a
+/// ZooKeeper restart or leader change, thousands of domains then do not
+/// reconnect, register and reread in step.
+fn jittered(wait: Duration) -> Duration {
+    wait.mul_f64(rand::random_range(0.5..1.5))
+}
+
 /// How often a domain refused by the cluster (other key types) tries
 /// to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
@@ -72,6 +86,43 @@ const REFUSED_RETRY: Duration = Duration::from_secs(10);
 enum End {
     Shutdown,
     Lost,
+}
+
+/// Why a publication did not happen.
+enum Unpublished {
+    /// This domain's registration is gone: it registers again.
+    Unregistered,
+    /// The session is over: a new one starts.
+    SessionLost(zk::Error),
+    /// Anything else: tried again at the next publication.
+    Failed(CoordError),
+}
+
+impl From<zk::Error> for Unpublished {
+    fn from(e: zk::Error) -> Self {
+        match e {
+            e @ (zk::Error::SessionExpired | zk::Error::ClientClosed) => {
+                Unpublished::SessionLost(e)
+            }
+            e => Unpublished::Failed(failed(e)),
+        }
+    }
+}
+
+impl Unpublished {
+    fn from_ledger(e: LedgerError) -> Self {
+        match e {
+            LedgerError::ZooKeeper(e) => e.into(),
+            other => Unpublished::Failed(ledger_failed(other)),
+        }
+    }
+}
+
+fn ledger_failed(e: LedgerError) -> CoordError {
+    match e {
+        LedgerError::ZooKeeper(e) => failed(e),
+        other => CoordError::Ledger(other.to_string()),
+    }
 }
 
 fn failed(e: zk::Error) -> CoordError {
@@ -107,6 +158,7 @@ impl ZooKeeperCoordinator {
             view: watch::channel(View::default()).0,
             published: watch::channel(None).0,
             client: Mutex::new(None),
+            ledger: Mutex::new(None),
         })
     }
 
@@ -169,9 +221,14 @@ impl ZooKeeperCoordinator {
         }
     }
 
-    /// Where every domain records itself, registered or not.
-    fn known_folder(&self) -> String {
-        format!("/xarchive/{}/known", self.settings.cluster)
+    /// The positions ledger: a znode per group.
+    fn ledger_folder(&self) -> String {
+        format!("/xarchive/{}/positions", self.settings.cluster)
+    }
+
+    /// This domain's group's znode in the ledger.
+    fn ledger_path(&self) -> String {
+        format!("{}/{}", self.ledger_folder(), self.settings.group)
     }
 
     /// Where each domain anchors its audit log's head.
@@ -179,38 +236,49 @@ impl ZooKeeperCoordinator {
         format!("/xarchive/{}/audit", self.settings.cluster)
     }
 
-    /// Writes this domain's persistent record (created or replaced).
+    /// `known` as `name`'s entry in the ledger, sealed.
+    fn entry(&self, name: &str, known: &Known) -> Result<serde_json::Value, CoordError> {
+        let bytes = self.sealed(name, known)?;
+        serde_json::from_slice(&bytes).map_err(|_| CoordError::Register(name.to_owned()))
+    }
+
+    /// Writes this domain's entry in its group's ledger znode.
     async fn record(
         &self,
         client: &zk::Client,
         name: &str,
         known: &Known,
     ) -> Result<(), CoordError> {
-        let path = format!("{}/{name}", self.known_folder());
-        let data = self.sealed(name, known)?;
-        match client
-            .create(&path, &data, &self.options(zk::CreateMode::Persistent))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(zk::Error::NodeExists) => client
-                .set_data(&path, &data, None)
-                .await
-                .map(drop)
-                .map_err(failed),
-            Err(e) => Err(failed(e)),
-        }
+        let entry = self.entry(name, known)?;
+        let written = ledger::update(
+            client,
+            &self.ledger_path(),
+            &self.settings.group,
+            &self.options(zk::CreateMode::Persistent),
+            |entries| {
+                entries.insert(name.to_owned(), entry.clone());
+                true
+            },
+        )
+        .await;
+        let written = written.map_err(ledger_failed)?;
+        *self.ledger.lock() = Some(written);
+        Ok(())
     }
 
     /// Publishes `member`'s position in its registration (`own`, whose new
     /// contents are `data`) and, in the same ZooKeeper transaction, in its
-    /// persistent record under `known/`: the record then always holds the
-    /// last position published, which bounds every write this domain
+    /// entry in the positions ledger: the entry then always holds the last
+    /// position published, which bounds every write this domain
     /// acknowledged (a write is acknowledged only once published). So a
     /// domain that crashed, was paused past its session or is cut off can
     /// be ruled out by a copy that covers that position
     /// (`lookup::not_ruled_out`), instead of being asked, and answering
     /// 503, for every absent ID anywhere while it is down.
+    ///
+    /// The ledger znode is written by compare-and-set on the version last
+    /// seen here: when another domain of the group wrote it since, the
+    /// transaction fails as a whole and is made again on what it holds now.
     async fn publish(
         &self,
         client: &zk::Client,
@@ -218,34 +286,64 @@ impl ZooKeeperCoordinator {
         own: &str,
         member: &Member,
         data: &[u8],
-    ) -> Result<(), zk::Error> {
+    ) -> Result<(), Unpublished> {
         let known = Known {
             member: member.clone(),
             departed: false,
+            retired: false,
         };
-        let record = self
-            .sealed(name, &known)
-            .map_err(|_| zk::Error::BadArguments(&"an unencodable record"))?;
-        let mut writer = client.new_multi_writer();
-        writer.add_set_data(own, data, None)?;
-        writer.add_set_data(&format!("{}/{name}", self.known_folder()), &record, None)?;
-        match writer.commit().await {
-            Ok(_) => Ok(()),
-            // The record alone is gone (deleted by hand while this domain
-            // runs): write it again; the position is published next time.
-            Err(zk::MultiWriteError::OperationFailed {
-                index: 1,
-                source: zk::Error::NoNode,
-            }) => {
-                if let Err(e) = self.record(client, name, &known).await {
-                    tracing::warn!(error = %e, "cannot write this domain's record under known/");
+        let entry = self.entry(name, &known).map_err(Unpublished::Failed)?;
+        let path = self.ledger_path();
+        for _ in 0..32 {
+            let Some((mut entries, version)) = self.ledger.lock().take() else {
+                // Nothing seen yet (or a write failed): read it, creating
+                // it with this entry if it is missing, and try again.
+                let read = ledger::update(
+                    client,
+                    &path,
+                    &self.settings.group,
+                    &self.options(zk::CreateMode::Persistent),
+                    |entries| {
+                        if entries.contains_key(name) {
+                            return false;
+                        }
+                        entries.insert(name.to_owned(), entry.clone());
+                        true
+                    },
+                )
+                .await;
+                *self.ledger.lock() = Some(read.map_err(Unpublished::from_ledger)?);
+                continue;
+            };
+            entries.insert(name.to_owned(), entry.clone());
+            let bytes =
+                ledger::encode(&self.settings.group, &entries).map_err(Unpublished::from_ledger)?;
+            let mut writer = client.new_multi_writer();
+            writer.add_set_data(own, data, None)?;
+            writer.add_set_data(&path, &bytes, Some(version))?;
+            match writer.commit().await {
+                Ok(_) => {
+                    *self.ledger.lock() = Some((entries, version + 1));
+                    return Ok(());
                 }
-                Err(zk::Error::BadArguments(
-                    &"the record under known/ was missing (written again)",
-                ))
+                // Another domain of the group wrote the ledger since (or it
+                // was deleted): read it again.
+                Err(zk::MultiWriteError::OperationFailed {
+                    index: 1,
+                    source: zk::Error::BadVersion | zk::Error::NoNode,
+                }) => continue,
+                // The registration is gone (its session expired, or it
+                // was deleted by hand): register again.
+                Err(zk::MultiWriteError::OperationFailed {
+                    index: 0,
+                    source: zk::Error::NoNode,
+                }) => return Err(Unpublished::Unregistered),
+                Err(e) => return Err(zk::Error::from(e).into()),
             }
-            Err(e) => Err(e.into()),
         }
+        Err(Unpublished::from_ledger(LedgerError::Contended(
+            self.settings.group.clone(),
+        )))
     }
 
     /// Leaves cleanly: the last position is recorded first, then the
@@ -256,6 +354,7 @@ impl ZooKeeperCoordinator {
         let known = Known {
             member: member.clone(),
             departed: true,
+            retired: false,
         };
         if let Err(e) = self.record(client, name, &known).await {
             tracing::warn!(error = %e, "cannot record the last position before leaving");
@@ -307,6 +406,64 @@ impl ZooKeeperCoordinator {
     /// other clusters create their folders there too.
     fn shared(mode: zk::CreateMode) -> zk::CreateOptions<'static> {
         mode.with_acls(zk::Acls::anyone_all())
+    }
+
+    /// Every group's ledger znode, read after a `sync` (so that every
+    /// publication completed before this call is in what it reads): three
+    /// requests whatever the number of domains.
+    async fn read_ledger(&self, client: &zk::Client) -> Result<Roster, CoordError> {
+        let folder = self.ledger_folder();
+        client.sync(&folder).await.map_err(failed)?;
+        let groups = match client.list_children(&folder).await {
+            Ok(groups) => groups,
+            Err(zk::Error::NoNode) => Vec::new(),
+            Err(e) => return Err(failed(e)),
+        };
+        let mut known = BTreeMap::new();
+        if groups.is_empty() {
+            return Ok(Roster { known });
+        }
+        let mut reader = client.new_multi_reader();
+        for group in &groups {
+            reader
+                .add_get_data(&format!("{folder}/{group}"))
+                .map_err(failed)?;
+        }
+        for (group, read) in groups.iter().zip(reader.commit().await.map_err(failed)?) {
+            let data = match read {
+                zk::MultiReadResult::Data { data, .. } => data,
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                } => continue,
+                zk::MultiReadResult::Error { err } => return Err(failed(err)),
+                _ => continue,
+            };
+            for (name, entry) in ledger::decode(group, &data) {
+                let bytes = serde_json::to_vec(&entry).unwrap_or_default();
+                if let Some(entry) =
+                    admit::<Known>(&self.settings.admission, &folder, &name, &bytes)
+                {
+                    known.insert(name, entry);
+                }
+            }
+        }
+        Ok(Roster { known })
+    }
+
+    /// The group whose ledger znode holds `name`'s entry.
+    async fn group_of(&self, client: &zk::Client, name: &str) -> Result<String, CoordError> {
+        let folder = self.ledger_folder();
+        let groups = client.list_children(&folder).await.map_err(failed)?;
+        for group in groups {
+            match client.get_data(&format!("{folder}/{group}")).await {
+                Ok((data, _)) if ledger::decode(&group, &data).contains_key(name) => {
+                    return Ok(group)
+                }
+                Ok(_) | Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        Err(CoordError::UnknownDomain(name.to_owned()))
     }
 
     /// Reads every member into the view, marking it connected if the
@@ -423,6 +580,7 @@ impl ZooKeeperCoordinator {
                     let known = Known {
                         member,
                         departed: false,
+                        retired: false,
                     };
                     return self.record(client, name, &known).await;
                 }
@@ -461,7 +619,7 @@ impl ZooKeeperCoordinator {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }
-        let folders = [folder.clone(), self.known_folder(), self.audit_folder()];
+        let folders = [folder.clone(), self.ledger_folder(), self.audit_folder()];
         for path in &folders {
             match client
                 .mkdir(path, &self.options(zk::CreateMode::Persistent))
@@ -568,16 +726,16 @@ impl ZooKeeperCoordinator {
                             dirty = false;
                             self.published.send_replace(Some(position));
                         }
-                        Err(zk::Error::NoNode) => {
+                        Err(Unpublished::Unregistered) => {
                             self.register(&client, &own, &data).await?;
                             dirty = false;
                             self.published.send_replace(Some(position));
                         }
-                        Err(e @ (zk::Error::SessionExpired | zk::Error::ClientClosed)) => {
+                        Err(Unpublished::SessionLost(e)) => {
                             tracing::warn!(error = %e, "ZooKeeper session lost while publishing");
                             return Ok(End::Lost);
                         }
-                        Err(e) => tracing::warn!(error = %e, "cannot publish the filter position; will retry"),
+                        Err(Unpublished::Failed(e)) => tracing::warn!(error = %e, "cannot publish the filter position; will retry"),
                     }
                 }
                 event = watcher.changed() => {
@@ -790,7 +948,15 @@ impl Coordinator for ZooKeeperCoordinator {
                 });
                 match session {
                     Ok(End::Shutdown) => break,
-                    Ok(End::Lost) => backoff = Duration::from_millis(100),
+                    Ok(End::Lost) => {
+                        backoff = Duration::from_millis(100);
+                        // Not at once: every domain lost its session at the
+                        // same moment as this one.
+                        tokio::select! {
+                            _ = sleep(jittered(backoff)) => {}
+                            _ = shutdown.cancelled() => break,
+                        }
+                    }
                     Err(e @ (CoordError::KeyTypesDiffer { .. } | CoordError::OpenFolder { .. })) => {
                         // A configuration to fix, not an outage: said
                         // loudly, tried again now and then.
@@ -803,7 +969,7 @@ impl Coordinator for ZooKeeperCoordinator {
                     Err(e) => {
                         tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "ZooKeeper unavailable");
                         tokio::select! {
-                            _ = sleep(backoff) => {}
+                            _ = sleep(jittered(backoff)) => {}
                             _ = shutdown.cancelled() => break,
                         }
                         // Writes are refused until a session is back, so the
@@ -835,33 +1001,86 @@ impl Coordinator for ZooKeeperCoordinator {
 
     fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
         let client = self.client.lock().clone();
-        let (folder, known) = (self.folder(), self.known_folder());
         let limit = self.settings.session_timeout.min(Duration::from_secs(2));
         async move {
             let client = client.ok_or(CoordError::NoSession)?;
             if !self.view.borrow().connected {
                 return Err(CoordError::Disconnected);
             }
-            timeout(limit, async {
-                client.sync(&folder).await.map_err(failed)?;
-                // Members first: a domain seen gone there has recorded its
-                // departure (if clean) before, so it is read after.
-                let admission = &self.settings.admission;
-                let members = read_members(&client, &folder, admission).await?;
-                let known = read_all::<Known>(&client, &known, admission).await?;
-                Ok(Roster { members, known })
-            })
-            .await
-            .map_err(|_| CoordError::Timeout(limit))?
+            timeout(limit, self.read_ledger(&client))
+                .await
+                .map_err(|_| CoordError::Timeout(limit))?
         }
         .boxed()
     }
 
     fn describe(&self) -> String {
         format!(
-            "zookeeper {} (cluster {})",
-            self.settings.connect, self.settings.cluster
+            "zookeeper {} (cluster {}, group {})",
+            self.settings.connect, self.settings.cluster, self.settings.group
         )
+    }
+
+    fn forget<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CoordError>> {
+        let client = self.client.lock().clone();
+        async move {
+            // From the CLI, no session runs: one is opened for this.
+            let client = match client {
+                Some(client) => client,
+                None => {
+                    let limit = self.settings.session_timeout * 2;
+                    timeout(limit, self.connect())
+                        .await
+                        .map_err(|_| CoordError::Timeout(limit))??
+                }
+            };
+            let group = self.group_of(&client, name).await?;
+            let path = format!("{}/{group}", self.ledger_folder());
+            let registration = format!("{}/{name}", self.folder());
+            for _ in 0..32 {
+                let (data, stat) = client.get_data(&path).await.map_err(failed)?;
+                let mut entries = ledger::decode(&group, &data);
+                let bytes = entries
+                    .get(name)
+                    .map(|entry| serde_json::to_vec(entry).unwrap_or_default())
+                    .ok_or_else(|| CoordError::UnknownDomain(name.to_owned()))?;
+                let admission = &self.settings.admission;
+                let known = admit::<Known>(admission, &path, name, &bytes)
+                    .ok_or_else(|| CoordError::UnknownDomain(name.to_owned()))?;
+                let retired = Known {
+                    retired: true,
+                    ..known
+                };
+                entries.insert(name.to_owned(), self.entry(name, &retired)?);
+                let bytes = ledger::encode(&group, &entries).map_err(ledger_failed)?;
+                // Creating and deleting its registration in the same
+                // transaction proves it is not registered at the moment the
+                // retirement is written: a running domain is never retired.
+                let mut writer = client.new_multi_writer();
+                let ephemeral = self.options(zk::CreateMode::Ephemeral);
+                writer
+                    .add_create(&registration, b"", &ephemeral)
+                    .map_err(failed)?;
+                writer.add_delete(&registration, None).map_err(failed)?;
+                writer
+                    .add_set_data(&path, &bytes, Some(stat.version))
+                    .map_err(failed)?;
+                match writer.commit().await {
+                    Ok(_) => return Ok(()),
+                    Err(zk::MultiWriteError::OperationFailed {
+                        index: 0,
+                        source: zk::Error::NodeExists,
+                    }) => return Err(CoordError::StillRegistered(name.to_owned())),
+                    Err(zk::MultiWriteError::OperationFailed {
+                        index: 2,
+                        source: zk::Error::BadVersion,
+                    }) => continue,
+                    Err(e) => return Err(failed(e.into())),
+                }
+            }
+            Err(ledger_failed(LedgerError::Contended(group)))
+        }
+        .boxed()
     }
 
     fn anchor_audit<'a>(

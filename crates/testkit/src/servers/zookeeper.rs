@@ -102,6 +102,22 @@ impl ZooKeeperServer {
         self.server.port()
     }
 
+    /// Requests the server has received from clients so far (`mntr`'s
+    /// `zk_packets_received`): what a test counts to show what an
+    /// operation costs ZooKeeper.
+    pub fn packets_received(&self) -> u64 {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port()))
+            .expect("ZooKeeper accepts a connection for mntr");
+        stream.write_all(b"mntr").expect("mntr sent");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("mntr answered");
+        text.lines()
+            .find_map(|l| l.strip_prefix("zk_packets_received"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no zk_packets_received in mntr's answer: {text}"))
+    }
+
     /// The pid of the running `java` process (for signals a test sends
     /// itself, such as SIGSTOP). Panics if the server is not running.
     pub fn pid(&self) -> u32 {

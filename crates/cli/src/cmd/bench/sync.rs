@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use xarchive_node::cluster::client::Client;
-use xarchive_node::cluster::{Coordinator, ZkSettings, ZooKeeperCoordinator};
+use xarchive_node::cluster::{ClusterConfig, Coordinator, ZkSettings, ZooKeeperCoordinator};
 
 use super::quantile;
 use crate::cmd::local::{LocalCluster, Plan};
@@ -30,6 +30,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
         ZooKeeperCoordinator::new(ZkSettings {
             connect: args.zk.clone(),
             cluster: cluster_name.clone(),
+            group: ClusterConfig::default().group,
             session_timeout: Duration::from_secs(6),
             publish_interval: Duration::from_millis(10),
             admission: Default::default(),

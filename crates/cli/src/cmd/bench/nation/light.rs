@@ -19,7 +19,7 @@
 //! full domain holds copies of every other filter, so N of them on one
 //! machine would hold N² copies.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +42,9 @@ use xarchive_node::wire::{
 };
 use xarchive_node::{capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Record};
 use zookeeper_client as zk;
+
+/// Light domains per group of the positions ledger: about a province.
+const LEDGER_GROUP: usize = 100;
 
 /// The ID of item `i` of domain `d`, as the cluster part writes it
 /// (`fill` writes the same).
@@ -201,8 +204,18 @@ fn capacity(held: u64) -> u64 {
     capacity_for(&FilterSettings::default(), held, 0)
 }
 
+/// A domain's geometry for `held` IDs (`LocalFilter::new`'s rule), with
+/// `fpr` the highest rate.
 fn geometry(held: u64, fpr: f64) -> anyhow::Result<BloomGeometry> {
-    Ok(BloomGeometry::for_capacity(capacity(held), fpr)?)
+    let settings = FilterSettings {
+        fpr,
+        ..FilterSettings::default()
+    };
+    let capacity = capacity(held);
+    Ok(BloomGeometry::for_capacity(
+        capacity,
+        settings.rate_for(capacity)?,
+    )?)
 }
 
 impl Nation {
@@ -311,8 +324,10 @@ impl Nation {
         })))
     }
 
-    /// Opens a session per light domain (`parallel` at a time) and
-    /// registers it as a domain does: known record, then ephemeral znode.
+    /// Writes every light domain's entry into the positions ledger (in
+    /// groups of about a hundred, as provinces would be), then opens a
+    /// session per light domain (`parallel` at a time) and registers its
+    /// ephemeral znode, as a domain does.
     /// Returns how long it took.
     pub async fn register(
         self: &Arc<Self>,
@@ -329,7 +344,7 @@ impl Nation {
             "/xarchive".to_owned(),
             format!("/xarchive/{}", self.cluster),
             self.folder("domains"),
-            self.folder("known"),
+            self.folder("positions"),
         ] {
             match root
                 .create(
@@ -344,6 +359,28 @@ impl Nation {
             }
         }
         let started = Instant::now();
+        // A domain's ledger entry: its member, flattened, and `departed`.
+        let mut groups: BTreeMap<String, serde_json::Map<String, serde_json::Value>> =
+            BTreeMap::new();
+        for (i, d) in self.domains.iter().enumerate() {
+            let mut known = serde_json::to_value(self.member(d))?;
+            known["departed"] = false.into();
+            let group = format!("L{:02}", i / LEDGER_GROUP);
+            groups
+                .entry(group)
+                .or_default()
+                .insert(d.name.clone(), known);
+        }
+        for (group, entries) in groups {
+            let path = format!("{}/{group}", self.folder("positions"));
+            let data = serde_json::to_vec(&entries)?;
+            let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            match root.create(&path, &data, &open).await {
+                Ok(_) => {}
+                Err(zk::Error::NodeExists) => drop(root.set_data(&path, &data, None).await?),
+                Err(e) => return Err(e).with_context(|| format!("cannot write {path}")),
+            }
+        }
         let results: Vec<anyhow::Result<()>> = futures::stream::iter(&self.domains)
             .map(|d| async move {
                 let client = zk::Client::connector()
@@ -352,24 +389,6 @@ impl Nation {
                     .await
                     .with_context(|| format!("{}: cannot open a ZooKeeper session", d.name))?;
                 let member = self.member(d);
-                // A domain's `Known` record: its member, flattened, and
-                // `departed`.
-                let mut known = serde_json::to_value(&member)?;
-                known["departed"] = false.into();
-                let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                let known_path = format!("{}/{}", self.folder("known"), d.name);
-                match client
-                    .create(&known_path, &serde_json::to_vec(&known)?, &open)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(zk::Error::NodeExists) => {
-                        client
-                            .set_data(&known_path, &serde_json::to_vec(&known)?, None)
-                            .await?;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
                 client
                     .create(
                         &self.path(d),

@@ -1,0 +1,126 @@
+//! One read of the positions for every "not found" waiting on it: a
+//! domain answering a hundred absent lookups at once asks the coordinator
+//! once or twice, not a hundred times.
+//!
+//! A lookup may only use a read that started after it did (a read begun
+//! earlier may predate a write acknowledged before the lookup began, and
+//! miss it). Each caller takes an arrival number; a read records the
+//! arrivals counted when it started, and covers every caller numbered up
+//! to that. Reads run one at a time: a caller that arrives during a read
+//! waits for it to end, and then either a read that covers it has ended
+//! meanwhile, or it starts one, which covers everyone waiting by then.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::coordinator::{CoordError, Roster};
+
+/// What a read of the positions gave, shared.
+type Read = Result<Arc<Roster>, CoordError>;
+
+#[derive(Default)]
+pub struct Confirmations {
+    arrivals: AtomicU64,
+    /// Held while a read is made.
+    lane: tokio::sync::Mutex<()>,
+    /// The last read: the arrivals it covers, and what it gave.
+    last: parking_lot::Mutex<Option<(u64, Read)>>,
+}
+
+impl Confirmations {
+    /// The positions as read by `read`, started after this call began (by
+    /// this caller or another).
+    pub async fn confirm<F, Fut>(&self, read: F) -> Read
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Roster, CoordError>>,
+    {
+        let ticket = self.arrivals.fetch_add(1, Ordering::SeqCst) + 1;
+        let _lane = self.lane.lock().await;
+        if let Some((covers, result)) = &*self.last.lock() {
+            if *covers >= ticket {
+                return result.clone();
+            }
+        }
+        let covers = self.arrivals.load(Ordering::SeqCst);
+        let result = read().await.map(Arc::new);
+        *self.last.lock() = Some((covers, result.clone()));
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A read that counts itself and says which read it was (in the
+    /// roster's size), after yielding so that others can arrive.
+    async fn counted(reads: &AtomicUsize) -> Result<Roster, CoordError> {
+        let n = reads.fetch_add(1, Ordering::SeqCst) + 1;
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let known = (0..n)
+            .map(|i| {
+                let member = crate::cluster::Member {
+                    address: String::new(),
+                    kind: crate::local::filter::FilterKind::Counting,
+                    epoch: 0,
+                    version: i as u64,
+                    keys: String::new(),
+                };
+                let known = crate::cluster::Known {
+                    member,
+                    departed: false,
+                    retired: false,
+                };
+                (format!("{i}"), known)
+            })
+            .collect();
+        Ok(Roster { known })
+    }
+
+    #[tokio::test]
+    async fn concurrent_lookups_share_reads_that_began_after_they_did() {
+        let shared = Arc::new(Confirmations::default());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..100 {
+            let (shared, reads) = (shared.clone(), reads.clone());
+            tasks.push(tokio::spawn(async move {
+                // The reads begun before this caller arrived.
+                let begun = reads.load(Ordering::SeqCst);
+                let roster = shared.confirm(|| counted(&reads)).await.unwrap();
+                (begun, roster.known.len())
+            }));
+        }
+        for task in tasks {
+            let (begun, read) = task.await.unwrap();
+            assert!(
+                read > begun,
+                "served read {read}, though {begun} had begun before"
+            );
+        }
+        let made = reads.load(Ordering::SeqCst);
+        assert!(made <= 3, "{made} reads for 100 concurrent lookups");
+    }
+
+    #[tokio::test]
+    async fn a_caller_after_a_read_gets_a_new_one() {
+        let shared = Confirmations::default();
+        let reads = AtomicUsize::new(0);
+        shared.confirm(|| counted(&reads)).await.unwrap();
+        let second = shared.confirm(|| counted(&reads)).await.unwrap();
+        assert_eq!(second.known.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_fails_those_it_covers_and_not_later_callers() {
+        let shared = Confirmations::default();
+        let failed = shared.confirm(|| async { Err(CoordError::NoSession) });
+        assert!(matches!(failed.await, Err(CoordError::NoSession)));
+        let reads = AtomicUsize::new(0);
+        assert!(shared.confirm(|| counted(&reads)).await.is_ok());
+    }
+}
