@@ -38,7 +38,7 @@ pub fn explain(e: &anyhow::Error) -> (String, Option<&'static str>, u8) {
                     Some("give a token with --token or XARCHIVE_TOKEN (`xarchive token create` makes one)"),
                     1,
                 ),
-                (403, _) => (said, Some("this token's role does not allow it (roles: read, write, search, audit)"), 1),
+                (403, _) => (said, Some("this token's role does not allow it (roles: read, write, search, audit, backup)"), 1),
                 (400 | 413, _) => (said, None, EXIT_USAGE),
                 (503, _) => (said, None, EXIT_UNAVAILABLE),
                 _ => (said, None, 1),

@@ -29,6 +29,7 @@ pub mod wire;
 pub use cluster::client::{Client, ClientError};
 pub use config::{Limits, NodeConfig};
 pub use http::router;
+pub use local::backup::{self, BackupError, BackupHeader};
 pub use local::domain::{capacity_for, Domain, DomainError, DomainStats, Position, VerifyReport};
 pub use local::filter::{FilterKind, FilterSettings};
 pub use local::id::ArchiveId;

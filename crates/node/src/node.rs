@@ -13,6 +13,7 @@ use crate::cluster::CoordError;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
 use crate::local::audit::{AuditEntry, AuditError, AuditHead, AuditIntegrity, AuditLog, Requester};
+use crate::local::backup::{self, BackupError, BackupHeader};
 use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
@@ -339,6 +340,19 @@ impl Node {
         body.records = records;
         body.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(body)
+    }
+
+    /// Writes an online backup of this domain to `out`: its store and its
+    /// audit log, each as of one moment, while writes go on (see
+    /// `local/backup.rs`). Blocks: run it on the blocking pool.
+    pub fn backup(&self, out: impl std::io::Write) -> Result<BackupHeader, BackupError> {
+        backup::take(
+            self.domain.name(),
+            self.domain.store(),
+            &self.audit,
+            crate::local::record::now_ms(),
+            out,
+        )
     }
 
     /// Every domain this one knows, itself first (`/v1/cluster`).

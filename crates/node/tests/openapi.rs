@@ -378,6 +378,9 @@ async fn every_answer_matches_the_openapi_document() {
     }
     let r = api.get("/v1/audit/verify", "/v1/audit/verify").await;
     assert_eq!(r.json()["intact"], true);
+    let r = api.get("/v1/backup", "/v1/backup").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.starts_with(xarchive_node::backup::MAGIC));
 
     // Operations and the page.
     for path in [

@@ -1,5 +1,6 @@
 //! The subcommands.
 
+mod backup;
 mod bench;
 mod client;
 mod cluster;
@@ -211,6 +212,10 @@ enum Command {
     Import(import::ImportArgs),
     /// Export records as NDJSON, CSV or a spreadsheet (without private keys).
     Export(export::ExportArgs),
+    /// Save an online backup of a running domain to a file (backup role).
+    Backup(backup::BackupArgs),
+    /// Restore a backup into the empty data directory of a stopped domain.
+    Restore(backup::RestoreArgs),
     /// Write sample records (realistic archive numbers) as NDJSON.
     Sample(sample::SampleArgs),
     /// API tokens.
@@ -254,6 +259,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args).await,
         Command::Export(args) => export::run(args).await,
         Command::Sample(args) => sample::run(args).await,
+        Command::Backup(args) => backup::backup(args).await,
+        Command::Restore(args) => backup::restore(args).await,
         Command::Bench(command) => bench::run(command).await,
         Command::Token(command) => token::run(command),
     }

@@ -358,6 +358,18 @@ impl Client {
         Self::json(response, &url).await
     }
 
+    /// `GET /v1/backup`: the domain's online backup, to be read as it
+    /// streams (`Response::chunk`). No overall time limit (a large domain
+    /// takes minutes): the caller bounds each wait for a piece instead.
+    pub async fn backup(&self) -> Result<reqwest::Response, ClientError> {
+        let url = self.url("/v1/backup");
+        let request = self
+            .http
+            .get(&url)
+            .timeout(Duration::from_secs(7 * 24 * 3600));
+        self.send(request, &url).await
+    }
+
     /// `GET /v1/filter/verify`: the filter against one rebuilt from the store.
     pub async fn verify(&self) -> Result<VerifyReport, ClientError> {
         let url = self.url("/v1/filter/verify");

@@ -3,6 +3,7 @@
 //! layers below become JSON with a stable `code` here and only here.
 
 pub(crate) mod archives;
+pub(crate) mod backup;
 pub(crate) mod error;
 pub(crate) mod lookup;
 pub(crate) mod openapi;
@@ -169,6 +170,8 @@ fn timed_routes(limits: &Limits) -> Vec<(&'static str, MethodRouter<Arc<Node>>)>
         ("/v1/audit/verify", get(search::audit_verify)),
         ("/v1/cluster", compressed(get(lookup::cluster))),
         ("/v1/stats", get(ops::stats)),
+        // Not compressed: a stream a client checks as it arrives.
+        ("/v1/backup", get(backup::backup)),
         ("/v1/openapi.json", compressed(get(openapi::openapi_json))),
         ("/metrics", compressed(get(ops::metrics))),
         ("/healthz", get(ops::healthz)),

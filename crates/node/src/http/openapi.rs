@@ -12,7 +12,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{archives, lookup, ops, replication, search, web};
+use super::{archives, backup, lookup, ops, replication, search, web};
 use crate::wire::ErrorBody;
 
 #[derive(OpenApi)]
@@ -45,6 +45,7 @@ use crate::wire::ErrorBody;
         search::audit,
         search::audit_verify,
         ops::stats,
+        backup::backup,
         ops::metrics,
         ops::healthz,
         ops::readyz,

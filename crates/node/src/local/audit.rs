@@ -29,7 +29,7 @@ use crate::local::space::{DiskFull, DiskSpace};
 
 /// Entries by the microsecond they were written (made unique by moving a
 /// collision one microsecond on), as JSON.
-const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("searches");
+pub(crate) const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("searches");
 
 /// The log's file inside the data directory.
 pub const AUDIT_FILE: &str = "audit.redb";
@@ -217,6 +217,11 @@ impl AuditLog {
             hash: entry.hash.clone(),
         };
         Ok(entry)
+    }
+
+    /// The file itself, for a backup's snapshot (`backup.rs`).
+    pub(crate) fn file(&self) -> &RedbFile {
+        &self.file
     }
 
     /// Where the chain ends now.

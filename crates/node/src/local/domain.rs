@@ -377,6 +377,11 @@ impl Domain {
         &self.name
     }
 
+    /// The store, for a backup's snapshot (`backup.rs`).
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
     pub fn settings(&self) -> &FilterSettings {
         &self.settings
     }

@@ -11,9 +11,11 @@
 //! - [`epoch`]: how epochs are written in JSON;
 //! - [`keys`]: declared key types, normalisation of key values, digests;
 //! - [`audit`]: the append-only log of searches by private key;
+//! - [`backup`]: an online backup of the store and the audit log, and its restore;
 //! - [`sample`]: realistic sample records.
 
 pub(crate) mod audit;
+pub mod backup;
 pub mod domain;
 pub(crate) mod epoch;
 pub(crate) mod filter;

@@ -17,16 +17,16 @@ use crate::local::record::{RecordBody, StoredRecord, StoredRecordError};
 use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
 use crate::local::space::{DiskFull, DiskSpace};
 
-const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(crate) const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Which records carry a key: the key's index digest (never the value)
 /// to the IDs. Written in the same transaction as the records, so it is
 /// exactly as durable as they are. (Stores written before keys existed
 /// hold no keys, so an empty index is right for them.)
-const KEYS: MultimapTableDefinition<&[u8], &str> = MultimapTableDefinition::new("keys");
+pub(crate) const KEYS: MultimapTableDefinition<&[u8], &str> = MultimapTableDefinition::new("keys");
 /// Rises with every committed write transaction: a saved filter snapshot is
 /// valid only for the sequence it was saved at.
-const SEQUENCE: &str = "sequence";
+pub(crate) const SEQUENCE: &str = "sequence";
 
 /// The store's file inside the data directory.
 pub const STORE_FILE: &str = "records.redb";
@@ -144,6 +144,11 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         self.file.path()
+    }
+
+    /// The file itself, for a backup's snapshot (`backup.rs`).
+    pub(crate) fn file(&self) -> &RedbFile {
+        &self.file
     }
 
     /// How many times the file was reopened after an I/O error.

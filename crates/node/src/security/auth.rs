@@ -42,10 +42,20 @@ pub enum Role {
     Search,
     /// Read, and also the log of searches (`GET /v1/audit`).
     Audit,
+    /// Read, and also the domain's online backup (`GET /v1/backup`): the
+    /// whole store, identity numbers and the search log included, so no
+    /// other role may take it.
+    Backup,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::Read, Role::Write, Role::Search, Role::Audit];
+    pub const ALL: [Role; 5] = [
+        Role::Read,
+        Role::Write,
+        Role::Search,
+        Role::Audit,
+        Role::Backup,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -53,6 +63,7 @@ impl Role {
             Role::Write => "write",
             Role::Search => "search",
             Role::Audit => "audit",
+            Role::Backup => "backup",
         }
     }
 
@@ -64,6 +75,7 @@ impl Role {
             Need::Write => self == Role::Write,
             Need::MemberOrSearch => self == Role::Search,
             Need::Audit => self == Role::Audit,
+            Need::Backup => self == Role::Backup,
             Need::Member => false,
         }
     }
@@ -71,7 +83,7 @@ impl Role {
 
 /// A name that is not a role.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a role (read, write, search or audit)")]
+#[error("{0:?} is not a role (read, write, search, audit or backup)")]
 pub struct UnknownRole(pub String);
 
 impl std::str::FromStr for Role {
@@ -191,6 +203,8 @@ pub enum Need {
     MemberOrSearch,
     /// The log of searches.
     Audit,
+    /// The domain's backup: every record with its keys, and the log.
+    Backup,
     /// The key filter: members only, whatever a client's role.
     Member,
     Metrics,
@@ -213,6 +227,7 @@ pub fn need(method: &Method, route: &str) -> Need {
         | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
         (&Method::POST, "/v1/search") => Need::MemberOrSearch,
         (&Method::GET, "/v1/audit" | "/v1/audit/verify") => Need::Audit,
+        (&Method::GET, "/v1/backup") => Need::Backup,
         (&Method::GET, "/v1/filter/keys" | "/v1/filter/keys/delta" | "/v1/relay") => Need::Member,
         _ => Need::Read,
     }
@@ -402,6 +417,9 @@ impl Authority {
             )),
             (Principal::Client { .. }, Need::Member) => Err(Refusal::Forbidden(
                 "the key filter and the relay are served only to the cluster's members",
+            )),
+            (Principal::Client { .. }, Need::Backup) => Err(Refusal::Forbidden(
+                "a backup holds every record's keys: it needs a token with the backup role",
             )),
             (Principal::Client { .. }, _) => Err(Refusal::Forbidden(
                 "reading the search log needs a token with the audit role",

@@ -1,0 +1,359 @@
+//! `xarchive backup` and `xarchive restore` against real domains: a backup
+//! taken while writes go on restores to a domain whose records, key index,
+//! audit log and filter verify; a full disk leaves no backup behind; only
+//! the backup role may take one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use xarchive_node::wire::SearchBody;
+use xarchive_node::{id_card_number, Client, Record};
+use xarchive_testkit::{tempdir, wait_until, Acknowledged, Spawn, Tmpfs};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_xarchive"))
+}
+
+fn run(args: &[&str], server: &str, token: Option<&str>, stdin: Option<&[u8]>) -> Output {
+    let mut command = Command::new(bin());
+    command
+        .args(args)
+        .env("XARCHIVE_SERVER", server)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(token) = token {
+        command.env("XARCHIVE_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("the binary runs");
+    if let Some(bytes) = stdin {
+        let mut pipe = child.stdin.take().expect("a piped stdin");
+        pipe.write_all(bytes).expect("stdin written");
+    }
+    child.wait_with_output().expect("the binary ends")
+}
+
+fn xarchive(args: &[&str], server: &str) -> Output {
+    run(args, server, None, None)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The identity number of the `i`-th keyed record.
+fn person(i: usize) -> String {
+    id_card_number(
+        110105,
+        1950 + (i % 50) as i32,
+        1 + (i % 12) as u8,
+        1,
+        (i % 999) as u16,
+    )
+}
+
+/// `count` records as NDJSON, every tenth with an identity number, each
+/// with `content_bytes` of content.
+fn records(count: usize, content_bytes: usize) -> Vec<u8> {
+    use base64::Engine;
+    let content = base64::engine::general_purpose::STANDARD.encode(vec![b'x'; content_bytes]);
+    let mut out = Vec::new();
+    for i in 0..count {
+        let mut record = serde_json::json!({
+            "id": format!("J001-WS·2023-Y-{i:05}"),
+            "title": format!("第{i}号"),
+            "metadata": {"year": 2023, "n": i},
+            "content": content,
+        });
+        if i % 10 == 0 {
+            record["keys"] = serde_json::json!({"id_card": person(i)});
+        }
+        serde_json::to_writer(&mut out, &record).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
+
+fn import(server: &str, count: usize, content_bytes: usize) {
+    let out = run(
+        &["import", "-"],
+        server,
+        None,
+        Some(&records(count, content_bytes)),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// What `backup --output json` and `restore --output json` print.
+#[derive(serde::Deserialize, Debug)]
+struct Done {
+    domain: String,
+    sequence: u64,
+    records: u64,
+    audit_entries: u64,
+}
+
+fn done(out: &Output) -> Done {
+    assert!(out.status.success(), "{}", text(out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+}
+
+#[test]
+fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_filter_verify() {
+    let dir = tempdir().unwrap();
+    let a = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    import(&a.url, 5_000, 512);
+    // A search by a private key, so that the audit log holds an entry.
+    let key = format!("id_card={}", person(30));
+    let out = xarchive(&["search", "--key", &key, "--json"], &a.url);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // A writer that keeps writing until told to stop.
+    let acked = Arc::new(Acknowledged::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop, url) = (acked.clone(), stop.clone(), a.url.clone());
+        std::thread::spawn(move || {
+            runtime().block_on(async {
+                let client = Client::new(&url, Duration::from_secs(30)).unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let id = format!("W-{n:06}");
+                    let body = serde_json::json!({"title": format!("written meanwhile {n}")});
+                    client
+                        .put(&id, &body)
+                        .await
+                        .expect("a write during the backup");
+                    acked.extend([id]);
+                    n += 1;
+                }
+            })
+        })
+    };
+    wait_until("writes to go on", 60, || acked.len() >= 20);
+    let before = acked.all();
+    let file = dir.path().join("A.backup");
+    let backup = done(&xarchive(
+        &["backup", "--to", file.to_str().unwrap(), "--output", "json"],
+        &a.url,
+    ));
+    let during = acked.len();
+    wait_until("writes to go on after the backup", 60, || {
+        acked.len() >= during + 20
+    });
+    stop.store(true, Ordering::Release);
+    writer.join().expect("the writer ends");
+
+    assert_eq!(backup.domain, "A");
+    assert_eq!(backup.audit_entries, 1);
+    // Every record acknowledged before the backup began is in it; none
+    // written after it ended is (one write may have been on its way).
+    let held = backup.records as usize;
+    assert!(
+        (5_000 + before.len()..=5_000 + during + 1).contains(&held),
+        "{held} records, {} written before, {during} by its end",
+        before.len()
+    );
+
+    // Restored into the empty data directory of a domain that is stopped.
+    let restored = dir.path().join("A-restored");
+    let out = run(
+        &[
+            "restore",
+            file.to_str().unwrap(),
+            "--data",
+            restored.to_str().unwrap(),
+            "--output",
+            "json",
+        ],
+        &a.url,
+        None,
+        None,
+    );
+    let again = done(&out);
+    assert_eq!(
+        (again.records, again.sequence),
+        (backup.records, backup.sequence)
+    );
+    let b = Spawn::new(bin(), "A", &restored).start();
+
+    runtime().block_on(async {
+        let (at_a, at_b) = (
+            Client::new(&a.url, Duration::from_secs(30)).unwrap(),
+            Client::new(&b.url, Duration::from_secs(30)).unwrap(),
+        );
+        let report = at_b.verify().await.unwrap();
+        assert!(report.consistent, "{report:?}");
+        assert_eq!(report.store_records, backup.records);
+        assert_eq!(report.filter_items, backup.records);
+        for id in before.iter().chain(
+            [
+                "J001-WS·2023-Y-00000".to_owned(),
+                "J001-WS·2023-Y-04999".to_owned(),
+            ]
+            .iter(),
+        ) {
+            let original: Record = at_a.get(id).await.unwrap().expect("at A");
+            let copy: Record = at_b
+                .get(id)
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{id} restored"));
+            assert_eq!(
+                (&copy.title, &copy.metadata, &copy.content, copy.created_at),
+                (
+                    &original.title,
+                    &original.metadata,
+                    &original.content,
+                    original.created_at
+                ),
+                "{id}"
+            );
+        }
+        assert!(at_b.contains("J001-WS·2023-Y-01234").await.unwrap());
+    });
+
+    // The key index came back with the records, and the search log whole.
+    let out = xarchive(&["search", "--key", &key, "--json"], &b.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let found: SearchBody = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<String> = found.records.iter().map(|r| r.id.to_string()).collect();
+    assert_eq!(ids, ["J001-WS·2023-Y-00030"]);
+    let out = xarchive(&["audit", "verify"], &b.url);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn a_full_disk_while_writing_a_backup_says_so_and_leaves_no_backup_behind() {
+    let dir = tempdir().unwrap();
+    let a = Spawn::new(bin(), "A", &dir.path().join("A")).start();
+    import(&a.url, 2_000, 2_048);
+    let disk = Tmpfs::mount(512 * 1024);
+    let file = disk.path().join("A.backup");
+    let out = xarchive(&["backup", "--to", file.to_str().unwrap()], &a.url);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("no space left on the disk holding") && said.contains("was not written"),
+        "{said}"
+    );
+    let left: Vec<PathBuf> = std::fs::read_dir(disk.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // The domain is none the worse, and a disk with room takes it.
+    let roomy = dir.path().join("A.backup");
+    let backup = done(&xarchive(
+        &[
+            "backup",
+            "--to",
+            roomy.to_str().unwrap(),
+            "--output",
+            "json",
+        ],
+        &a.url,
+    ));
+    assert_eq!(backup.records, 2_000);
+}
+
+#[test]
+fn a_backup_needs_the_backup_role_and_a_restore_a_whole_backup_and_an_empty_directory() {
+    let dir = tempdir().unwrap();
+    let config = dir.path().join("domain.toml");
+    std::fs::write(&config, "").unwrap();
+    let token = |role: &str| {
+        let out = Command::new(bin())
+            .args([
+                "token", "create", "--role", role, "--name", role, "--config",
+            ])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let (write, audit, backup) = (token("write"), token("audit"), token("backup"));
+    let a = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .arg("--config")
+        .arg(config.to_str().unwrap())
+        .start();
+    let out = run(
+        &["import", "-"],
+        &a.url,
+        Some(&write),
+        Some(&records(10, 8)),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+
+    let file = dir.path().join("A.backup");
+    for refused in [&write, &audit] {
+        let out = run(
+            &["backup", "--to", file.to_str().unwrap()],
+            &a.url,
+            Some(refused),
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains("backup role"), "{}", text(&out));
+        assert!(!file.exists());
+    }
+    let out = run(
+        &["backup", "--to", file.to_str().unwrap()],
+        &a.url,
+        Some(&backup),
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+
+    // A restore refuses a directory in use, and a backup cut short.
+    let out = xarchive(
+        &[
+            "restore",
+            file.to_str().unwrap(),
+            "--data",
+            dir.path().join("A").to_str().unwrap(),
+        ],
+        &a.url,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("not empty"), "{}", text(&out));
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = dir.path().join("cut.backup");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let target = dir.path().join("B");
+    let out = xarchive(
+        &[
+            "restore",
+            cut.to_str().unwrap(),
+            "--data",
+            target.to_str().unwrap(),
+        ],
+        &a.url,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("incomplete"), "{}", text(&out));
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    let out = xarchive(&["restore", file.to_str().unwrap(), "--check"], &a.url);
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -1,0 +1,676 @@
+//! An online backup of a domain, and its restore: one read transaction of
+//! the store and one of the audit log, written out while writes go on, so
+//! that a running domain can be saved without being stopped.
+//!
+//! redb gives every read transaction a fixed snapshot (writers copy pages
+//! on write and never touch pages a live reader can reach), so the
+//! records, the key index and the store's sequence in a backup are those
+//! of one commit, whatever was written while it streamed. The filters are
+//! not in it: a restored domain rebuilds them from its store when it
+//! starts, so they hold exactly the restored IDs.
+//!
+//! The form (docs/FORMAT.md, "Backup"): a magic line, then frames, each a
+//! little-endian `u32` length and a postcard-encoded [`Frame`]: a header,
+//! the store's tables and the audit log's entries, and an end frame with
+//! the counts and a SHA-256 of every byte before it. A file without its
+//! end frame, or whose checksum does not match, is not a backup: a stream
+//! cut short (a full disk, a dropped connection) is never taken for one.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Durability, ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTableMetadata,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::local::audit::{self, AuditLog};
+use crate::local::redb_file::{RedbFailure, Reopening};
+use crate::local::space::DiskFull;
+use crate::local::store::{self, Store};
+
+/// The first bytes of every backup.
+pub const MAGIC: &[u8; 16] = b"xarchive backup\n";
+/// The form written; a restore refuses any other.
+pub const FORMAT: u32 = 1;
+/// The longest frame read: a record of the largest content a domain may
+/// be configured for, with room to spare. A longer length is corruption.
+const MAX_FRAME: u32 = 1 << 30;
+/// Entries written into a restored file per transaction.
+const RESTORE_BATCH: usize = 10_000;
+
+/// What a backup says of itself, before its contents.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupHeader {
+    pub format: u32,
+    /// The domain it was taken of.
+    pub domain: String,
+    /// When its snapshot was taken (milliseconds since the Unix epoch).
+    pub taken_at_ms: i64,
+    /// The store's sequence (committed write transactions) in the snapshot.
+    pub sequence: u64,
+    pub records: u64,
+    pub key_entries: u64,
+    pub audit_entries: u64,
+}
+
+/// One unit of a backup.
+#[derive(Debug, Serialize, Deserialize)]
+enum Frame<'a> {
+    Header(BackupHeader),
+    /// A record: its ID and its stored bytes, as the store holds them.
+    Record(&'a str, &'a [u8]),
+    /// An entry of the key index: a key's digest and a record's ID.
+    Key(&'a [u8], &'a str),
+    /// A counter of the store (its sequence).
+    Meta(&'a str, u64),
+    /// An audit log entry: its time and its JSON, hash chain included.
+    Audit(u64, &'a [u8]),
+    End {
+        records: u64,
+        key_entries: u64,
+        audit_entries: u64,
+        /// SHA-256 of every byte before this frame (the magic included).
+        sha256: [u8; 32],
+    },
+}
+
+/// Why a backup could not be taken, read or restored.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("backup: {0}")]
+    Redb(Box<redb::Error>),
+    #[error(transparent)]
+    Reopening(#[from] Reopening),
+    #[error(transparent)]
+    DiskFull(#[from] DiskFull),
+    /// Where the backup went failed (the client left, or its disk).
+    #[error("cannot write the backup: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("cannot read the backup: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("not an xarchive backup (it does not begin as one)")]
+    NotABackup,
+    #[error("the backup is of form {0}; this xarchive reads form {FORMAT}")]
+    Format(u32),
+    #[error(
+        "the backup is incomplete: it ends before its end frame (a copy cut short is not a backup)"
+    )]
+    Truncated,
+    #[error("the backup is damaged: {0}")]
+    Damaged(String),
+    #[error("cannot restore into {path}: {reason}")]
+    Target { path: PathBuf, reason: String },
+    #[error("cannot restore into {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: Box<redb::DatabaseError>,
+    },
+}
+
+crate::local::redb_file::from_redb_errors!(BackupError);
+
+impl RedbFailure for BackupError {
+    fn redb(&self) -> Option<&redb::Error> {
+        match self {
+            BackupError::Redb(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Frames written with their lengths, the checksum kept as they go.
+struct Framer<W: Write> {
+    out: W,
+    sha: Sha256,
+    records: u64,
+    key_entries: u64,
+    audit_entries: u64,
+}
+
+impl<W: Write> Framer<W> {
+    fn new(mut out: W) -> Result<Self, BackupError> {
+        out.write_all(MAGIC).map_err(BackupError::Write)?;
+        let mut sha = Sha256::new();
+        sha.update(MAGIC);
+        Ok(Framer {
+            out,
+            sha,
+            records: 0,
+            key_entries: 0,
+            audit_entries: 0,
+        })
+    }
+
+    fn frame(&mut self, frame: &Frame<'_>) -> Result<(), BackupError> {
+        let bytes = postcard::to_stdvec(frame)
+            .map_err(|e| BackupError::Damaged(format!("a frame cannot be encoded: {e}")))?;
+        let len = u32::try_from(bytes.len())
+            .ok()
+            .filter(|len| *len <= MAX_FRAME)
+            .ok_or_else(|| BackupError::Damaged("a record is too large for a frame".into()))?;
+        let len = len.to_le_bytes();
+        self.sha.update(len);
+        self.sha.update(&bytes);
+        self.out.write_all(&len).map_err(BackupError::Write)?;
+        self.out.write_all(&bytes).map_err(BackupError::Write)?;
+        match frame {
+            Frame::Record(..) => self.records += 1,
+            Frame::Key(..) => self.key_entries += 1,
+            Frame::Audit(..) => self.audit_entries += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<W, BackupError> {
+        let end = Frame::End {
+            records: self.records,
+            key_entries: self.key_entries,
+            audit_entries: self.audit_entries,
+            sha256: self.sha.clone().finalize().into(),
+        };
+        self.frame(&end)?;
+        self.out.flush().map_err(BackupError::Write)?;
+        Ok(self.out)
+    }
+}
+
+/// Writes a backup of `store` and `audit` (the domain `domain`) to `out`:
+/// both snapshots are taken before the first byte is written, so the
+/// backup is of one moment, whatever is written while it streams. The
+/// header is flushed at once (a caller streaming it learns early that it
+/// began). Holds the files' read locks until done: a reopening of either
+/// after an I/O error waits for the backup to end.
+pub fn take(
+    domain: &str,
+    store: &Store,
+    audit: &AuditLog,
+    now_ms: i64,
+    out: impl Write,
+) -> Result<BackupHeader, BackupError> {
+    store.file().scan(|db| {
+        let txn = db.begin_read()?;
+        audit.file().scan(|audit_db| {
+            let audit_txn = audit_db.begin_read()?;
+            let records = txn.open_table(store::RECORDS)?;
+            let keys = txn.open_multimap_table(store::KEYS)?;
+            let meta = txn.open_table(store::META)?;
+            let entries = audit_txn.open_table(audit::ENTRIES)?;
+            let header = BackupHeader {
+                format: FORMAT,
+                domain: domain.to_owned(),
+                taken_at_ms: now_ms,
+                sequence: meta.get(store::SEQUENCE)?.map(|v| v.value()).unwrap_or(0),
+                records: records.len()?,
+                key_entries: keys.len()?,
+                audit_entries: entries.len()?,
+            };
+            let mut framer = Framer::new(out)?;
+            framer.frame(&Frame::Header(header.clone()))?;
+            framer.out.flush().map_err(BackupError::Write)?;
+            for entry in meta.iter()? {
+                let (name, value) = entry?;
+                framer.frame(&Frame::Meta(name.value(), value.value()))?;
+            }
+            for entry in records.iter()? {
+                let (id, value) = entry?;
+                framer.frame(&Frame::Record(id.value(), value.value()))?;
+            }
+            for entry in keys.iter()? {
+                let (digest, ids) = entry?;
+                for id in ids {
+                    framer.frame(&Frame::Key(digest.value(), id?.value()))?;
+                }
+            }
+            for entry in entries.iter()? {
+                let (at, json) = entry?;
+                framer.frame(&Frame::Audit(at.value(), json.value()))?;
+            }
+            framer.finish()?;
+            Ok(header)
+        })
+    })
+}
+
+/// One entry read from a backup.
+pub enum Entry<'a> {
+    Record(&'a str, &'a [u8]),
+    Key(&'a [u8], &'a str),
+    Meta(&'a str, u64),
+    Audit(u64, &'a [u8]),
+}
+
+/// Reads a whole backup, giving `each` every entry in order, and checks
+/// that it is complete: its header first, its end frame last with the
+/// counts of what came before and the checksum of every byte, nothing
+/// after. `each` may have been given entries of a backup that then turns
+/// out damaged: act on them only once this returns `Ok`.
+pub fn read(
+    input: impl Read,
+    mut each: impl FnMut(Entry<'_>) -> Result<(), BackupError>,
+) -> Result<BackupHeader, BackupError> {
+    let mut input = BufReader::with_capacity(1 << 16, input);
+    let mut magic = [0u8; 16];
+    read_exact(&mut input, &mut magic)?;
+    if &magic != MAGIC {
+        return Err(BackupError::NotABackup);
+    }
+    let mut sha = Sha256::new();
+    sha.update(magic);
+    let mut buf = Vec::new();
+    let mut header: Option<BackupHeader> = None;
+    let (mut records, mut key_entries, mut audit_entries) = (0u64, 0u64, 0u64);
+    loop {
+        let mut len = [0u8; 4];
+        read_exact(&mut input, &mut len)?;
+        let n = u32::from_le_bytes(len);
+        if n > MAX_FRAME {
+            return Err(BackupError::Damaged(format!(
+                "a frame claims {n} bytes: the file is corrupt"
+            )));
+        }
+        buf.resize(n as usize, 0);
+        read_exact(&mut input, &mut buf)?;
+        let frame: Frame<'_> = postcard::from_bytes(&buf)
+            .map_err(|e| BackupError::Damaged(format!("a frame cannot be read: {e}")))?;
+        let seen = sha.clone().finalize();
+        sha.update(len);
+        sha.update(&buf);
+        match (&header, frame) {
+            (None, Frame::Header(h)) => {
+                if h.format != FORMAT {
+                    return Err(BackupError::Format(h.format));
+                }
+                header = Some(h);
+                continue;
+            }
+            (None, _) => return Err(BackupError::NotABackup),
+            (Some(_), Frame::Header(_)) => {
+                return Err(BackupError::Damaged("a second header".into()))
+            }
+            (Some(_), Frame::Record(id, value)) => {
+                records += 1;
+                each(Entry::Record(id, value))?;
+            }
+            (Some(_), Frame::Key(digest, id)) => {
+                key_entries += 1;
+                each(Entry::Key(digest, id))?;
+            }
+            (Some(_), Frame::Meta(name, value)) => each(Entry::Meta(name, value))?,
+            (Some(_), Frame::Audit(at, json)) => {
+                audit_entries += 1;
+                each(Entry::Audit(at, json))?;
+            }
+            (Some(h), end @ Frame::End { .. }) => {
+                let Frame::End {
+                    records: r,
+                    key_entries: k,
+                    audit_entries: a,
+                    sha256,
+                } = end
+                else {
+                    unreachable!("matched as End")
+                };
+                if sha256[..] != seen[..] {
+                    return Err(BackupError::Damaged(
+                        "its checksum does not match its contents".into(),
+                    ));
+                }
+                let counted = (records, key_entries, audit_entries);
+                if counted != (r, k, a) || counted != (h.records, h.key_entries, h.audit_entries) {
+                    return Err(BackupError::Damaged(format!(
+                        "it holds {records} records, {key_entries} key entries and \
+                         {audit_entries} audit entries, but says {} , {} and {}",
+                        h.records, h.key_entries, h.audit_entries
+                    )));
+                }
+                if !input.fill_buf().map_err(BackupError::Read)?.is_empty() {
+                    return Err(BackupError::Damaged("bytes follow its end frame".into()));
+                }
+                return Ok(h.clone());
+            }
+        }
+    }
+}
+
+fn read_exact(input: &mut impl Read, buf: &mut [u8]) -> Result<(), BackupError> {
+    input.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => BackupError::Truncated,
+        _ => BackupError::Read(e),
+    })
+}
+
+/// Checks the backup at `path` whole, writing nothing.
+pub fn verify(path: &Path) -> Result<BackupHeader, BackupError> {
+    let file = std::fs::File::open(path).map_err(BackupError::Read)?;
+    read(file, |_| Ok(()))
+}
+
+/// The file names a restore writes into the data directory, and their
+/// names while being written.
+const RESTORING: &str = ".restoring";
+
+/// Restores the backup at `backup` into `dir`, a data directory that must
+/// be empty (or not exist): the store and the audit log are written under
+/// temporary names and take their own names only once the whole backup
+/// has been read and checked, so a damaged or incomplete backup leaves
+/// `dir` empty. The domain rebuilds its filters when it next starts.
+pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
+    let target = |reason: String| BackupError::Target {
+        path: dir.to_owned(),
+        reason,
+    };
+    let io = |source| BackupError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(io)?;
+        // A file system's own folder may stay (a fresh ext4 has one).
+        if let Some(entry) = entries.find(|e| {
+            e.as_ref().map_or(true, |e| {
+                e.file_name() != std::ffi::OsStr::new("lost+found")
+            })
+        }) {
+            let name = entry.map_err(io)?.file_name();
+            return Err(target(format!(
+                "it is not empty (it holds {}): restore only into the empty data directory of a \
+                 stopped domain",
+                name.to_string_lossy()
+            )));
+        }
+    }
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+    }
+    let input = std::fs::File::open(backup).map_err(BackupError::Read)?;
+    let store_path = dir.join(format!("{}{RESTORING}", store::STORE_FILE));
+    let audit_path = dir.join(format!("{}{RESTORING}", audit::AUDIT_FILE));
+    let written = write_files(input, &store_path, &audit_path);
+    let header = match written {
+        Ok(header) => header,
+        Err(e) => {
+            let _ = std::fs::remove_file(&store_path);
+            let _ = std::fs::remove_file(&audit_path);
+            return Err(e);
+        }
+    };
+    for (from, to) in [
+        (&store_path, dir.join(store::STORE_FILE)),
+        (&audit_path, dir.join(audit::AUDIT_FILE)),
+    ] {
+        std::fs::rename(from, &to).map_err(io)?;
+    }
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)?;
+    Ok(header)
+}
+
+/// The store's and the audit log's files written from `input`, each
+/// committed durably at the end.
+fn write_files(
+    input: impl Read,
+    store_path: &Path,
+    audit_path: &Path,
+) -> Result<BackupHeader, BackupError> {
+    let create = |path: &Path| {
+        let db = redb::Database::create(path).map_err(|source| BackupError::Create {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })?;
+        // Personal data: its owner's only, as the domain keeps its own.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| BackupError::Io {
+                path: path.to_owned(),
+                source,
+            },
+        )?;
+        Ok::<_, BackupError>(db)
+    };
+    let store_db = create(store_path)?;
+    let audit_db = create(audit_path)?;
+    let mut store_txn = Some(begin(&store_db)?);
+    let mut audit_txn = Some(begin(&audit_db)?);
+    let mut pending = 0usize;
+    let header = read(input, |entry| {
+        let (db, txn) = match entry {
+            Entry::Audit(..) => (&audit_db, &mut audit_txn),
+            _ => (&store_db, &mut store_txn),
+        };
+        let Some(open) = txn.as_ref() else {
+            return Err(BackupError::Damaged("an entry after the end".into()));
+        };
+        match entry {
+            Entry::Record(id, value) => {
+                open.open_table(store::RECORDS)?.insert(id, value)?;
+            }
+            Entry::Key(digest, id) => {
+                open.open_multimap_table(store::KEYS)?.insert(digest, id)?;
+            }
+            Entry::Meta(name, value) => {
+                open.open_table(store::META)?.insert(name, value)?;
+            }
+            Entry::Audit(at, json) => {
+                open.open_table(audit::ENTRIES)?.insert(at, json)?;
+            }
+        }
+        pending += 1;
+        if pending >= RESTORE_BATCH {
+            pending = 0;
+            // Not durable yet: the last commit below makes it all so.
+            if let Some(done) = txn.take() {
+                done.commit()?;
+            }
+            *txn = Some(begin(db)?);
+        }
+        Ok(())
+    })?;
+    // Every table exists, even one the backup had no entry for; the last
+    // commit of each file is durable, and with it the ones before.
+    if let Some(mut txn) = store_txn {
+        txn.set_durability(Durability::Immediate)
+            .map_err(redb::Error::from)?;
+        txn.open_table(store::RECORDS)?;
+        txn.open_multimap_table(store::KEYS)?;
+        txn.open_table(store::META)?;
+        txn.commit()?;
+    }
+    if let Some(mut txn) = audit_txn {
+        txn.set_durability(Durability::Immediate)
+            .map_err(redb::Error::from)?;
+        txn.open_table(audit::ENTRIES)?;
+        txn.commit()?;
+    }
+    Ok(header)
+}
+
+/// A write transaction that is not made durable on its own.
+fn begin(db: &redb::Database) -> Result<redb::WriteTransaction, BackupError> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::None)
+        .map_err(redb::Error::from)?;
+    Ok(txn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use crate::local::audit::{AuditEntry, Requester};
+    use crate::local::id::ArchiveId;
+    use crate::local::record::RecordBody;
+    use crate::local::space::DiskSpace;
+    use crate::local::store::Write as StoreWrite;
+
+    fn space(dir: &Path) -> Arc<DiskSpace> {
+        Arc::new(DiskSpace::new(dir, 0))
+    }
+
+    fn body(title: &str, keys: &[(&str, &str)]) -> RecordBody {
+        RecordBody {
+            title: title.into(),
+            metadata: serde_json::Map::new(),
+            content: Some(title.as_bytes().to_vec()),
+            keys: keys
+                .iter()
+                .map(|(t, v)| (t.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    /// A store of `n` records, every third keyed, and an audit log of two.
+    fn domain_files(dir: &Path, n: usize) -> (Store, AuditLog) {
+        let store = Store::open(dir, space(dir)).unwrap();
+        let writes: Vec<StoreWrite> = (0..n)
+            .map(|i| {
+                let keys: &[(&str, &str)] = if i % 3 == 0 {
+                    &[("id_card", "11010519491231002X")]
+                } else {
+                    &[]
+                };
+                StoreWrite::Put(
+                    ArchiveId::parse(&format!("J-{i:05}")).unwrap(),
+                    body(&format!("t{i}"), keys),
+                )
+            })
+            .collect();
+        store.apply(&writes, 1).unwrap();
+        let audit = AuditLog::open(dir, space(dir)).unwrap();
+        for i in 0..2 {
+            audit
+                .append(AuditEntry {
+                    at_us: 1_000 + i,
+                    requester: Requester::default(),
+                    key_type: "id_card".into(),
+                    value_digest: "d".into(),
+                    records: vec![format!("J-{i:05}")],
+                    prev: String::new(),
+                    hash: String::new(),
+                })
+                .unwrap();
+        }
+        (store, audit)
+    }
+
+    fn backup_of(store: &Store, audit: &AuditLog) -> Vec<u8> {
+        let mut out = Vec::new();
+        take("A", store, audit, 7, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_restored_backup_holds_the_same_records_keys_sequence_and_audit_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, audit) = domain_files(&dir.path().join("a"), 25_000);
+        let bytes = backup_of(&store, &audit);
+        let file = dir.path().join("a.backup");
+        std::fs::write(&file, &bytes).unwrap();
+        let header = restore(&file, &dir.path().join("b")).unwrap();
+        assert_eq!(
+            (header.records, header.audit_entries, header.sequence),
+            (25_000, 2, 1)
+        );
+
+        let b = dir.path().join("b");
+        let restored = Store::open(&b, space(&b)).unwrap();
+        assert_eq!(restored.len().unwrap(), 25_000);
+        assert_eq!(restored.sequence().unwrap(), store.sequence().unwrap());
+        let id = ArchiveId::parse("J-00003").unwrap();
+        assert_eq!(restored.get(&id).unwrap(), store.get(&id).unwrap());
+        assert_eq!(
+            restored
+                .with_key("id_card", "11010519491231002X")
+                .unwrap()
+                .len(),
+            store
+                .with_key("id_card", "11010519491231002X")
+                .unwrap()
+                .len()
+        );
+        let log = AuditLog::open(&b, space(&b)).unwrap();
+        let found = log.verify(None).unwrap();
+        assert!(found.intact, "{:?}", found.problems);
+        assert_eq!(found.head, audit.head());
+    }
+
+    #[test]
+    fn a_backup_cut_short_or_changed_anywhere_is_refused_and_restores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, audit) = domain_files(&dir.path().join("a"), 50);
+        let bytes = backup_of(&store, &audit);
+        let file = dir.path().join("bad.backup");
+        for cut in [0, 10, 16, 40, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&file, &bytes[..cut]).unwrap();
+            let target = dir.path().join(format!("cut-{cut}"));
+            let e = restore(&file, &target).unwrap_err();
+            assert!(
+                matches!(e, BackupError::Truncated | BackupError::NotABackup),
+                "cut at {cut}: {e}"
+            );
+            assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+        }
+        let mut changed = bytes.clone();
+        let at = changed.len() / 2;
+        changed[at] ^= 1;
+        std::fs::write(&file, &changed).unwrap();
+        assert!(verify(&file).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        std::fs::write(&file, &longer).unwrap();
+        assert!(matches!(verify(&file), Err(BackupError::Damaged(_))));
+    }
+
+    #[test]
+    fn a_restore_refuses_a_directory_that_holds_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, audit) = domain_files(&dir.path().join("a"), 3);
+        let file = dir.path().join("a.backup");
+        std::fs::write(&file, backup_of(&store, &audit)).unwrap();
+        let e = restore(&file, &dir.path().join("a")).unwrap_err();
+        assert!(e.to_string().contains("not empty"), "{e}");
+    }
+
+    #[test]
+    fn writes_made_while_a_backup_streams_are_not_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, audit) = domain_files(&dir.path().join("a"), 10);
+        /// Writes a record into the store at the backup's first byte.
+        struct WritesMeanwhile<'a>(&'a Store, bool);
+        impl std::io::Write for WritesMeanwhile<'_> {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if !self.1 {
+                    self.1 = true;
+                    let id = ArchiveId::parse("J-late").unwrap();
+                    self.0
+                        .apply(&[StoreWrite::Put(id, body("late", &[]))], 2)
+                        .unwrap();
+                }
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let header = take("A", &store, &audit, 7, WritesMeanwhile(&store, false)).unwrap();
+        assert_eq!((header.records, header.sequence), (10, 1));
+        assert_eq!(store.len().unwrap(), 11);
+    }
+}
