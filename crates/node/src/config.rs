@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::cache::CacheConfig;
 use crate::cluster::ClusterConfig;
 use crate::local::filter::FilterSettings;
+use crate::local::id_profile::IdProfile;
 use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
 use crate::security::auth::AuthConfig;
 use crate::security::tls::TlsConfig;
@@ -68,6 +69,9 @@ pub struct NodeConfig {
     /// The key types records may carry besides their archive number
     /// (`[[keys]]`), the same at every domain of a cluster.
     pub keys: Vec<KeyType>,
+    /// How an archive number a person typed is read before a lookup
+    /// (`[ids]`), the same at every domain of a cluster.
+    pub ids: IdProfile,
 }
 
 /// The key types a domain declares unless its configuration says
@@ -100,6 +104,7 @@ impl Default for NodeConfig {
             auth: AuthConfig::default(),
             tls: TlsConfig::default(),
             keys: default_key_types(),
+            ids: IdProfile::default(),
         }
     }
 }
@@ -165,6 +170,9 @@ impl NodeConfig {
             )));
         }
         self.key_types()?;
+        self.ids
+            .check()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if !(self.filter.fpr > 0.0 && self.filter.fpr <= 0.5) {
             return Err(ConfigError::Invalid(format!(
                 "filter.fpr must be in (0, 0.5], got {}",

@@ -16,6 +16,7 @@ use crate::local::audit::{AuditEntry, AuditError, AuditHead, AuditIntegrity, Aud
 use crate::local::backup::{self, BackupError, BackupHeader};
 use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
+use crate::local::id_profile::cluster_fingerprint;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
 use crate::local::space::DiskSpace;
 use crate::metrics::Metrics;
@@ -176,7 +177,9 @@ impl Node {
     pub fn start(self: &Arc<Self>, stop: &CancellationToken) {
         self.cluster.start(
             self.domain.settings().kind,
-            self.key_types().fingerprint(),
+            // What a member must share to join: the key types and the ID
+            // profile (local/id_profile.rs says why the default adds nothing).
+            cluster_fingerprint(&self.key_types().fingerprint(), &self.config.ids),
             self.domain.subscribe(),
             stop,
         );
@@ -274,6 +277,16 @@ impl Node {
             record.withhold_private_keys(self.key_types());
         }
         Ok(found)
+    }
+
+    /// Whether `typed` reads as a value of a private key type (an identity
+    /// number typed where an archive number goes): then it is neither
+    /// echoed nor used to suggest anything.
+    pub fn reads_as_private_key(&self, typed: &str) -> bool {
+        self.key_types()
+            .iter()
+            .filter(|t| t.visibility == Visibility::Private)
+            .any(|t| self.key_types().normalise(&t.name, typed).is_ok())
     }
 
     /// Every record whose key is `request.value` (normalised first): this

@@ -13,6 +13,7 @@ pub use crate::local::audit::{AuditEntry, AuditHead, AuditIntegrity, Requester};
 use crate::local::domain::DomainStats;
 use crate::local::filter::FilterKind;
 use crate::local::id::{ArchiveId, InvalidId};
+pub use crate::local::id_profile::IdProfile;
 use crate::local::keys::KeyType;
 use crate::local::record::Record;
 
@@ -256,6 +257,11 @@ pub struct LookupBody {
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
+    /// With `not_found`: the archive numbers this domain holds nearest to
+    /// what was typed (docs/API.md), nearest first; none when what was
+    /// typed reads as an identity number or other private key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suggestions: Vec<String>,
     #[serde(default)]
     pub route: Route,
 }
@@ -264,6 +270,10 @@ pub struct LookupBody {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct KeyTypesBody {
     pub key_types: Vec<KeyType>,
+    /// How archive numbers typed by people are read before a lookup
+    /// (`[ids]`; absent from domains older than the profile).
+    #[serde(default)]
+    pub id_profile: IdProfile,
 }
 
 /// The body of `POST /v1/search` (a POST, so that personal data stays

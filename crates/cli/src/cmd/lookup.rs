@@ -7,7 +7,8 @@ use crate::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
 
 #[derive(clap::Args)]
 pub struct LookupArgs {
-    /// The archive ID.
+    /// The archive number as typed: the domain reads it by the cluster's
+    /// ID profile (trimmed, NFKC, "." and other look-alikes of "·" as "·").
     #[arg(value_parser = super::archive_id)]
     id: String,
     /// Ask every domain (the seed paper's broadcast) instead of routing.
@@ -52,6 +53,11 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
         }
         404 => {
             eprintln!("not found in any domain: {} ({summary})", args.id);
+            // The domain read what was typed by the cluster's ID profile
+            // (trimmed, NFKC, look-alikes of "·") before looking it up.
+            if !answer.suggestions.is_empty() {
+                eprintln!("did you mean: {}", answer.suggestions.join(", "));
+            }
             Ok(ExitCode::from(EXIT_NOT_FOUND))
         }
         _ => {

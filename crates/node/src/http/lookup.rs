@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use super::archives::parse_id;
 use super::error::ApiError;
-use crate::cluster::lookup::{Outcome, Strategy};
+use crate::cluster::lookup::{Lookup, Outcome, Strategy};
+use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{ClusterView, ErrorBody, LookupBody, RouteBody};
 
@@ -26,7 +27,9 @@ pub struct LookupParams {
 }
 
 /// `GET /v1/lookup/{id}[?strategy=broadcast]`: the record from whichever
-/// domain holds it, with the route the lookup took.
+/// domain holds it, with the route the lookup took. What was typed is
+/// read by the cluster's ID profile (`[ids]`) first; a lookup that finds
+/// nothing suggests the nearest archive numbers held here.
 #[utoipa::path(
     get,
     path = "/v1/lookup/{id}",
@@ -35,7 +38,7 @@ pub struct LookupParams {
     responses(
         (status = 200, description = "Found: the record, its owner and the route", body = LookupBody),
         (status = 400, description = "`invalid_id` or `invalid_parameter`", body = ErrorBody),
-        (status = 404, description = "`not_found`: every domain that might hold it was ruled out, with the membership confirmed", body = LookupBody),
+        (status = 404, description = "`not_found`: every domain that might hold it was ruled out, with the membership confirmed; `suggestions` names the nearest archive numbers this domain holds", body = LookupBody),
         (status = 503, description = "`unavailable` (a domain that might hold it could not be reached) or `not_ready` (the membership is not confirmed); never \"not found\"", body = LookupBody),
     )
 )]
@@ -44,11 +47,48 @@ pub async fn lookup(
     path: Result<Path<String>, PathRejection>,
     params: Result<Query<LookupParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
+    let typed = parse_id(path)?;
     let Query(params) = params.map_err(ApiError::query)?;
-    let result = node.lookup(&id, params.strategy).await?;
+    // The forms the cluster's ID profile reads from what was typed: the
+    // normalised one, then the one typed (an ID stored before the profile).
+    let profile = &node.config.ids;
+    let forms: Vec<ArchiveId> = profile
+        .forms(typed.as_str())
+        .iter()
+        .filter_map(|form| ArchiveId::parse(form).ok())
+        .collect();
+    let mut result: Option<Lookup> = None;
+    for id in forms.iter().chain(forms.is_empty().then_some(&typed)) {
+        let this = node.lookup(id, params.strategy).await?;
+        let found = matches!(this.outcome, Outcome::Found { .. });
+        result = Some(match result {
+            Some(kept) if doubt(&kept.outcome) >= doubt(&this.outcome) && !found => kept,
+            _ => this,
+        });
+        if found {
+            break;
+        }
+    }
+    let Some(result) = result else {
+        return Err(ApiError::internal("a lookup tried no form"));
+    };
     node.metrics.observe_lookup(&result);
     let route = serde_json::to_value(&result.route).map_err(ApiError::internal)?;
+    // An identity number typed where an archive number goes is neither
+    // said back nor used to suggest anything.
+    let private = node.reads_as_private_key(typed.as_str());
+    let said = if private {
+        "that number".to_owned()
+    } else {
+        format!("{:?}", typed.as_str())
+    };
+    let echo = |e: ApiError| {
+        if private {
+            e.with("reads_as_key", true)
+        } else {
+            e.with("id", typed.as_str())
+        }
+    };
     Ok(match result.outcome {
         Outcome::Found { record, owner } => Json(LookupBody {
             record: Some(record),
@@ -57,40 +97,67 @@ pub async fn lookup(
             ..LookupBody::default()
         })
         .into_response(),
-        Outcome::NotFound => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no domain holds archive record {:?}", id.as_str()),
-        )
-        .with("id", id.as_str())
-        .with("route", route)
-        .into_response(),
-        Outcome::Unavailable { domains } => ApiError::new(
+        Outcome::NotFound => {
+            let suggestions = if private {
+                Vec::new()
+            } else {
+                let query = forms.first().unwrap_or(&typed).as_str().to_owned();
+                super::blocking(&node, move |node| {
+                    Ok(node.domain.nearest(&node.config.ids, &query)?)
+                })
+                .await?
+            };
+            let mut message = format!("no domain holds archive record {said}");
+            if private {
+                message.push_str(
+                    "; it reads as an identity number or another private key: to find a \
+                     person's records, search by key (POST /v1/search)",
+                );
+            } else if !suggestions.is_empty() {
+                message.push_str(&format!(
+                    "; domain {} holds {}",
+                    node.domain.name(),
+                    suggestions.join(", ")
+                ));
+            }
+            let mut e = echo(ApiError::new(StatusCode::NOT_FOUND, "not_found", message));
+            if !suggestions.is_empty() {
+                e = e.with("suggestions", suggestions);
+            }
+            e.with("route", route).into_response()
+        }
+        Outcome::Unavailable { domains } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             format!(
-                "{:?} was not found in the domains that answered; these could not be reached: {}",
-                id.as_str(),
+                "{said} was not found in the domains that answered; these could not be reached: {}",
                 domains.join(", ")
             ),
-        )
-        .with("id", id.as_str())
+        ))
         .with("unavailable", domains)
         .with("route", route)
         .into_response(),
-        Outcome::NotReady { reason } => ApiError::new(
+        Outcome::NotReady { reason } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
             format!(
-                "{:?} was not found in any domain known here, but this domain cannot confirm \
-                 the cluster's membership ({reason}), so a domain it does not know of may hold it",
-                id.as_str()
+                "{said} was not found in any domain known here, but this domain cannot confirm \
+                 the cluster's membership ({reason}), so a domain it does not know of may hold it"
             ),
-        )
-        .with("id", id.as_str())
+        ))
         .with("route", route)
         .into_response(),
     })
+}
+
+/// How far an answer that found nothing is from a certain "not found":
+/// of the forms tried, the least certain answer is given.
+fn doubt(outcome: &Outcome) -> u8 {
+    match outcome {
+        Outcome::Found { .. } | Outcome::NotFound => 0,
+        Outcome::NotReady { .. } => 1,
+        Outcome::Unavailable { .. } => 2,
+    }
 }
 
 /// `GET /v1/route/{id}`: the domains whose replicas may hold the ID, from

@@ -28,6 +28,7 @@ use crate::wire::{
 pub async fn key_types(State(node): State<Arc<Node>>) -> Json<KeyTypesBody> {
     Json(KeyTypesBody {
         key_types: node.key_types().iter().cloned().collect(),
+        id_profile: node.config.ids.clone(),
     })
 }
 

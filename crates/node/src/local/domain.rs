@@ -27,6 +27,7 @@ use crate::local::filter::{
     counting_stats, ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter,
 };
 use crate::local::id::ArchiveId;
+use crate::local::id_profile::{self, IdProfile};
 use crate::local::keys::Keying;
 use crate::local::record::{now_ms, Record};
 use crate::local::space::{DiskSpace, SpaceStats};
@@ -615,6 +616,28 @@ impl Domain {
     /// process itself and its tests; served to nobody.
     pub fn key_filter_stats(&self) -> FilterStats {
         counting_stats(&self.state.read().keys)
+    }
+
+    /// The archive numbers held here nearest to `query` (a form read by
+    /// `profile`), nearest first: "did you mean" after a lookup that found
+    /// nothing. Reads a few thousand IDs at most (`id_profile::probes`).
+    pub fn nearest(&self, profile: &IdProfile, query: &str) -> Result<Vec<String>, DomainError> {
+        let (prefix, mut probes) = id_profile::probes(query);
+        // Where an ID stored before the profile, with an ASCII dot for the
+        // separator, sorts.
+        if let Some(separator) = profile.separator.chars().next() {
+            let dotted = query.replace(separator, ".");
+            if dotted != query {
+                probes.insert(1, dotted);
+            }
+        }
+        if prefix.is_empty() {
+            return Ok(Vec::new());
+        }
+        let candidates = self
+            .store
+            .ids_near(&prefix, &probes, id_profile::PER_PROBE)?;
+        Ok(id_profile::nearest(profile, query, &candidates))
     }
 
     /// Up to `limit` IDs after `after`, in order.

@@ -2,6 +2,7 @@
 //! with no knowledge of other domains.
 //!
 //! - [`id`], [`record`]: archive IDs and records, validated at the edge;
+//! - [`id_profile`]: how an archive number a person typed is read (`[ids]`);
 //! - [`store`]: records on disk (redb), durable before a write returns;
 //! - [`redb_file`]: a redb file reopened after an I/O error (a full disk);
 //! - [`space`]: the data directory's free space and the reserve writes keep;
@@ -20,6 +21,7 @@ pub mod domain;
 pub(crate) mod epoch;
 pub(crate) mod filter;
 pub mod id;
+pub mod id_profile;
 pub(crate) mod keys;
 pub mod record;
 pub mod redb_file;

@@ -391,6 +391,50 @@ impl Store {
         })
     }
 
+    /// IDs near each of `probes` in the table's order, from one snapshot:
+    /// up to `per_probe` from each probe on, and as many just before the
+    /// first, only those starting with `prefix` (a bounded read for "did
+    /// you mean", whatever the store holds).
+    pub fn ids_near(
+        &self,
+        prefix: &str,
+        probes: &[String],
+        per_probe: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(RECORDS)?;
+            let mut ids = Vec::new();
+            for (i, probe) in probes.iter().enumerate() {
+                let probe = probe.as_str();
+                for entry in table
+                    .range::<&str>((Included(probe), Unbounded))?
+                    .take(per_probe)
+                {
+                    let id = entry?.0.value().to_owned();
+                    if !id.starts_with(prefix) {
+                        break;
+                    }
+                    ids.push(id);
+                }
+                if i == 0 {
+                    let before = table.range::<&str>((Unbounded, Excluded(probe)))?;
+                    for entry in before.rev().take(per_probe) {
+                        let id = entry?.0.value().to_owned();
+                        if !id.starts_with(prefix) {
+                            break;
+                        }
+                        ids.push(id);
+                    }
+                }
+            }
+            ids.sort();
+            ids.dedup();
+            Ok(ids)
+        })
+    }
+
     /// Up to `limit` IDs after `after` (exclusive), in order.
     pub fn list(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, StoreError> {
         self.file.read(|db| {
