@@ -13,6 +13,7 @@ import {
   formatAgo,
   formatBytes,
   formatMs,
+  idForms,
   metadataValue,
   plainApiError,
 } from './util.js';
@@ -39,14 +40,32 @@ async function freshen() {
   return { ms: performance.now() - started, synced: stale.length };
 }
 
+// ---------------------------------------------------------------- the ID profile
+
+/** The cluster's ID profile (/v1/keys' `id_profile`), once read. */
+let idProfile = null;
+
+/** How typed archive numbers are read here, as the domains read them. */
+async function readProfile() {
+  if (idProfile) return idProfile;
+  try {
+    const answer = await callApi('', '/v1/keys');
+    if (answer.status === 200 && answer.body?.id_profile) idProfile = answer.body.id_profile;
+  } catch {
+    // The default until the domain answers: what it reads when not told otherwise.
+  }
+  return idProfile ?? { separator: '\u00b7' };
+}
+
 // ---------------------------------------------------------------- local answer
 
 /**
- * What the filters held here say about `id`: 'absent' only when the
+ * What the filters held here say about the forms of an archive number
+ * (`ids`: the normalised one and the one typed): 'absent' only when the
  * cluster view is fresh and every domain's filter is loaded, fresh and
- * says no. Otherwise 'ask', with the reasons.
+ * says no to every form. Otherwise 'ask', with the reasons.
  */
-function localAnswer(id) {
+function localAnswer(ids) {
   const started = performance.now();
   const domains = [...state.domains.values()];
   const reasons = [];
@@ -68,7 +87,7 @@ function localAnswer(id) {
     } else if (Date.now() - d.syncedAt > LOCAL_FRESH_MS) {
       reasons.push(`domain ${d.name}'s filter in this browser was last brought up to date ${formatAgo(Date.now() - d.syncedAt)}`);
     }
-    if (d.filter.mightContain(id)) maybe.push(d.name);
+    if (ids.some((id) => d.filter.mightContain(id))) maybe.push(d.name);
   }
   const ms = performance.now() - started;
   if (reasons.length === 0 && maybe.length === 0) {
@@ -102,8 +121,9 @@ export async function search(raw, { pushHash = true } = {}) {
   show(out, h('div', { class: 'card pending' }, `Searching for ${id}… 检索中…`));
   const started = performance.now();
   const sync = await freshen();
+  const profile = await readProfile();
   if (seq !== searchSeq) return;
-  const local = localAnswer(id);
+  const local = localAnswer(idForms(id, profile));
   if (local.verdict === 'absent') {
     const synced = sync.synced > 0
       ? ` Its copies were brought up to date first (${sync.synced} small delta request${sync.synced > 1 ? 's' : ''}, ${formatMs(sync.ms)}).`
@@ -168,6 +188,7 @@ async function askServer(id, seq, started, { local = null, forced = false } = {}
       h('h3', {}, '不在任何档案域 ', h('span', {}, 'Not in any domain')),
       h('p', { class: 'id-line' }, h('code', {}, id)),
       h('p', {}, `Domain ${served} searched the cluster: no domain holds this archive number. 经检索，任何档案域均无此档案号。`),
+      suggestionList(body.suggestions),
       routeList(body.route, { found: false }),
       timing(body.route)), why);
     return;
@@ -194,6 +215,21 @@ async function askServer(id, seq, started, { local = null, forced = false } = {}
     return;
   }
   show(out, h('div', { class: 'card error', role: 'alert' }, plainApiError(served, apiError(answer))), why);
+}
+
+/** "Did you mean": the nearest archive numbers the serving domain holds, each a search. */
+function suggestionList(suggestions) {
+  if (!Array.isArray(suggestions) || suggestions.length === 0) return null;
+  return h('div', { class: 'suggestions', 'data-answer': 'suggestions' },
+    h('p', {}, `Did you mean one of the archive numbers domain ${state.served ?? ''} holds? 您要找的是否是：`),
+    h('ul', {}, suggestions.map((s) => h('li', {}, h('button', {
+      type: 'button',
+      class: 'link',
+      onclick: () => {
+        $('search-id').value = s;
+        search(s);
+      },
+    }, s)))));
 }
 
 // ---------------------------------------------------------------- the record found

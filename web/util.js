@@ -51,6 +51,42 @@ export function checkId(raw) {
 }
 
 /**
+ * The look-alikes of "·" people type for it (crates/node/src/local/id_profile.rs
+ * `LOOKALIKES`): . · ・ ･ • ‧ ∙ ⋅
+ */
+export const LOOKALIKES = ['.', '\u00b7', '\u30fb', '\uff65', '\u2022', '\u2027', '\u2219', '\u22c5'];
+
+/** Whitespace at either end: JavaScript's \s and U+0085, as the domains trim (White_Space and the BOM). */
+const EDGES = /^[\s\u0085]+|[\s\u0085]+$/g;
+
+function readIdOnce(text, separator) {
+  const mapped = [...text.normalize('NFKC')]
+    .map((c) => (separator && LOOKALIKES.includes(c) ? separator : c))
+    .join('');
+  return mapped.replace(EDGES, '');
+}
+
+/**
+ * An archive number as the cluster's ID profile reads what a person typed
+ * (`profile.separator`, from /v1/keys' `id_profile`): NFKC, the look-alikes
+ * of "·" made the separator, whitespace at either end taken off; twice, as
+ * the domains do. web/test/id-profile-vectors.json is read by both tests.
+ */
+export function normaliseId(typed, profile = { separator: '\u00b7' }) {
+  const separator = profile?.separator ?? '';
+  return readIdOnce(readIdOnce(String(typed ?? ''), separator), separator);
+}
+
+/**
+ * The forms a lookup tries, in order: the normalised one, then the one
+ * typed if it differs (an ID stored before the profile is found by it).
+ */
+export function idForms(typed, profile) {
+  const normalised = normaliseId(typed, profile);
+  return normalised === typed || normalised === '' ? [typed] : [normalised, typed];
+}
+
+/**
  * An ID as one URL path segment: encodeURIComponent, with `.` and the
  * marks `! ' ( ) *` escaped too, as the Rust client does (`encode_id`).
  */

@@ -10,6 +10,8 @@
 //   - a record held by domain C is found, with its owner and route;
 //   - an absent archive number is answered "not in any domain" by the
 //     browser itself, without any lookup request;
+//   - a number typed with an ASCII dot for "·" and spaces is found, and
+//     one held nowhere is answered with the nearest numbers held;
 //   - a record added through the page to domain B is found there;
 //   - a record deleted through the page is then reported gone;
 //   - with one domain's filter out of reach, the browser does not answer
@@ -288,6 +290,29 @@ test('a record held by another domain is found, with its owner and the route', a
   await seeText(result, [`${record.metadata.fonds}`, '保管期限 Retention']);
   await shot('page-found');
   await shot('page');
+});
+
+test('an archive number typed with an ASCII dot and spaces is found, and a slip is answered with the nearest numbers held', async () => {
+  const base = `http://127.0.0.1:${server.port + 2}`;
+  const { body: list } = await getJson(`${base}/v1/archives?limit=100`);
+  const id = list.ids[7];
+  assert.ok(id.includes('·'), id);
+  await search(` ${id.replace('·', '.')} `);
+  await seeText(page.locator('#result'), ['Found in domain C', id]);
+
+  // One digit too many: no domain holds it (the browser may say so by
+  // itself); asked, domain A names the numbers it holds nearest to it.
+  const { body: own } = await getJson(`http://127.0.0.1:${server.port}/v1/archives?limit=100`);
+  const held = own.ids[10];
+  await search(`${held.replace('·', '.')}0`);
+  const result = page.locator('#result');
+  await seeText(result, ['Not in any domain']);
+  const ask = result.getByRole('button', { name: /Ask the servers anyway/ });
+  if (await ask.count()) await ask.click();
+  await seeText(result, ['Did you mean', held]);
+  await result.getByRole('button', { name: held }).click();
+  await seeText(result, ['Found in domain A', held]);
+  await shot('page-typed');
 });
 
 test('an absent archive number is answered by the browser, without asking a server', async () => {
