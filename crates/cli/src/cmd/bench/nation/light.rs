@@ -204,18 +204,8 @@ fn capacity(held: u64) -> u64 {
     capacity_for(&FilterSettings::default(), held, 0)
 }
 
-/// A domain's geometry for `held` IDs (`LocalFilter::new`'s rule), with
-/// `fpr` the highest rate.
 fn geometry(held: u64, fpr: f64) -> anyhow::Result<BloomGeometry> {
-    let settings = FilterSettings {
-        fpr,
-        ..FilterSettings::default()
-    };
-    let capacity = capacity(held);
-    Ok(BloomGeometry::for_capacity(
-        capacity,
-        settings.rate_for(capacity)?,
-    )?)
+    Ok(BloomGeometry::for_capacity(capacity(held), fpr)?)
 }
 
 impl Nation {
