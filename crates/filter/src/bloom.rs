@@ -93,21 +93,18 @@ impl BloomFilter {
     /// is started before any is tested. Routing over thousands of copies
     /// that no cache holds then waits for their memory reads together
     /// rather than one after another (at 3 301 domains and 10^9 IDs, a
-    /// routing step went from 12.0 to 8.0 µs; docs/SCALING.md).
+    /// routing step went from 12.0 to 8.0 µs; docs/SCALING.md). The ID is
+    /// hashed once per run of equal seeds.
     pub fn contains_each(filters: &[&BloomFilter], id: impl AsRef<[u8]>) -> Vec<bool> {
-        let id = id.as_ref();
-        let probes: Vec<Probes> = filters.iter().map(|f| f.geometry.probes(id)).collect();
-        // Independent loads, so the processor keeps many in flight; the
-        // XOR only keeps them from being optimised away.
-        let touched = filters.iter().zip(&probes).fold(0u64, |acc, (f, p)| {
-            acc ^ block::<BLOCK_WORDS>(&f.words, p.block)[0]
-        });
-        std::hint::black_box(touched);
-        filters
-            .iter()
-            .zip(&probes)
-            .map(|(f, p)| f.contains_probes(p))
-            .collect()
+        crate::index::candidates_all(&[], filters, id).1
+    }
+
+    /// Starts the read of `probes`' block (see [`contains_each`]).
+    ///
+    /// [`contains_each`]: Self::contains_each
+    #[inline]
+    pub(crate) fn touch(&self, probes: &Probes) -> u64 {
+        block::<BLOCK_WORDS>(&self.words, probes.block)[0]
     }
 
     /// [`contains`](Self::contains) for probes already computed with this

@@ -121,6 +121,27 @@ pub(crate) fn fast_range(x: u64, n: u64) -> u64 {
     ((u128::from(x) * u128::from(n)) >> 64) as u64
 }
 
+/// Probes of one ID for filters of many geometries, the ID hashed once per
+/// run of equal seeds: a geometry's probes are [`Probes::new`] of the
+/// digest under its seed and its block count, so filters of one seed
+/// (every domain's: 0) share the digest whatever their sizes.
+#[derive(Default)]
+pub(crate) struct Hashed {
+    last: Option<(u32, Digest)>,
+}
+
+impl Hashed {
+    #[inline]
+    pub(crate) fn probes(&mut self, seed: u32, num_blocks: u64, id: &[u8]) -> Probes {
+        let digest = match self.last {
+            Some((s, digest)) if s == seed => digest,
+            _ => murmur3_x64_128(id, seed),
+        };
+        self.last = Some((seed, digest));
+        Probes::new(digest, num_blocks)
+    }
+}
+
 /// Bits in one block of a blocked Bloom layout: all k probes of an ID fall in
 /// one block, so a lookup touches one 64-byte cache line of a bit array.
 pub const BLOCK_BITS: u64 = 512;

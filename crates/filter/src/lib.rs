@@ -55,7 +55,7 @@ pub use geometry::{
     MAX_BITS, MAX_BUCKETS, MAX_K,
 };
 pub use hash::{murmur3_x64_128, Digest, Offsets, Probes, BLOCK_BITS};
-pub use index::{SlicedIndex, SlotSet};
+pub use index::{candidates_all, SlicedIndex, SlotSet};
 /// The filters' shared interface. [`Filter`] promises no false negatives:
 /// after a successful insert an ID is reported present until it is
 /// removed; `contains` returning false means certainly absent.

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use xarchive_filter::{
-    BloomFilter, BloomGeometry, CountingBloomFilter, CuckooFilter, CuckooGeometry, Delta,
-    DeltaError, COUNTER_MAX,
+    candidates_all, BloomFilter, BloomGeometry, CountingBloomFilter, CuckooFilter, CuckooGeometry,
+    Delta, DeltaError, SlicedIndex, COUNTER_MAX,
 };
 
 /// An operation on a small pool of IDs: `true` inserts, `false` removes
@@ -61,7 +61,7 @@ proptest! {
     })]
 
     /// Asking many filters of different sizes at once answers as asking
-    /// each.
+    /// each, whether neighbours share a seed (one hash serves them) or not.
     #[test]
     fn asking_many_filters_at_once_answers_as_asking_each(
         held in prop::collection::vec(prop::collection::vec(0usize..300, 0..60), 1..12),
@@ -71,7 +71,13 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, ids)| {
-                let mut f = BloomFilter::with_capacity(16 << (i % 4), 0.05).unwrap();
+                // Sizes of every kind (block counts not powers of two too),
+                // seeds in runs: 0, 0, 1, 1, 2, 2, 0, …
+                let capacity = (16 << (i % 4)) + 24 * (i as u64 % 3);
+                let geometry = BloomGeometry::for_capacity(capacity, 0.05)
+                    .unwrap()
+                    .with_seed((i / 2 % 3) as u32);
+                let mut f = BloomFilter::new(geometry);
                 for &n in ids {
                     f.insert(id(n));
                 }
@@ -87,6 +93,49 @@ proptest! {
             for &n in ids {
                 prop_assert!(BloomFilter::contains_each(&[f], id(n))[0]);
             }
+        }
+    }
+
+    /// Asking bit-sliced indexes and filters together answers as asking
+    /// each index and each filter alone, whatever their geometries and
+    /// seeds.
+    #[test]
+    fn asking_indexes_and_filters_together_answers_as_asking_each(
+        widths in prop::collection::vec(1usize..80, 0..5),
+        held in prop::collection::vec(0usize..300, 0..40),
+        singles in 0usize..6,
+        asked in prop::collection::vec(0usize..400, 1..30),
+    ) {
+        let geometry = |i: usize| {
+            BloomGeometry::for_capacity(20 + 30 * (i as u64 % 4), 0.05)
+                .unwrap()
+                .with_seed((i / 2 % 3) as u32)
+        };
+        let filled = |g: BloomGeometry, salt: usize| {
+            let mut f = BloomFilter::new(g);
+            for &n in held.iter().skip(salt % 7).step_by(1 + salt % 3) {
+                f.insert(id(n + salt));
+            }
+            f
+        };
+        let mut indexes = Vec::new();
+        for (i, &width) in widths.iter().enumerate() {
+            let mut index = SlicedIndex::new(geometry(i), width);
+            for slot in 0..width {
+                index.set(slot, &filled(geometry(i), i * 100 + slot)).unwrap();
+            }
+            indexes.push(index);
+        }
+        let filters: Vec<BloomFilter> = (0..singles).map(|j| filled(geometry(j + 1), 7_000 + j)).collect();
+        let index_refs: Vec<&SlicedIndex> = indexes.iter().collect();
+        let filter_refs: Vec<&BloomFilter> = filters.iter().collect();
+        for &n in &asked {
+            let (sets, maybe) = candidates_all(&index_refs, &filter_refs, id(n));
+            for (index, set) in indexes.iter().zip(&sets) {
+                prop_assert_eq!(set, &index.candidates(id(n)));
+            }
+            let each: Vec<bool> = filters.iter().map(|f| f.contains(id(n))).collect();
+            prop_assert_eq!(maybe, each);
         }
     }
 

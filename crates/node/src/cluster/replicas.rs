@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use xarchive_filter::{ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta};
+use xarchive_filter::{
+    candidates_all, ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta, SlicedIndex,
+};
 
 use super::coordinator::{Member, View};
 use super::sliced::{Sliced, MIN_SLICED};
@@ -565,12 +567,11 @@ impl Replicas {
         names
     }
 
-    /// Peers whose copy may hold `id` (in name order).
+    /// Peers whose copy may hold `id` (in name order). The indexes and the
+    /// Bloom copies held one by one are asked together, every memory read
+    /// started before any is used ([`candidates_all`]).
     pub fn candidates(&self, id: &str) -> Vec<String> {
         let mut names = Vec::new();
-        for sliced in self.sliced.values() {
-            sliced.candidates(id, &mut names);
-        }
         let mut copies = Vec::new();
         for (name, peer) in &self.peers {
             match &peer.held {
@@ -579,7 +580,20 @@ impl Replicas {
                 _ => {}
             }
         }
-        names.extend(asked_together(&copies, id.as_bytes()));
+        let sliced: Vec<&Sliced> = self.sliced.values().collect();
+        let indexes: Vec<&SlicedIndex> = sliced.iter().map(|s| s.index()).collect();
+        let filters: Vec<&BloomFilter> = copies.iter().map(|(_, f)| *f).collect();
+        let (sets, maybe) = candidates_all(&indexes, &filters, id);
+        for (s, set) in sliced.iter().zip(&sets) {
+            s.owners(set, &mut names);
+        }
+        names.extend(
+            copies
+                .iter()
+                .zip(maybe)
+                .filter(|(_, maybe)| *maybe)
+                .map(|((name, _), _)| (*name).clone()),
+        );
         names.sort();
         names
     }

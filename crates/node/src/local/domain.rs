@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use xarchive_filter::{CountingBloomFilter, Delta, DeltaError, GeometryError};
 
 use crate::local::filter::{
-    counting_stats, ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter,
+    counting_stats, size_class, ChangeFeed, FilterKind, FilterSettings, FilterStats, LocalFilter,
 };
 use crate::local::id::ArchiveId;
 use crate::local::id_profile::{self, IdProfile};
@@ -41,18 +41,18 @@ const MIN_KEY_CAPACITY: u64 = 64;
 /// The smallest filter (of IDs, or of keys).
 const MIN_CAPACITY: u64 = 1_024;
 
-/// What a filter is sized for: the next power of two above the `held`
-/// items (and at least `expected_items` and `at_least`), so that the
-/// filters of a cluster's many domains fall into a few geometries, each
-/// bit-sliced at their peers (docs/SCALING.md). The rounding leaves room
-/// to grow, 1.44 × on average; a filter that outgrows it is rebuilt twice
-/// as large.
+/// What a filter is sized for: the size class above the `held` items
+/// (and at least `expected_items` and `at_least`), one of 2^m and
+/// 3 · 2^(m−1) ([`size_class`]), so that the filters of a cluster's many
+/// domains fall into a dozen geometries, each bit-sliced at their peers
+/// (docs/SCALING.md). The rounding leaves room to grow, 1.2 × on average;
+/// a filter that outgrows it is rebuilt twice as large (a class again).
 pub fn capacity_for(settings: &FilterSettings, held: u64, at_least: u64) -> u64 {
-    (held + 1)
+    let floor = (held + 1)
         .max(settings.expected_items)
         .max(at_least)
-        .max(MIN_CAPACITY)
-        .next_power_of_two()
+        .max(MIN_CAPACITY);
+    size_class(floor)
 }
 /// Changed IDs kept for cache eviction at peers.
 const FEED_CAPACITY: usize = 1 << 16;
@@ -368,7 +368,8 @@ impl Domain {
         } else {
             capacity_for(settings, store.key_entries()?, at_least)
         };
-        let geometry = xarchive_filter::BloomGeometry::for_capacity(capacity, settings.fpr)?;
+        let rate = settings.rate_for(capacity);
+        let geometry = xarchive_filter::BloomGeometry::for_capacity(capacity, rate)?;
         let mut keys = CountingBloomFilter::new(geometry).with_log_capacity(settings.log_capacity);
         fill_keys(store, keying, &mut keys)?;
         Ok((keys, capacity))

@@ -57,8 +57,16 @@ pub struct FilterSettings {
     /// above them). It is rebuilt twice as large (a new epoch) when the
     /// store outgrows it.
     pub expected_items: u64,
-    /// Target false-positive rate at `expected_items`.
+    /// The highest false-positive rate a filter is sized for, at its
+    /// capacity.
     pub fpr: f64,
+    /// IDs the whole cluster is sized for (the same at every domain): a
+    /// filter for `c` IDs is then sized for a rate of
+    /// `VAIN_AT_CAPACITY × c / cluster_ids` (at most `fpr`), so a lookup
+    /// of an absent ID finds about one vain candidate however many
+    /// domains there are. 0 (the default) sizes every filter for `fpr`.
+    /// See [`FilterSettings::rate_for`].
+    pub cluster_ids: u64,
     /// Flips (or slot changes) kept for deltas; older copies take a snapshot.
     pub log_capacity: usize,
 }
@@ -69,8 +77,74 @@ impl Default for FilterSettings {
             kind: FilterKind::Counting,
             expected_items: 0,
             fpr: 0.01,
+            cluster_ids: 0,
             log_capacity: 1 << 20,
         }
+    }
+}
+
+/// The vain candidates of a lookup of an absent ID if every filter of a
+/// cluster of `cluster_ids` IDs were full (the sum of their rates at
+/// capacity). Filters are below capacity (a size class leaves room to
+/// grow), and a Bloom filter's rate falls steeply with its load: at
+/// 3 301 domains and 10^9 IDs, 2 gave 0.93 vain candidates a lookup
+/// within 2.5 GB of routing state (`xarchive bench nation`,
+/// docs/SCALING.md, "Vain candidates").
+pub const VAIN_AT_CAPACITY: f64 = 2.0;
+
+impl FilterSettings {
+    /// The false-positive rate a filter for `capacity` IDs is sized for:
+    /// `VAIN_AT_CAPACITY × capacity / cluster_ids`, at most `fpr`; `fpr`
+    /// when `cluster_ids` is 0.
+    ///
+    /// Why in proportion to the capacity: a lookup of an absent ID asks
+    /// every domain whose filter says "maybe", so what a cluster pays is
+    /// the sum of its filters' rates, and what it spends is the sum of
+    /// their bits, about `c · ln(1/p) / ln²2` for a filter of `c` IDs at
+    /// rate `p`. The least sum of rates for a given sum of bits has every
+    /// rate in proportion to its filter's IDs (Lagrange: `d(rate)/d(bits)`
+    /// equal everywhere, and it is `-p · ln²2 / c`). A large domain's bit
+    /// buys less than a small one's, so its filter gets the higher rate;
+    /// with every rate equal, a nation's 2 936 county filters would carry
+    /// most of the vain calls while holding three quarters of the IDs.
+    ///
+    /// Summed over a cluster's filters, the rates are at most
+    /// `VAIN_AT_CAPACITY × (their capacities) / cluster_ids`: with
+    /// capacities within 1.5 × of the IDs held, about 2 to 3 lookups in
+    /// vain if every filter were full, under one as they are (measured).
+    pub fn rate_for(&self, capacity: u64) -> f64 {
+        if self.cluster_ids == 0 {
+            return self.fpr;
+        }
+        // Positive: capacity ≥ 1 and cluster_ids finite.
+        let rate = VAIN_AT_CAPACITY * capacity.max(1) as f64 / self.cluster_ids as f64;
+        rate.min(self.fpr)
+    }
+}
+
+/// The size class above `items`: the least of 2^m and 3 · 2^(m−1) (m ≥ 1)
+/// at or above it, so classes are 1.5 and 1.33 × apart and doubling a
+/// class gives a class (a filter that outgrows its class is rebuilt twice
+/// as large, into a class again).
+///
+/// Why these and not powers of two: a filter sized for its class holds
+/// between 0.67 and 1 of its capacity (0.5 and 1 with powers of two), so
+/// the classes cost 1.2 × the exact sizes' bits on average, not 1.44 ×,
+/// while the filters of a nation still fall into a dozen geometries that
+/// peers hold bit-sliced (docs/SCALING.md).
+pub fn size_class(items: u64) -> u64 {
+    if items <= 2 {
+        return 2;
+    }
+    let Some(power) = items.checked_next_power_of_two() else {
+        return items; // past 2^63: no filter is that large (MAX_BITS)
+    };
+    // `power / 4 * 3` lies in (power / 2, power): the class between.
+    let between = power / 4 * 3;
+    if items <= between {
+        between
+    } else {
+        power
     }
 }
 
@@ -108,14 +182,17 @@ impl<F: ErasableFilter + Versioned> Kept for F {
 
 impl LocalFilter {
     /// An empty filter for `capacity` records.
+    /// An empty filter for `capacity` records, at the rate the settings
+    /// give that capacity ([`FilterSettings::rate_for`]).
     pub fn new(settings: &FilterSettings, capacity: u64) -> Result<Self, GeometryError> {
+        let rate = settings.rate_for(capacity);
         Ok(match settings.kind {
             FilterKind::Counting => LocalFilter::Counting(
-                CountingBloomFilter::with_capacity(capacity, settings.fpr)?
+                CountingBloomFilter::with_capacity(capacity, rate)?
                     .with_log_capacity(settings.log_capacity),
             ),
             FilterKind::Cuckoo => LocalFilter::Cuckoo(
-                CuckooFilter::with_capacity(capacity, settings.fpr)?
+                CuckooFilter::with_capacity(capacity, rate)?
                     .with_log_capacity(settings.log_capacity),
             ),
         })
@@ -363,6 +440,66 @@ mod tests {
 
     fn id(s: &str) -> ArchiveId {
         ArchiveId::parse(s).unwrap()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_size_class_holds_its_items_with_less_than_half_again_of_room(items in 3u64..1 << 62) {
+            let class = size_class(items);
+            proptest::prop_assert!(class >= items);
+            proptest::prop_assert!(u128::from(class) * 2 < u128::from(items) * 3, "{class}");
+            // It is one of 2^m and 3 · 2^(m−1).
+            let odd = class >> class.trailing_zeros();
+            proptest::prop_assert!(odd == 1 || odd == 3, "{class}");
+        }
+
+        #[test]
+        fn doubling_a_class_gives_a_class_and_classes_grow_with_their_items(
+            a in 1u64..1 << 61,
+            b in 1u64..1 << 61,
+        ) {
+            let class = size_class(a);
+            proptest::prop_assert_eq!(size_class(class), class);
+            proptest::prop_assert_eq!(size_class(class * 2), class * 2);
+            let (small, large) = (a.min(b), a.max(b));
+            proptest::prop_assert!(size_class(small) <= size_class(large));
+        }
+
+        #[test]
+        fn rates_are_in_proportion_to_capacity_and_never_above_fpr(
+            capacity in 1u64..1 << 40,
+            more in 0u64..1 << 40,
+            cluster_ids in 1u64..1 << 50,
+            fpr in 0.0001f64..0.5,
+        ) {
+            let settings = FilterSettings { fpr, cluster_ids, ..FilterSettings::default() };
+            let rate = settings.rate_for(capacity);
+            proptest::prop_assert!(rate > 0.0 && rate <= fpr);
+            // Summed over a cluster's filters, at most VAIN_AT_CAPACITY ×
+            // their capacities / cluster_ids.
+            let share = capacity as f64 / cluster_ids as f64;
+            proptest::prop_assert!(rate <= VAIN_AT_CAPACITY * share * (1.0 + 1e-12));
+            let larger = settings.rate_for(capacity + more);
+            proptest::prop_assert!(larger >= rate);
+        }
+    }
+
+    #[test]
+    fn without_a_cluster_size_every_filter_is_sized_for_fpr_and_with_one_in_proportion() {
+        let default = FilterSettings::default();
+        assert_eq!(default.cluster_ids, 0);
+        assert_eq!(default.rate_for(1 << 30), default.fpr);
+        assert_eq!(default.rate_for(1_024), default.fpr);
+        // A nation of 10^9 IDs: a county's filter of 393 216 IDs at
+        // 7.9 · 10^-4, a central archive's of 25 million at the 1 % ceiling.
+        let nation = FilterSettings {
+            cluster_ids: 1_000_000_000,
+            ..FilterSettings::default()
+        };
+        assert_eq!(size_class(300_000), 393_216);
+        let county = nation.rate_for(size_class(300_000));
+        assert!((county - 393_216.0 * 2e-9).abs() < 1e-12, "{county}");
+        assert_eq!(nation.rate_for(size_class(20_000_000)), 0.01);
     }
 
     #[test]

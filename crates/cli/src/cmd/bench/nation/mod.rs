@@ -16,9 +16,12 @@
 //! - `own`: each filter sized for exactly its own records, all held one
 //!   by one (the least memory at the target rate, and the routing step of
 //!   replicas that hold copies of other geometries one by one);
-//! - `classes`, what domains do now: each sized for the next power of two
-//!   above its records, each size class of at least 64 filters bit-sliced
-//!   in an index of its own, the others held one by one.
+//! - `classes`, what domains do now: each sized for its size class (the
+//!   least of 2^m and 3 · 2^(m−1) above its records, `capacity_for`) at
+//!   the rate its capacity is given (`FilterSettings::rate_for`: in
+//!   proportion to it, at most `--fpr`); each class of at least
+//!   `MIN_SLICED` filters bit-sliced in an index of its own, the others
+//!   held one by one.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,7 +32,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::Distribution;
 use serde::Serialize;
 use serde_json::json;
-use xarchive_filter::{BloomFilter, BloomGeometry, SlicedIndex};
+use xarchive_filter::{candidates_all, BloomFilter, BloomGeometry, SlicedIndex};
 
 use xarchive_node::cluster::MIN_SLICED;
 use xarchive_node::{capacity_for, FilterSettings};
@@ -62,9 +65,14 @@ pub struct NationBenchArgs {
     /// share per domain).
     #[arg(long, default_value_t = 1_000_000_000)]
     ids: u64,
-    /// Target false-positive rate of every filter.
+    /// Target false-positive rate of every filter (at most, in `classes`).
     #[arg(long, default_value_t = 0.01)]
     fpr: f64,
+    /// The domains' `filter.cluster_ids`, for `classes`: a filter for c
+    /// IDs is sized for a rate of 2 c / this (at most `--fpr`); 0 sizes
+    /// every one for `--fpr`. By default the nation's IDs (`--ids`).
+    #[arg(long)]
+    cluster_ids: Option<u64>,
     /// The `expected_items` of the `common` layout (a domain's default).
     #[arg(long, default_value_t = 1_000_000)]
     expected_items: u64,
@@ -161,12 +169,22 @@ enum Layout {
 const LAYOUTS: [Layout; 3] = [Layout::Common, Layout::Own, Layout::Classes];
 
 impl Layout {
-    fn capacity(self, records: u64, expected: u64) -> u64 {
-        match self {
-            Layout::Common => expected.max(records + records / 2),
-            Layout::Own => records.max(1),
-            Layout::Classes => capacity_for(&FilterSettings::default(), records, 0),
-        }
+    /// The geometry of a filter of `records` IDs in this layout.
+    fn geometry(self, records: u64, args: &NationBenchArgs) -> anyhow::Result<BloomGeometry> {
+        let settings = FilterSettings {
+            fpr: args.fpr,
+            cluster_ids: args.cluster_ids.unwrap_or(args.ids),
+            ..FilterSettings::default()
+        };
+        let (capacity, rate) = match self {
+            Layout::Common => (args.expected_items.max(records + records / 2), args.fpr),
+            Layout::Own => (records.max(1), args.fpr),
+            Layout::Classes => {
+                let capacity = capacity_for(&settings, records, 0);
+                (capacity, settings.rate_for(capacity))
+            }
+        };
+        Ok(BloomGeometry::for_capacity(capacity, rate)?)
     }
 }
 
@@ -178,13 +196,16 @@ struct Routing {
 }
 
 impl Routing {
+    /// As replicas route: every index and every copy held one by one asked
+    /// together (`candidates_all`).
     fn candidates(&self, id: &[u8], out: &mut Vec<u32>) {
         out.clear();
-        for (index, owners) in &self.indexes {
-            out.extend(index.candidates(id).iter().map(|slot| owners[slot]));
-        }
+        let indexes: Vec<&SlicedIndex> = self.indexes.iter().map(|(index, _)| index).collect();
         let filters: Vec<&BloomFilter> = self.single.iter().map(|(_, f)| f).collect();
-        let maybe = BloomFilter::contains_each(&filters, id);
+        let (sets, maybe) = candidates_all(&indexes, &filters, id);
+        for ((_, owners), set) in self.indexes.iter().zip(&sets) {
+            out.extend(set.iter().map(|slot| owners[slot]));
+        }
         out.extend(
             self.single
                 .iter()
@@ -195,11 +216,7 @@ impl Routing {
     }
 
     fn bytes(&self) -> u64 {
-        let sliced: u64 = self
-            .indexes
-            .iter()
-            .map(|(index, _)| index.geometry().num_bits() * index.slots().div_ceil(64) as u64 * 8)
-            .sum();
+        let sliced: u64 = self.indexes.iter().map(|(index, _)| index.bytes()).sum();
         let single: u64 = self
             .single
             .iter()
@@ -219,8 +236,7 @@ fn build(
     let mut by_geometry: std::collections::BTreeMap<(u64, u32), Vec<u32>> = Default::default();
     let mut geometries = Vec::with_capacity(sizes.len());
     for (d, &records) in sizes.iter().enumerate() {
-        let g =
-            BloomGeometry::for_capacity(layout.capacity(records, args.expected_items), args.fpr)?;
+        let g = layout.geometry(records, args)?;
         geometries.push(g);
         by_geometry
             .entry((g.num_bits(), g.k()))
@@ -407,6 +423,7 @@ fn report(
     }
     let report = json!({
         "fpr": args.fpr,
+        "cluster_ids": args.cluster_ids.unwrap_or(args.ids),
         "expected_items": args.expected_items,
         "ids_at_3301": args.ids,
         "lookups": args.lookups,
@@ -513,8 +530,10 @@ fn report(
 
 fn print_routing(args: &NationBenchArgs, rows: &[Row]) {
     println!(
-        "\nRouting state and step of one full domain, filters at {} % false positives, `common` sized for {} items\n",
+        "\nRouting state and step of one full domain, filters at {} % false positives \
+         (`classes`: at most, for a cluster of {} IDs), `common` sized for {} items\n",
         args.fpr * 100.0,
+        args.cluster_ids.unwrap_or(args.ids),
         args.expected_items
     );
     println!(
@@ -577,6 +596,7 @@ mod tests {
             domains: vec![200],
             ids: 0,
             fpr: 0.01,
+            cluster_ids: Some(200_000),
             expected_items: 5_000,
             layouts: LAYOUTS.to_vec(),
             lookups: 0,
