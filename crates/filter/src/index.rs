@@ -273,11 +273,17 @@ impl SlicedIndex {
             // Byte `b` of a row is byte `b % 8` of word `b / 8`, little
             // endian: slot `s` lands on bit `s % 64` of word `s / 64`. The
             // last word's missing bytes read as zero: no slot there.
-            for (o, r) in out
-                .iter_mut()
-                .zip(self.row(base + u64::from(off)).chunks(8))
-            {
+            let row = self.row(base + u64::from(off));
+            let whole = row.chunks_exact(8);
+            let tail = whole.remainder();
+            let words = whole.len();
+            for (o, r) in out.iter_mut().zip(whole) {
                 *o &= le_word(r);
+            }
+            if !tail.is_empty() {
+                if let Some(o) = out.get_mut(words) {
+                    *o &= le_word(tail);
+                }
             }
         });
     }
