@@ -3,9 +3,11 @@
 //! audit log and filter verify; a full disk leaves no backup behind; only
 //! the backup role may take one.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+use common::{bin, run, text, xarchive};
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,45 +15,6 @@ use std::time::Duration;
 use xarchive_node::wire::SearchBody;
 use xarchive_node::{id_card_number, Client, Record};
 use xarchive_testkit::{tempdir, wait_until, Acknowledged, Spawn, Tmpfs};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
-
-fn run(args: &[&str], server: &str, token: Option<&str>, stdin: Option<&[u8]>) -> Output {
-    let mut command = Command::new(bin());
-    command
-        .args(args)
-        .env("XARCHIVE_SERVER", server)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(token) = token {
-        command.env("XARCHIVE_TOKEN", token);
-    }
-    let mut child = command.spawn().expect("the binary runs");
-    if let Some(bytes) = stdin {
-        let mut pipe = child.stdin.take().expect("a piped stdin");
-        pipe.write_all(bytes).expect("stdin written");
-    }
-    child.wait_with_output().expect("the binary ends")
-}
-
-fn xarchive(args: &[&str], server: &str) -> Output {
-    run(args, server, None, None)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// The identity number of the `i`-th keyed record.
 fn person(i: usize) -> String {

@@ -1,30 +1,12 @@
 //! The command line: configuration sources, client commands, exit codes.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
+use common::{bin, text, xarchive};
+
+use std::process::Command;
 
 use xarchive_node::{FilterKind, Record};
 use xarchive_testkit::{tempdir, Spawn};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
-
-fn xarchive(args: &[&str], server: &str) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env("XARCHIVE_SERVER", server)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn config_file_flags_and_environment_combine() {

@@ -2,8 +2,10 @@
 //! deletes, a killed domain, a ZooKeeper outage, a lost session, and
 //! concurrent writes with lookups.
 
+mod common;
+use common::bin;
+
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,10 +16,6 @@ use xarchive_node::Client;
 use xarchive_testkit::{
     free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
 };
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
 
 /// Three domains A, B, C in one cluster.
 struct Cluster {

@@ -1,8 +1,10 @@
 //! One domain as a real process: crashes, bad input, concurrent writers,
 //! graceful shutdown.
 
+mod common;
+use common::bin;
+
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +14,6 @@ use xarchive_node::wire::ErrorBody;
 use xarchive_node::Client;
 use xarchive_node::VerifyReport;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
 
 /// A plain HTTP client (the TLS provider must be installed first).
 fn http() -> reqwest::Client {

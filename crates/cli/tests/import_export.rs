@@ -2,50 +2,14 @@
 //! encodings, spreadsheets and column names archives actually hold, rejected
 //! and stopping lines named by their numbers, and an export imported again.
 
-use std::io::Write;
+mod common;
+use common::{bin, run, text, xarchive};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use xarchive_node::wire::SearchBody;
 use xarchive_node::Record;
 use xarchive_testkit::{tempdir, Spawn};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
-
-fn xarchive(args: &[&str], server: &str) -> Output {
-    xarchive_with_input(args, server, None)
-}
-
-/// Runs the command with `stdin` on its standard input.
-fn xarchive_with_input(args: &[&str], server: &str, stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(bin())
-        .args(args)
-        .env("XARCHIVE_SERVER", server)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    if let Some(bytes) = stdin {
-        let mut pipe = child.stdin.take().expect("a piped stdin");
-        pipe.write_all(bytes).expect("stdin written");
-    }
-    child.wait_with_output().expect("the binary ends")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -278,13 +242,13 @@ fn standard_input_and_files_without_an_extension_are_sniffed() {
     let url = domain.url.as_str();
     let ndjson =
         "\n{\"id\":\"I-1\",\"title\":\"from a pipe\"}\n{\"id\":\"I-2\",\"title\":\"二\"}\n";
-    let out = xarchive_with_input(&["import", "-"], url, Some(ndjson.as_bytes()));
+    let out = run(&["import", "-"], url, None, Some(ndjson.as_bytes()));
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("imported 2 records"), "{}", text(&out));
     assert_eq!(get(url, "I-2").expect("imported").title, "二");
 
     let gbk_csv = encoding_rs::GBK.encode("档号,题名\nI-3,来自管道\n").0;
-    let out = xarchive_with_input(&["import", "-"], url, Some(&gbk_csv));
+    let out = run(&["import", "-"], url, None, Some(&gbk_csv));
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(get(url, "I-3").expect("imported").title, "来自管道");
 

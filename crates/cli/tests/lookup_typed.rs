@@ -2,31 +2,11 @@
 //! real domain: an ASCII dot and spaces find the record, and a number
 //! held nowhere names the nearest ones this domain holds.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
+use common::{bin, text, xarchive};
 
 use xarchive_node::wire::LookupBody;
 use xarchive_testkit::{tempdir, Spawn};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
-
-fn xarchive(args: &[&str], server: &str) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env("XARCHIVE_SERVER", server)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn a_number_typed_with_a_dot_and_spaces_is_found_and_a_slip_is_answered_with_the_nearest_numbers() {

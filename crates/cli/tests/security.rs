@@ -3,6 +3,9 @@
 //! search people and read the log of it; every refused request leaves the
 //! store and the filter byte-identical.
 
+mod common;
+use common::bin;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -15,10 +18,6 @@ use xarchive_node::security::tls::LoopbackCa;
 use xarchive_node::wire::{AuditPage, ClusterView, ErrorBody, SearchBody};
 use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
 
 const CLUSTER: &str = "sec";
 

@@ -5,6 +5,9 @@
 //! another domain, a search token outside its home domain or over its
 //! rate, and an audit log rolled back to an older copy.
 
+mod common;
+use common::bin;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,10 +18,6 @@ use xarchive_node::security::member::MemberKey;
 use xarchive_node::security::tls::LoopbackCa;
 use xarchive_testkit::{tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
 
 const SECRET: &str = "a cluster secret long enough to use";
 

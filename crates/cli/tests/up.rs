@@ -1,15 +1,14 @@
 //! `xarchive up`: the README's first command, as a real process.
 
+mod common;
+use common::bin;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use xarchive_testkit::tempdir;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_xarchive"))
-}
 
 /// Runs `xarchive up` until it has printed its lookup command, checks
 /// that command against the running domains, then stops it with SIGINT
