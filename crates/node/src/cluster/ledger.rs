@@ -65,7 +65,7 @@ pub fn encode(group: &str, entries: &Entries) -> Result<Vec<u8>, LedgerError> {
 }
 
 /// How many times a compare-and-set is tried against other writers.
-const ATTEMPTS: usize = 32;
+pub const ATTEMPTS: usize = 32;
 
 /// Applies `change` to the entries of the ledger znode at `path` (created
 /// with `options` if missing), by compare-and-set; the new entries are

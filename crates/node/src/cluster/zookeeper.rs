@@ -242,6 +242,12 @@ impl ZooKeeperCoordinator {
         serde_json::from_slice(&bytes).map_err(|_| CoordError::Register(name.to_owned()))
     }
 
+    /// `name`'s ledger entry read back, if its seal holds ([`admit`]).
+    fn admit_entry(&self, folder: &str, name: &str, entry: &serde_json::Value) -> Option<Known> {
+        let bytes = serde_json::to_vec(entry).ok()?;
+        admit::<Known>(&self.settings.admission, folder, name, &bytes)
+    }
+
     /// Writes this domain's entry in its group's ledger znode.
     async fn record(
         &self,
@@ -294,7 +300,7 @@ impl ZooKeeperCoordinator {
         };
         let entry = self.entry(name, &known).map_err(Unpublished::Failed)?;
         let path = self.ledger_path();
-        for _ in 0..32 {
+        for _ in 0..ledger::ATTEMPTS {
             let Some((mut entries, version)) = self.ledger.lock().take() else {
                 // Nothing seen yet (or a write failed): read it, creating
                 // it with this entry if it is missing, and try again.
@@ -439,10 +445,7 @@ impl ZooKeeperCoordinator {
                 _ => continue,
             };
             for (name, entry) in ledger::decode(group, &data) {
-                let bytes = serde_json::to_vec(&entry).unwrap_or_default();
-                if let Some(entry) =
-                    admit::<Known>(&self.settings.admission, &folder, &name, &bytes)
-                {
+                if let Some(entry) = self.admit_entry(&folder, &name, &entry) {
                     known.insert(name, entry);
                 }
             }
@@ -1037,15 +1040,12 @@ impl Coordinator for ZooKeeperCoordinator {
             let group = self.group_of(&client, name).await?;
             let path = format!("{}/{group}", self.ledger_folder());
             let registration = format!("{}/{name}", self.folder());
-            for _ in 0..32 {
+            for _ in 0..ledger::ATTEMPTS {
                 let (data, stat) = client.get_data(&path).await.map_err(failed)?;
                 let mut entries = ledger::decode(&group, &data);
-                let bytes = entries
+                let known = entries
                     .get(name)
-                    .map(|entry| serde_json::to_vec(entry).unwrap_or_default())
-                    .ok_or_else(|| CoordError::UnknownDomain(name.to_owned()))?;
-                let admission = &self.settings.admission;
-                let known = admit::<Known>(admission, &path, name, &bytes)
+                    .and_then(|entry| self.admit_entry(&path, name, entry))
                     .ok_or_else(|| CoordError::UnknownDomain(name.to_owned()))?;
                 let retired = Known {
                     retired: true,
