@@ -432,19 +432,32 @@ async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_domain_declaring_other_key_types_refuses_to_join() {
-    let cluster = Cluster::start(|zk| zk.connect_string()).await;
-    let config = cluster._dir.path().join("other-keys.toml");
-    std::fs::write(
-        &config,
+    refuses_to_join_with(
         "[[keys]]\nname = \"id_card\"\nvisibility = \"public\"\nformat = \"id_card\"\n",
     )
-    .unwrap();
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_reading_archive_numbers_with_another_separator_refuses_to_join() {
+    refuses_to_join_with("[ids]\nseparator = \"-\"\n").await;
+}
+
+/// A fourth domain configured with `settings` stays out of a cluster of
+/// three at the defaults, and its log says why.
+async fn refuses_to_join_with(settings: &str) {
+    let cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let config = cluster._dir.path().join("other.toml");
+    std::fs::write(&config, settings).unwrap();
     let other = Spawn::new(bin(), "D", &cluster._dir.path().join("D"))
         .args(["--config", config.to_str().unwrap()])
         .args(["--zk", &cluster.zk.connect_string(), "--cluster", "test"])
         .start();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !other.log().contains("refusing to join: domain") {
+    while !other
+        .log()
+        .contains("every domain of a cluster must declare the same [[keys]] and the same [ids]")
+    {
         assert!(
             Instant::now() < deadline,
             "no refusal in D's log:\n{}",

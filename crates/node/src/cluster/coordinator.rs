@@ -204,10 +204,11 @@ pub enum CoordError {
     #[error("cannot register {0}: it keeps being replaced")]
     Register(String),
     #[error(
-        "refusing to join: domain {other} declares other key types (fingerprint {theirs}) \
-         than this domain ({mine}); every domain of a cluster must declare the same [[keys]]"
+        "refusing to join: domain {other} reads keys or archive numbers otherwise than this \
+         domain (its [[keys]] and [ids] have fingerprint {theirs}, this domain's {mine}); every \
+         domain of a cluster must declare the same [[keys]] and the same [ids] separator"
     )]
-    KeyTypesDiffer {
+    ReadingDiffers {
         other: String,
         theirs: String,
         mine: String,
@@ -260,10 +261,12 @@ pub(crate) fn anchor_moves_forward(
     }
 }
 
-/// Why `me`, declaring the key types of fingerprint `mine`, must not join
-/// `members`: one of them declares others (a search would then miss the
-/// records it indexes under a type this domain does not know, or
-/// normalises otherwise). Domains older than keys declare none and pass.
+/// Why `me`, declaring the key types and ID profile of fingerprint `mine`
+/// (`id_profile::cluster_fingerprint`), must not join `members`: one of
+/// them declares others (a search would then miss the records it indexes
+/// under a type this domain does not know, or normalises otherwise, and a
+/// lookup would read a typed archive number otherwise). Domains older than
+/// keys declare none and pass.
 pub(crate) fn refuse_to_join(
     members: &BTreeMap<String, Member>,
     me: &str,
@@ -272,7 +275,7 @@ pub(crate) fn refuse_to_join(
     match members.iter().find(|(name, m)| {
         name.as_str() != me && !m.keys.is_empty() && !mine.is_empty() && m.keys != mine
     }) {
-        Some((other, m)) => Err(CoordError::KeyTypesDiffer {
+        Some((other, m)) => Err(CoordError::ReadingDiffers {
             other: other.clone(),
             theirs: m.keys.clone(),
             mine: mine.to_owned(),
@@ -408,7 +411,7 @@ mod tests {
         assert!(refuse_to_join(&members, "B", "f1").is_ok());
         let refused = refuse_to_join(&members, "B", "f2").unwrap_err();
         assert!(
-            matches!(&refused, CoordError::KeyTypesDiffer { other, .. } if other == "A"),
+            matches!(&refused, CoordError::ReadingDiffers { other, .. } if other == "A"),
             "{refused}"
         );
         // Its own earlier registration and domains older than keys do not count.

@@ -78,8 +78,8 @@ fn jittered(wait: Duration) -> Duration {
     wait.mul_f64(rand::random_range(0.5..1.5))
 }
 
-/// How often a domain refused by the cluster (other key types) tries
-/// to join again.
+/// How often a domain refused by the cluster (other key types or another
+/// ID profile) tries to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
 
 /// Why a session ended.
@@ -670,7 +670,8 @@ impl ZooKeeperCoordinator {
                 }
             }))
         };
-        // Not into a cluster whose members declare other key types. (Two
+        // Not into a cluster whose members read keys or archive numbers
+        // otherwise (`refuse_to_join`). (Two
         // domains registering at the same moment may both pass: the check
         // is for a misconfigured newcomer, not a consensus.)
         let members = read_members(&client, &folder, &self.settings.admission).await?;
@@ -960,7 +961,7 @@ impl Coordinator for ZooKeeperCoordinator {
                             _ = shutdown.cancelled() => break,
                         }
                     }
-                    Err(e @ (CoordError::KeyTypesDiffer { .. } | CoordError::OpenFolder { .. })) => {
+                    Err(e @ (CoordError::ReadingDiffers { .. } | CoordError::OpenFolder { .. })) => {
                         // A configuration to fix, not an outage: said
                         // loudly, tried again now and then.
                         tracing::error!(error = %e, retry_s = REFUSED_RETRY.as_secs(), "not joining the cluster");
