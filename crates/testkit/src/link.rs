@@ -1,11 +1,13 @@
 //! A TCP link on loopback between one domain and another that a test can
 //! cut and heal: a partition between two in-process domains, without
 //! network namespaces. (Process-level partitions use namespaces; see the
-//! fault test.)
+//! fault test.) It also counts the requests sent through it, for a test of
+//! what an operation costs a server (ZooKeeper's requests are frames led
+//! by their length).
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Forwards connections made to [`address`](Self::address) to `target`
@@ -14,6 +16,7 @@ pub struct LoopbackLink {
     address: String,
     cut: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
+    frames: Arc<AtomicU64>,
 }
 
 impl LoopbackLink {
@@ -23,7 +26,9 @@ impl LoopbackLink {
         let address = listener.local_addr()?.to_string();
         let cut = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let frames = Arc::new(AtomicU64::new(0));
         let (target, is_cut, streams) = (target.to_owned(), cut.clone(), open.clone());
+        let counted = frames.clone();
         std::thread::spawn(move || {
             for incoming in listener.incoming() {
                 let Ok(client) = incoming else { continue };
@@ -39,11 +44,22 @@ impl LoopbackLink {
                     held.push(c2);
                     held.push(s2);
                 }
-                pump(&client, &server);
-                pump(&server, &client);
+                pump(&client, &server, Some(counted.clone()));
+                pump(&server, &client, None);
             }
         });
-        Ok(LoopbackLink { address, cut, open })
+        Ok(LoopbackLink {
+            address,
+            cut,
+            open,
+            frames,
+        })
+    }
+
+    /// How many frames led by a 4-byte big-endian length (ZooKeeper's
+    /// framing: one per request) the clients have sent through the link.
+    pub fn frames_sent(&self) -> u64 {
+        self.frames.load(Ordering::SeqCst)
     }
 
     /// `host:port` to reach the target through the link.
@@ -70,15 +86,82 @@ impl LoopbackLink {
     }
 }
 
-/// Copies `from` into `to` on a thread of its own until either closes.
-fn pump(from: &TcpStream, to: &TcpStream) {
+/// Copies `from` into `to` on a thread of its own until either closes,
+/// counting the length-led frames that pass into `frames` if given.
+fn pump(from: &TcpStream, to: &TcpStream, frames: Option<Arc<AtomicU64>>) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
     std::thread::spawn(move || {
-        let _ = io::copy(&mut from, &mut to);
+        let mut counter = FrameCounter::default();
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if let Some(frames) = &frames {
+                frames.fetch_add(counter.take(&buf[..n]), Ordering::SeqCst);
+            }
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
         let _ = to.shutdown(Shutdown::Write);
     });
+}
+
+/// Finds where frames led by a 4-byte big-endian length end in a stream
+/// read in pieces of any size.
+#[derive(Default)]
+struct FrameCounter {
+    /// The length bytes read so far of the next frame.
+    header: Vec<u8>,
+    /// Bytes left of the frame being read.
+    left: u64,
+}
+
+impl FrameCounter {
+    /// Takes in the next bytes; returns how many frames began in them.
+    fn take(&mut self, mut bytes: &[u8]) -> u64 {
+        let mut began = 0;
+        while !bytes.is_empty() {
+            if self.left > 0 {
+                let n = self.left.min(bytes.len() as u64);
+                self.left -= n;
+                bytes = &bytes[n as usize..];
+                continue;
+            }
+            let n = (4 - self.header.len()).min(bytes.len());
+            self.header.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if let Ok(length) = <[u8; 4]>::try_from(self.header.as_slice()) {
+                self.left = u64::from(u32::from_be_bytes(length));
+                self.header.clear();
+                began += 1;
+            }
+        }
+        began
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FrameCounter;
+
+    #[test]
+    fn frames_are_counted_however_the_stream_is_cut_into_reads() {
+        let mut stream = Vec::new();
+        for body in [&b"abc"[..], b"", b"0123456789"] {
+            stream.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            stream.extend_from_slice(body);
+        }
+        for piece in 1..=stream.len() {
+            let mut counter = FrameCounter::default();
+            let counted: u64 = stream.chunks(piece).map(|c| counter.take(c)).sum();
+            assert_eq!(counted, 3, "read {piece} bytes at a time");
+        }
+    }
 }
 
 impl Drop for LoopbackLink {

@@ -7,11 +7,11 @@
 //! that peers know of a domain that is down or paused, and can tell
 //! whether their copy of it covers everything it acknowledged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::{join_all, BoxFuture};
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -88,10 +88,41 @@ enum End {
     Lost,
 }
 
+/// What [`ZooKeeperCoordinator::read_ledger_with`] read.
+struct LedgerRead {
+    /// The entries of every domain that has one in exactly one group.
+    roster: Roster,
+    /// The names registered now (if asked for).
+    registered: Vec<String>,
+    /// The names each group's znode holds an entry for (with the names
+    /// registered only).
+    groups: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The members now, as [`ZooKeeperCoordinator::read_members`] read them.
+struct Members {
+    members: BTreeMap<String, Member>,
+    /// See [`LedgerRead::groups`].
+    groups: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// What a publication does to this domain's registration, in the
+/// transaction that writes its ledger entry: the two then always say the
+/// same of it (`read_members`).
+#[derive(Clone, Copy)]
+enum Registration<'a> {
+    /// Creates it (ephemeral), with these contents.
+    Create(&'a [u8]),
+    /// Replaces its contents.
+    Set(&'a [u8]),
+}
+
 /// Why a publication did not happen.
 enum Unpublished {
     /// This domain's registration is gone: it registers again.
     Unregistered,
+    /// A registration to be created is there already.
+    Registered,
     /// The session is over: a new one starts.
     SessionLost(zk::Error),
     /// Anything else: tried again at the next publication.
@@ -123,6 +154,13 @@ fn ledger_failed(e: LedgerError) -> CoordError {
         LedgerError::ZooKeeper(e) => failed(e),
         other => CoordError::Ledger(other.to_string()),
     }
+}
+
+/// A multi-read answered an operation with another kind of result.
+fn unexpected(wanted: &str) -> zk::Error {
+    zk::Error::UnexpectedError(format!(
+        "ZooKeeper answered a read with something other than {wanted}"
+    ))
 }
 
 fn failed(e: zk::Error) -> CoordError {
@@ -291,7 +329,7 @@ impl ZooKeeperCoordinator {
         name: &str,
         own: &str,
         member: &Member,
-        data: &[u8],
+        registration: Registration<'_>,
     ) -> Result<(), Unpublished> {
         let known = Known {
             member: member.clone(),
@@ -325,7 +363,12 @@ impl ZooKeeperCoordinator {
             let bytes =
                 ledger::encode(&self.settings.group, &entries).map_err(Unpublished::from_ledger)?;
             let mut writer = client.new_multi_writer();
-            writer.add_set_data(own, data, None)?;
+            match registration {
+                Registration::Create(data) => {
+                    writer.add_create(own, data, &self.options(zk::CreateMode::Ephemeral))?
+                }
+                Registration::Set(data) => writer.add_set_data(own, data, None)?,
+            }
             writer.add_set_data(&path, &bytes, Some(version))?;
             match writer.commit().await {
                 Ok(_) => {
@@ -344,6 +387,11 @@ impl ZooKeeperCoordinator {
                     index: 0,
                     source: zk::Error::NoNode,
                 }) => return Err(Unpublished::Unregistered),
+                // One is there already, left by an earlier session.
+                Err(zk::MultiWriteError::OperationFailed {
+                    index: 0,
+                    source: zk::Error::NodeExists,
+                }) => return Err(Unpublished::Registered),
                 Err(e) => return Err(zk::Error::from(e).into()),
             }
         }
@@ -418,6 +466,17 @@ impl ZooKeeperCoordinator {
     /// publication completed before this call is in what it reads): three
     /// requests whatever the number of domains.
     async fn read_ledger(&self, client: &zk::Client) -> Result<Roster, CoordError> {
+        Ok(self.read_ledger_with(client, false).await?.roster)
+    }
+
+    /// [`read_ledger`](Self::read_ledger), and with `registered` the names
+    /// registered now, listed in the same multi-read (so as of the same
+    /// moment as the entries).
+    async fn read_ledger_with(
+        &self,
+        client: &zk::Client,
+        registered: bool,
+    ) -> Result<LedgerRead, CoordError> {
         let folder = self.ledger_folder();
         client.sync(&folder).await.map_err(failed)?;
         let groups = match client.list_children(&folder).await {
@@ -425,32 +484,155 @@ impl ZooKeeperCoordinator {
             Err(zk::Error::NoNode) => Vec::new(),
             Err(e) => return Err(failed(e)),
         };
-        let mut known = BTreeMap::new();
-        if groups.is_empty() {
-            return Ok(Roster { known });
-        }
         let mut reader = client.new_multi_reader();
+        if registered {
+            reader.add_get_children(&self.folder()).map_err(failed)?;
+        }
         for group in &groups {
             reader
                 .add_get_data(&format!("{folder}/{group}"))
                 .map_err(failed)?;
         }
-        for (group, read) in groups.iter().zip(reader.commit().await.map_err(failed)?) {
+        let mut read = if registered || !groups.is_empty() {
+            reader.commit().await.map_err(failed)?
+        } else {
+            Vec::new()
+        };
+        let names = if registered {
+            match read.remove(0) {
+                zk::MultiReadResult::Children { children } => children,
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                } => Vec::new(),
+                zk::MultiReadResult::Error { err } => return Err(failed(err)),
+                _ => return Err(failed(unexpected("a listing"))),
+            }
+        } else {
+            Vec::new()
+        };
+        let mut known = BTreeMap::new();
+        // A domain moved to another group has an entry in each until it
+        // registers in the new one (`leave_other_groups`): which is its
+        // last is not known here, so neither is taken, and it is asked
+        // (as a domain known only here) meanwhile.
+        let mut twice = BTreeSet::new();
+        let mut held = BTreeMap::new();
+        for (group, read) in groups.iter().zip(read) {
             let data = match read {
                 zk::MultiReadResult::Data { data, .. } => data,
                 zk::MultiReadResult::Error {
                     err: zk::Error::NoNode,
                 } => continue,
                 zk::MultiReadResult::Error { err } => return Err(failed(err)),
-                _ => continue,
+                _ => return Err(failed(unexpected("a znode's contents"))),
             };
-            for (name, entry) in ledger::decode(group, &data) {
+            let entries = ledger::decode(group, &data);
+            if registered {
+                held.insert(group.clone(), entries.keys().cloned().collect());
+            }
+            for (name, entry) in entries {
                 if let Some(entry) = self.admit_entry(&folder, &name, &entry) {
-                    known.insert(name, entry);
+                    if known.insert(name.clone(), entry).is_some() {
+                        twice.insert(name);
+                    }
                 }
             }
         }
-        Ok(Roster { known })
+        for name in &twice {
+            known.remove(name);
+        }
+        Ok(LedgerRead {
+            roster: Roster { known },
+            registered: names,
+            groups: held,
+        })
+    }
+
+    /// Takes `name`'s entry out of the ledger of every group but its own
+    /// that `groups` (from [`read_ledger_with`](Self::read_ledger_with))
+    /// shows holding one: it moved (`cluster.group` changed). Done before
+    /// registering, which writes its entry in its own group at a position
+    /// no older.
+    async fn leave_other_groups(
+        &self,
+        client: &zk::Client,
+        name: &str,
+        groups: &BTreeMap<String, BTreeSet<String>>,
+    ) -> Result<(), CoordError> {
+        let folder = self.ledger_folder();
+        let former = groups
+            .iter()
+            .filter(|(group, names)| **group != self.settings.group && names.contains(name));
+        for (group, _) in former {
+            ledger::update(
+                client,
+                &format!("{folder}/{group}"),
+                group,
+                &self.options(zk::CreateMode::Persistent),
+                |entries| entries.remove(name).is_some(),
+            )
+            .await
+            .map_err(ledger_failed)?;
+            tracing::info!(
+                group,
+                "took this domain's entry out of its former group's ledger"
+            );
+        }
+        Ok(())
+    }
+
+    /// The members now, in four requests whatever their number: the names
+    /// registered, each with what its ledger entry says of it. A domain
+    /// writes its registration and its entry in the same transactions
+    /// (`publish`), so the two say the same; only a name without an entry
+    /// here (written by a release before the ledger, or unreadable) is read
+    /// from its registration. After a ZooKeeper leader change every domain
+    /// reads the membership again at once: N reads each would be N² in all.
+    async fn read_members(&self, client: &zk::Client) -> Result<Members, CoordError> {
+        let LedgerRead {
+            roster,
+            registered,
+            groups,
+        } = self.read_ledger_with(client, true).await?;
+        let mut members = BTreeMap::new();
+        let mut unrecorded = Vec::new();
+        for name in registered {
+            match roster.known.get(&name) {
+                Some(known) => {
+                    members.insert(name, known.member.clone());
+                }
+                None => unrecorded.push(name),
+            }
+        }
+        if !unrecorded.is_empty() {
+            let folder = self.folder();
+            let mut reader = client.new_multi_reader();
+            for name in &unrecorded {
+                reader
+                    .add_get_data(&format!("{folder}/{name}"))
+                    .map_err(failed)?;
+            }
+            for (name, read) in unrecorded
+                .into_iter()
+                .zip(reader.commit().await.map_err(failed)?)
+            {
+                match read {
+                    zk::MultiReadResult::Data { data, .. } => {
+                        if let Some(member) =
+                            admit::<Member>(&self.settings.admission, &folder, &name, &data)
+                        {
+                            members.insert(name, member);
+                        }
+                    }
+                    zk::MultiReadResult::Error {
+                        err: zk::Error::NoNode,
+                    } => {}
+                    zk::MultiReadResult::Error { err } => return Err(failed(err)),
+                    _ => return Err(failed(unexpected("a znode's contents"))),
+                }
+            }
+        }
+        Ok(Members { members, groups })
     }
 
     /// The group whose ledger znode holds `name`'s entry.
@@ -475,9 +657,8 @@ impl ZooKeeperCoordinator {
     /// cannot be overwritten by a read that finished just before it.
     async fn reread(&self, client: &zk::Client) -> Result<(), CoordError> {
         // The server this session reached may be behind the leader (after
-        // a partition heals): catch it up before reading.
-        client.sync(&self.folder()).await.map_err(failed)?;
-        let members = read_members(client, &self.folder(), &self.settings.admission).await?;
+        // a partition heals): read_members catches it up first (a sync).
+        let members = self.read_members(client).await?.members;
         self.view.send_modify(|v| {
             v.replace_members(members);
             if following(client.state()) {
@@ -561,43 +742,40 @@ impl ZooKeeperCoordinator {
 
     /// Creates this domain's ephemeral znode, replacing one left by an
     /// earlier session of the same domain, and records it as registered
-    /// (not departed). That must be done before any new write is
-    /// acknowledged: a departure recorded earlier would let peers rule
-    /// this domain out, after a later crash, for writes made since.
+    /// (not departed) in the same transaction. That must be done before
+    /// any new write is acknowledged: a departure recorded earlier would
+    /// let peers rule this domain out, after a later crash, for writes
+    /// made since.
     async fn register(
         &self,
         client: &zk::Client,
-        path: &str,
+        name: &str,
+        own: &str,
+        member: &Member,
         data: &[u8],
     ) -> Result<(), CoordError> {
         for _ in 0..3 {
-            match client
-                .create(path, data, &self.options(zk::CreateMode::Ephemeral))
+            match self
+                .publish(client, name, own, member, Registration::Create(data))
                 .await
             {
-                Ok(_) => {
-                    let name = path.rsplit('/').next().unwrap_or_default();
-                    // `data` is this domain's own Member, serialized by it.
-                    let member = serde_json::from_slice::<Member>(data)
-                        .map_err(|_| CoordError::Register(path.to_owned()))?;
-                    let known = Known {
-                        member,
-                        departed: false,
-                        retired: false,
-                    };
-                    return self.record(client, name, &known).await;
-                }
-                Err(zk::Error::NodeExists) => {
-                    tracing::warn!(path, "replacing a registration left by an earlier session");
-                    match client.delete(path, None).await {
+                Ok(()) => return Ok(()),
+                Err(Unpublished::Registered) => {
+                    tracing::warn!(
+                        path = own,
+                        "replacing a registration left by an earlier session"
+                    );
+                    match client.delete(own, None).await {
                         Ok(()) | Err(zk::Error::NoNode) => {}
                         Err(e) => return Err(failed(e)),
                     }
                 }
-                Err(e) => return Err(failed(e)),
+                Err(Unpublished::SessionLost(e)) => return Err(failed(e)),
+                Err(Unpublished::Failed(e)) => return Err(e),
+                Err(Unpublished::Unregistered) => {}
             }
         }
-        Err(CoordError::Register(path.to_owned()))
+        Err(CoordError::Register(own.to_owned()))
     }
 
     /// One session: connect, register, follow, publish, until the session
@@ -674,9 +852,10 @@ impl ZooKeeperCoordinator {
         // otherwise (`refuse_to_join`). (Two
         // domains registering at the same moment may both pass: the check
         // is for a misconfigured newcomer, not a consensus.)
-        let members = read_members(&client, &folder, &self.settings.admission).await?;
+        let Members { members, groups } = self.read_members(&client).await?;
         refuse_to_join(&members, name, &member.keys)?;
-        self.register(&client, &own, &self.sealed(name, member)?)
+        self.leave_other_groups(&client, name, &groups).await?;
+        self.register(&client, name, &own, member, &self.sealed(name, member)?)
             .await?;
         self.published.send_replace(Some(position));
         self.reread(&client).await?;
@@ -725,13 +904,13 @@ impl ZooKeeperCoordinator {
                     (member.epoch, member.version) = (position.epoch, position.version);
                     let data = self.sealed(name, member)?;
                     last_publish = Instant::now();
-                    match self.publish(&client, name, &own, member, &data).await {
+                    match self.publish(&client, name, &own, member, Registration::Set(&data)).await {
                         Ok(_) => {
                             dirty = false;
                             self.published.send_replace(Some(position));
                         }
-                        Err(Unpublished::Unregistered) => {
-                            self.register(&client, &own, &data).await?;
+                        Err(Unpublished::Unregistered | Unpublished::Registered) => {
+                            self.register(&client, name, &own, member, &data).await?;
                             dirty = false;
                             self.published.send_replace(Some(position));
                         }
@@ -834,15 +1013,6 @@ fn following(state: zk::SessionState) -> bool {
     )
 }
 
-/// Every member znode under `folder` that `admission` takes in, by name.
-async fn read_members(
-    client: &zk::Client,
-    folder: &str,
-    admission: &Admission,
-) -> Result<BTreeMap<String, Member>, CoordError> {
-    read_all::<Member>(client, folder, admission).await
-}
-
 /// What a domain writes about itself in ZooKeeper.
 trait Registered: serde::Serialize + serde::de::DeserializeOwned {
     fn address(&self) -> &str;
@@ -891,38 +1061,6 @@ fn admit<T: Registered>(admission: &Admission, folder: &str, name: &str, data: &
             None
         }
     }
-}
-
-/// Every znode under `folder` read as JSON, by name; unreadable ones and
-/// those `admission` refuses are left out (and logged), a missing folder
-/// is empty (a new or wiped ZooKeeper: nobody is there).
-async fn read_all<T: Registered>(
-    client: &zk::Client,
-    folder: &str,
-    admission: &Admission,
-) -> Result<BTreeMap<String, T>, CoordError> {
-    let names = match client.list_children(folder).await {
-        Ok(names) => names,
-        Err(zk::Error::NoNode) => Vec::new(),
-        Err(e) => return Err(failed(e)),
-    };
-    let reads = names.iter().map(|n| {
-        let path = format!("{folder}/{n}");
-        async move { (n.clone(), client.get_data(&path).await) }
-    });
-    let mut all = BTreeMap::new();
-    for (name, read) in join_all(reads).await {
-        match read {
-            Ok((data, _)) => {
-                if let Some(value) = admit::<T>(admission, folder, &name, &data) {
-                    all.insert(name, value);
-                }
-            }
-            Err(zk::Error::NoNode) => {}
-            Err(e) => return Err(failed(e)),
-        }
-    }
-    Ok(all)
 }
 
 impl Coordinator for ZooKeeperCoordinator {
