@@ -36,6 +36,8 @@ pub enum LedgerError {
     GroupTooLarge { group: String, bytes: usize },
     #[error("the ledger of group {0} keeps changing under this write")]
     Contended(String),
+    #[error("cannot encode a ledger: {0}")]
+    Unencodable(#[source] serde_json::Error),
 }
 
 /// The entries of a ledger znode's bytes; unreadable bytes count as no
@@ -54,7 +56,7 @@ pub fn decode(group: &str, data: &[u8]) -> Entries {
 
 /// The bytes of `entries`, refused when over [`MAX_GROUP_BYTES`].
 pub fn encode(group: &str, entries: &Entries) -> Result<Vec<u8>, LedgerError> {
-    let bytes = serde_json::to_vec(entries).unwrap_or_default();
+    let bytes = serde_json::to_vec(entries).map_err(LedgerError::Unencodable)?;
     if bytes.len() > MAX_GROUP_BYTES {
         return Err(LedgerError::GroupTooLarge {
             group: group.to_owned(),

@@ -315,8 +315,10 @@ pub(crate) async fn routed(
         }
     }
     if let Some((record, owner)) = &found {
-        let bytes = StoredRecord::from_record(record).encode();
-        cluster.cache.fill(owner, id.as_str(), bytes, &ticket).await;
+        match StoredRecord::from_record(record).encode() {
+            Ok(bytes) => cluster.cache.fill(owner, id.as_str(), bytes, &ticket).await,
+            Err(e) => tracing::error!(owner, error = %e, "a record found is not cached"),
+        }
     }
     Remote { found, route }
 }

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use xarchive_filter::{
-    candidates_all, ApplyError, BloomFilter, BloomGeometry, CuckooFilter, Delta, SlicedIndex,
+    candidates_all, ApplyError, BloomFilter, BloomGeometry, CuckooFilter, DecodeError, Delta,
+    GeometryMismatch, SlicedIndex,
 };
 
 use super::coordinator::{Member, View};
@@ -190,8 +191,13 @@ pub struct Replicas {
 pub enum ReplicaError {
     #[error("unknown peer {0}")]
     UnknownPeer(String),
-    #[error("cannot decode the filter of {peer}: {detail}")]
-    Decode { peer: String, detail: String },
+    #[error("cannot decode the filter of {peer}: {source}")]
+    Decode { peer: String, source: DecodeError },
+    #[error("the filter of {peer} does not fit the index of its geometry: {source}")]
+    Slice {
+        peer: String,
+        source: GeometryMismatch,
+    },
     #[error("delta does not apply to the copy of {peer}: {source}")]
     Apply { peer: String, source: ApplyError },
     #[error("no copy of {0} to apply a delta to")]
@@ -430,14 +436,13 @@ impl Replicas {
         if !self.peers.contains_key(name) {
             return Err(ReplicaError::UnknownPeer(name.into()));
         }
-        let decode = |detail: String| ReplicaError::Decode {
+        let decode = |source: DecodeError| ReplicaError::Decode {
             peer: name.into(),
-            detail,
+            source,
         };
         let held = match fetched.kind {
             FilterKind::Counting => {
-                let filter =
-                    BloomFilter::decode(&fetched.bytes).map_err(|e| decode(e.to_string()))?;
+                let filter = BloomFilter::decode(&fetched.bytes).map_err(decode)?;
                 let geometry = filter.geometry();
                 let same_slot = match self.peers.get(name).map(|p| &p.held) {
                     Some(Held::Slot(g, slot)) if *g == geometry => Some(*slot),
@@ -448,17 +453,19 @@ impl Replicas {
                 }
                 match self.sliced.get_mut(&geometry) {
                     Some(sliced) => {
-                        let slot = sliced
-                            .put(name, &filter, same_slot)
-                            .map_err(|e| decode(e.to_string()))?;
+                        let slot = sliced.put(name, &filter, same_slot).map_err(|source| {
+                            ReplicaError::Slice {
+                                peer: name.into(),
+                                source,
+                            }
+                        })?;
                         Held::Slot(geometry, slot)
                     }
                     None => Held::Bloom(filter),
                 }
             }
             FilterKind::Cuckoo => {
-                let filter =
-                    CuckooFilter::decode(&fetched.bytes).map_err(|e| decode(e.to_string()))?;
+                let filter = CuckooFilter::decode(&fetched.bytes).map_err(decode)?;
                 self.release(name);
                 Held::Cuckoo(filter)
             }
@@ -521,9 +528,9 @@ impl Replicas {
             return Err(ReplicaError::OtherKey(name.into()));
         }
         let filter =
-            BloomFilter::decode(&fetched.filter.bytes).map_err(|e| ReplicaError::Decode {
+            BloomFilter::decode(&fetched.filter.bytes).map_err(|source| ReplicaError::Decode {
                 peer: name.into(),
-                detail: e.to_string(),
+                source,
             })?;
         peer.keys = Some(filter);
         peer.key_position = Some(fetched.filter.position);

@@ -93,9 +93,18 @@ impl ApiError {
         .with("id", id)
     }
 
+    /// A failure of this domain, not of the request: logged in full with
+    /// an incident number, and answered with that number alone (what
+    /// failed inside may name paths, peers or stored data).
     pub fn internal(e: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %e, "internal error");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        let incident = format!("{:08x}", rand::random::<u32>());
+        tracing::error!(incident, error = %e, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("internal error {incident}: this domain's log says what failed"),
+        )
+        .with("incident", incident)
     }
 
     pub fn body(e: BytesRejection) -> Self {
@@ -195,6 +204,15 @@ mod tests {
             free_bytes: 0,
             reserve_bytes: 1024,
         }
+    }
+
+    #[test]
+    fn an_internal_error_answers_its_incident_number_not_what_failed() {
+        let e = ApiError::internal("cannot open /var/lib/xarchive/A/records.redb");
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!e.message.contains("records.redb"), "{}", e.message);
+        let incident = e.details["incident"].as_str().expect("an incident number");
+        assert!(e.message.contains(incident), "{}", e.message);
     }
 
     #[test]

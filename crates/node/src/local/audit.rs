@@ -53,7 +53,7 @@ pub enum AuditError {
     #[error(transparent)]
     Reopening(#[from] Reopening),
     #[error("cannot encode the audit entry: {0}")]
-    Encode(serde_json::Error),
+    Encode(#[source] serde_json::Error),
     #[error("the audit log's check failed: {0}")]
     Task(String),
 }
@@ -108,15 +108,13 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 
 impl AuditEntry {
     /// The entry's hash, as the chain defines it.
-    pub fn chain_hash(&self) -> String {
+    pub fn chain_hash(&self) -> Result<String, AuditError> {
         let unsealed = AuditEntry {
             hash: String::new(),
             ..self.clone()
         };
-        // Plain strings and numbers: encoding cannot fail; if it ever did,
-        // the hash of nothing would not match and the chain would say so.
-        let json = serde_json::to_vec(&unsealed).unwrap_or_default();
-        hex::encode(Sha256::digest(json))
+        let json = serde_json::to_vec(&unsealed).map_err(AuditError::Encode)?;
+        Ok(hex::encode(Sha256::digest(json)))
     }
 }
 
@@ -204,7 +202,7 @@ impl AuditLog {
                     entry.at_us = entry.at_us.max(last.0.value() + 1);
                     entry.prev = decode(last.0.value(), last.1.value())?.hash;
                 }
-                entry.hash = entry.chain_hash();
+                entry.hash = entry.chain_hash()?;
                 let bytes = serde_json::to_vec(&entry).map_err(AuditError::Encode)?;
                 table.insert(entry.at_us, bytes.as_slice())?;
             }
@@ -267,7 +265,7 @@ impl AuditLog {
                                 entry.at_us
                             ));
                         }
-                        if entry.chain_hash() != entry.hash {
+                        if !entry.chain_hash().is_ok_and(|h| h == entry.hash) {
                             problems.push(format!(
                                 "entry {} (#{entries}) was changed after it was written",
                                 entry.at_us

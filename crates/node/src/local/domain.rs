@@ -69,6 +69,8 @@ pub enum DomainError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot encode the filter snapshot's description: {0}")]
+    SnapshotMeta(#[source] serde_json::Error),
     #[error("a verification of the filters is already running; ask again when it ends")]
     VerifyRunning,
     /// The blocking task doing the work panicked or was cancelled.
@@ -725,7 +727,7 @@ impl Domain {
         // The filters first, their meta (which makes them valid) last.
         write_atomically(&self.dir.join(SNAPSHOT_FILE), &state.filter.encode())?;
         write_atomically(&self.dir.join(KEYS_SNAPSHOT_FILE), &state.keys.encode())?;
-        let meta = serde_json::to_vec_pretty(&meta).unwrap_or_default();
+        let meta = serde_json::to_vec_pretty(&meta).map_err(DomainError::SnapshotMeta)?;
         write_atomically(&self.dir.join(SNAPSHOT_META_FILE), &meta)?;
         tracing::info!(domain = %self.name, "saved the filter snapshot");
         Ok(())

@@ -376,6 +376,8 @@ pub enum StoredRecordError {
     Empty,
     #[error("stored record is malformed: {0}")]
     Malformed(String),
+    #[error("cannot encode a record to store: {0}")]
+    Unencodable(#[source] postcard::Error),
 }
 
 impl StoredRecord {
@@ -409,11 +411,10 @@ impl StoredRecord {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Result<Vec<u8>, StoredRecordError> {
         let mut out = vec![STORED_VERSION];
-        // postcard cannot fail on these plain types writing to a Vec.
-        out.extend(postcard::to_stdvec(self).unwrap_or_default());
-        out
+        out.extend(postcard::to_stdvec(self).map_err(StoredRecordError::Unencodable)?);
+        Ok(out)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, StoredRecordError> {
@@ -600,7 +601,10 @@ mod tests {
         .validate(100, &KeyTypes::default())
         .unwrap();
         let stored = StoredRecord::new(&body, 1, 2);
-        assert_eq!(StoredRecord::decode(&stored.encode()).unwrap(), stored);
+        assert_eq!(
+            StoredRecord::decode(&stored.encode().unwrap()).unwrap(),
+            stored
+        );
         assert!(StoredRecord::decode(&[]).is_err());
         assert!(StoredRecord::decode(&[9, 1, 2]).is_err());
         assert!(StoredRecord::decode(&[1, 0xff, 0xff, 0xff]).is_err());
@@ -845,7 +849,8 @@ mod tests {
         );
 
         // Through the cache's form and back, it still says what it withheld.
-        let cached = StoredRecord::decode(&StoredRecord::from_record(&record).encode()).unwrap();
+        let cached =
+            StoredRecord::decode(&StoredRecord::from_record(&record).encode().unwrap()).unwrap();
         assert_eq!(cached.into_record(id, "A"), record);
 
         // A record with nothing withheld does not mention it.

@@ -51,6 +51,11 @@ pub enum StoreError {
         id: String,
         source: StoredRecordError,
     },
+    #[error("cannot encode record {id} to store: {source}")]
+    Unencodable {
+        id: String,
+        source: StoredRecordError,
+    },
     #[error(transparent)]
     DiskFull(#[from] DiskFull),
     #[error(transparent)]
@@ -235,7 +240,11 @@ impl Store {
                             None => (Outcome::Created, now_ms),
                         };
                         let stored = StoredRecord::new(body, created_at, now_ms);
-                        table.insert(id.as_str(), stored.encode().as_slice())?;
+                        let bytes = stored.encode().map_err(|source| StoreError::Unencodable {
+                            id: id.as_str().to_owned(),
+                            source,
+                        })?;
+                        table.insert(id.as_str(), bytes.as_slice())?;
                         index_keys(&mut keys, id.as_str(), &body.keys, Index::Add)?;
                         outcome
                     }
