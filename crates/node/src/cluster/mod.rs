@@ -2,6 +2,7 @@
 //! replicas of every peer's filter kept current by deltas, and lookups
 //! routed to the domains that may hold an ID.
 
+mod backoff;
 pub mod cache;
 pub mod client;
 mod confirm;

@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::Backoff;
 use super::client::{FetchedFilter, FetchedKeys};
 use super::Cluster;
 use crate::local::domain::Position;
@@ -373,25 +374,26 @@ async fn follow(
         }
     };
     let (mut relay, mut from) = (0, 0);
-    let mut pause = PULL_INTERVAL;
+    let mut failing = Backoff::new(PULL_INTERVAL * 2, Duration::from_secs(2));
     loop {
         let page = tokio::select! {
             page = client.relay(relay, from, &cluster.me) => page,
             _ = stop.cancelled() => return,
         };
-        match page {
+        let pause = match page {
             Ok(page) => {
                 (relay, from) = (page.relay, page.next);
                 for entry in page.entries {
                     take_in(&cluster, entry, &neighbour).await;
                 }
-                pause = pause_after(page.waited);
+                failing.reset();
+                pause_after(page.waited)
             }
             Err(e) => {
                 tracing::debug!(peer = %neighbour, error = %e, "relay pull failed");
-                pause = (pause * 2).min(Duration::from_secs(2));
+                failing.wait()
             }
-        }
+        };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = stop.cancelled() => return,

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::backoff::Backoff;
 use super::client::{ClientError, DeltaAnswer};
 use super::coordinator::Member;
 use super::relay::{self, Pulled};
@@ -265,7 +266,7 @@ async fn peer(
     mut member: watch::Receiver<Option<Member>>,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
     loop {
         let target = member.borrow_and_update().clone();
         if let Some(m) = target {
@@ -288,7 +289,7 @@ async fn peer(
                         if !keys {
                             cluster.replicas.write().mark(&name, None);
                         }
-                        backoff = Duration::from_millis(50);
+                        backoff.reset();
                     }
                     Err(e) => {
                         tracing::debug!(peer = %name, error = %e, keys, "replica sync failed");
@@ -296,10 +297,9 @@ async fn peer(
                             cluster.replicas.write().mark(&name, Some(&e));
                         }
                         tokio::select! {
-                            _ = tokio::time::sleep(backoff) => {}
+                            _ = tokio::time::sleep(backoff.wait()) => {}
                             _ = shutdown.cancelled() => return,
                         }
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
                     }
                 }
                 continue;

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use zookeeper_client as zk;
 
+use super::backoff::Backoff;
 use super::coordinator::{
     anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
 };
@@ -68,15 +69,11 @@ pub struct ZooKeeperCoordinator {
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 const GIVE_UP_AFTER: Duration = Duration::from_millis(600);
 
-/// The longest wait between two attempts to open a session.
+/// The longest wait between two attempts to open a session (before its
+/// jitter). Writes are refused until a session is back, so it stays short
+/// (an attempt costs one refused TCP connect while ZooKeeper is down):
+/// writes resume within 1.5 × this of ZooKeeper's return.
 const MAX_RETRY: Duration = Duration::from_millis(500);
-
-/// `wait`, spread at random over [wait / 2, wait × 3 / 2): after a
-/// ZooKeeper restart or leader change, thousands of domains then do not
-/// reconnect, register and reread in step.
-fn jittered(wait: Duration) -> Duration {
-    wait.mul_f64(rand::random_range(0.5..1.5))
-}
 
 /// How often a domain refused by the cluster (other key types or another
 /// ID profile) tries to join again.
@@ -1072,7 +1069,10 @@ impl Coordinator for ZooKeeperCoordinator {
         shutdown: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         async move {
-            let mut backoff = Duration::from_millis(100);
+            // Jittered: after a ZooKeeper restart or leader change,
+            // thousands of domains then do not reconnect, register and
+            // read the membership in step.
+            let mut backoff = Backoff::new(Duration::from_millis(100), MAX_RETRY);
             loop {
                 // A panic in the client library must not end membership
                 // for good: it counts as a lost session.
@@ -1091,11 +1091,11 @@ impl Coordinator for ZooKeeperCoordinator {
                 match session {
                     Ok(End::Shutdown) => break,
                     Ok(End::Lost) => {
-                        backoff = Duration::from_millis(100);
+                        backoff.reset();
                         // Not at once: every domain lost its session at the
                         // same moment as this one.
                         tokio::select! {
-                            _ = sleep(jittered(backoff)) => {}
+                            _ = sleep(backoff.wait()) => {}
                             _ = shutdown.cancelled() => break,
                         }
                     }
@@ -1109,16 +1109,11 @@ impl Coordinator for ZooKeeperCoordinator {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "ZooKeeper unavailable");
+                        tracing::warn!(error = %e, retry_ms = backoff.current().as_millis() as u64, "ZooKeeper unavailable");
                         tokio::select! {
-                            _ = sleep(jittered(backoff)) => {}
+                            _ = sleep(backoff.wait()) => {}
                             _ = shutdown.cancelled() => break,
                         }
-                        // Writes are refused until a session is back, so the
-                        // wait between attempts stays short (an attempt
-                        // costs one refused TCP connect while ZooKeeper is
-                        // down): writes resume within MAX_RETRY of its return.
-                        backoff = (backoff * 2).min(MAX_RETRY);
                     }
                 }
                 *self.client.lock() = None;
