@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# Fuzzes the decoders of crates/filter with cargo-fuzz (libFuzzer + ASan).
+# Fuzzes the decoders of crates/filter with cargo-fuzz (libFuzzer + ASan),
+# and feeds the node's decoders (crate-private, out of cargo-fuzz's reach)
+# arbitrary input through their proptests.
 #
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]
 #
 # TARGET is one of decode_bloom, decode_counting, decode_atomic,
-# decode_cuckoo, decode_delta (default: all, one after another); SECONDS is
-# the time per target (default 60). Seeds are rebuilt into fuzz/corpus/
+# decode_cuckoo, decode_delta, node_decoders (default: all, one after
+# another); SECONDS is the time per target (default 60; for node_decoders,
+# a thousand cases per second for each of its properties, named any_*:
+# the relay page, the delta with IDs, the stored record, the ledger, the
+# audit entry, the backup file, key values and archive numbers as typed). Seeds are rebuilt into fuzz/corpus/
 # first; crashes are written to fuzz/artifacts/<target>/. Exits non-zero if
 # any target crashed. Not run by CI.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FUZZ="$ROOT/fuzz"
-TARGETS=(decode_bloom decode_counting decode_atomic decode_cuckoo decode_delta)
+TARGETS=(decode_bloom decode_counting decode_atomic decode_cuckoo decode_delta node_decoders)
 
 usage() {
     echo "usage: scripts/fuzz.sh [TARGET|all] [SECONDS]" >&2
@@ -38,6 +43,21 @@ fi
 # nightly accepts; this lets the stable toolchain take them.
 export RUSTC_BOOTSTRAP=1
 
+declare -a summary=()
+failed=0
+if [[ " ${selected[*]} " == *" node_decoders "* ]]; then
+    echo "== node_decoders: $((seconds * 1000)) cases for each property"
+    if PROPTEST_CASES=$((seconds * 1000)) cargo test --quiet --manifest-path "$ROOT/Cargo.toml" \
+        -p xarchive-node --lib -- any_; then
+        summary+=("node_decoders: ok, $((seconds * 1000)) cases each")
+    else
+        failed=1
+        summary+=("node_decoders: FAILED (proptest printed the smallest input above)")
+    fi
+    selected=("${selected[@]/node_decoders}")
+    [[ -n "${selected[*]// /}" ]] || { printf '%s\n' "${summary[@]}"; exit "$failed"; }
+fi
+
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "== installing cargo-fuzz"
     cargo install cargo-fuzz --locked
@@ -50,9 +70,8 @@ build_corpus() {
 }
 build_corpus
 
-declare -a summary=()
-failed=0
 for t in "${selected[@]}"; do
+    [[ -n "$t" ]] || continue
     echo "== fuzzing $t for ${seconds}s"
     artifacts="$FUZZ/artifacts/$t"
     mkdir -p "$artifacts"

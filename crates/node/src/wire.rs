@@ -516,6 +516,16 @@ pub struct Stats {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// A peer's delta body: any bytes are read or refused, never a panic.
+        #[test]
+        fn any_bytes_read_as_a_delta_with_ids_or_are_refused_without_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+        ) {
+            let _ = split_delta_with_ids(&bytes);
+        }
+    }
+
     #[test]
     fn a_framed_delta_reads_back_and_a_damaged_one_is_refused() {
         let mut filter = xarchive_filter::CountingBloomFilter::with_capacity(100, 0.01).unwrap();

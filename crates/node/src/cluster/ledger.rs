@@ -121,6 +121,19 @@ pub fn valid_group(group: &str) -> bool {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// A ledger znode anyone with the cluster's ZooKeeper rights could
+        /// have written: any bytes hold some entries or none, never a panic.
+        #[test]
+        fn any_bytes_read_as_a_ledger_without_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            text in "\\PC{0,64}",
+        ) {
+            let _ = decode("11", &bytes);
+            let _ = decode("11", text.as_bytes());
+        }
+    }
+
     #[test]
     fn a_ledger_round_trips_its_entries_exactly() {
         let mut entries = Entries::new();

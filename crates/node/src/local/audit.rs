@@ -329,6 +329,19 @@ fn decode(at_us: u64, bytes: &[u8]) -> Result<AuditEntry, AuditError> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// An audit log's entry as read from a damaged disk: read or
+        /// refused, never a panic.
+        #[test]
+        fn any_bytes_read_as_an_audit_entry_or_are_refused_without_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+        ) {
+            if let Ok(entry) = decode(7, &bytes) {
+                let _ = entry.chain_hash();
+            }
+        }
+    }
+
     fn space(dir: &Path) -> Arc<DiskSpace> {
         Arc::new(DiskSpace::new(dir, 0))
     }

@@ -278,8 +278,17 @@ pub fn read(
                 "a frame claims {n} bytes: the file is corrupt"
             )));
         }
-        buf.resize(n as usize, 0);
-        read_exact(&mut input, &mut buf)?;
+        // Read as it comes, not into n zeroed bytes first: a damaged
+        // length would otherwise cost up to MAX_FRAME of memory before
+        // the file is found short.
+        buf.clear();
+        (&mut input)
+            .take(u64::from(n))
+            .read_to_end(&mut buf)
+            .map_err(BackupError::Read)?;
+        if buf.len() < n as usize {
+            return Err(BackupError::Truncated);
+        }
         let frame: Frame<'_> = postcard::from_bytes(&buf)
             .map_err(|e| BackupError::Damaged(format!("a frame cannot be read: {e}")))?;
         let seen = sha.clone().finalize();
@@ -522,6 +531,19 @@ mod tests {
 
     fn space(dir: &Path) -> Arc<DiskSpace> {
         Arc::new(DiskSpace::new(dir, 0))
+    }
+
+    proptest::proptest! {
+        /// A backup file as an operator may hand it over (truncated,
+        /// damaged, another file): refused or read, never a panic.
+        #[test]
+        fn any_bytes_after_the_magic_are_refused_or_read_without_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        ) {
+            let mut file = MAGIC.to_vec();
+            file.extend(bytes);
+            let _ = read(std::io::Cursor::new(file), |_| Ok(()));
+        }
     }
 
     fn body(title: &str, keys: &[(&str, &str)]) -> RecordBody {

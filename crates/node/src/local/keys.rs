@@ -1344,6 +1344,20 @@ mod tests {
     }
 
     proptest! {
+        /// What an outsider types, of any format: refused, or a value
+        /// that normalises to itself (stored and searched as one).
+        #[test]
+        fn any_text_normalises_to_a_value_that_normalises_to_itself_or_is_refused(
+            text in "\\PC{0,40}|[0-9Xx|年月日./ -]{0,30}",
+        ) {
+            for t in [KeyFormat::Text, KeyFormat::IdCard, KeyFormat::NameBirth] {
+                let types = KeyTypes::new(vec![KeyType { format: t, ..id_type() }]).expect("valid");
+                if let Ok(once) = types.normalise("id_card", &text) {
+                    prop_assert_eq!(types.normalise("id_card", &once).ok(), Some(once));
+                }
+            }
+        }
+
         #[test]
         fn both_forms_of_an_identity_number_as_typed_give_one_value_and_one_digest(
             (fifteen, eighteen) in valid_first_generation_id(),

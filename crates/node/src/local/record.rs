@@ -585,6 +585,27 @@ mod base64_option {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// A stored record's bytes come from the disk or another domain's
+        /// cache: any bytes are read or refused, never a panic.
+        #[test]
+        fn any_bytes_read_as_a_stored_record_or_are_refused_without_panic(
+            version in proptest::prop_oneof![
+                proptest::strategy::Just(STORED_VERSION),
+                proptest::strategy::Just(STORED_VERSION_WITHOUT_KEYS),
+                proptest::prelude::any::<u8>(),
+            ],
+            rest in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+        ) {
+            let mut bytes = vec![version];
+            bytes.extend(rest);
+            if let Ok(read) = StoredRecord::decode(&bytes) {
+                let again = read.encode().expect("encodes");
+                proptest::prop_assert_eq!(StoredRecord::decode(&again).expect("reads"), read);
+            }
+        }
+    }
+
     #[test]
     fn stored_records_round_trip_and_refuse_garbage() {
         let body = RecordInput {
