@@ -2,7 +2,7 @@
 # Starts a throwaway Redis (Debian's package) on a free loopback port,
 # runs the given command with XARCHIVE_REDIS (its URL) and
 # XARCHIVE_REDIS_PID set, then stops it by process id. For benchmarks:
-#   scripts/redis.sh sh -c 'target/release/xarchive bench lookup --cache none,memory,redis'
+#   scripts/redis.sh sh -c 'target/release/xarchive-bench lookup --cache none,memory,redis'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

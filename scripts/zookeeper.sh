@@ -3,11 +3,12 @@
 # in a temporary directory, runs the given command with XARCHIVE_ZK set to
 # its address, then stops it by process id. For benchmarks and trying the
 # distributed mode by hand:
-#   scripts/zookeeper.sh target/release/xarchive bench sync
-# ZK_HEAP sets its Java heap (default 256m; `bench nation` at 3 301
-# domains wants 2g). Connections per client address are not limited
-# (`bench nation` opens a session per light domain from one process), and
-# `mntr` is allowed (it reads ZooKeeper's own figures).
+#   scripts/zookeeper.sh target/release/xarchive-bench sync
+# (`cargo build --release -p xarchive -p xarchive-bench` first).
+# ZK_HEAP sets its Java heap (default 256m; `xarchive-bench nation` at
+# 3 301 domains wants 2g). Connections per client address are not limited
+# (`xarchive-bench nation` opens a session per light domain from one
+# process), and `mntr` is allowed (it reads ZooKeeper's own figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -3,7 +3,8 @@
 //!
 //! - [`server`]: serving a [`Node`] over HTTP(S) until shutdown;
 //! - `http`: the router, handlers, authentication middleware and the
-//!   page; the only place where errors become HTTP responses;
+//!   page; the only place where errors become HTTP responses (the peer
+//!   routes' answers are lent out as [`peer_answers`]);
 //! - [`node`], [`config`], [`metrics`]: a domain put together: its local
 //!   part, its place in the cluster, its tokens and its counters;
 //! - [`cluster`]: membership (coordinators), replicas of peers' filters,
@@ -29,6 +30,15 @@ pub mod wire;
 pub use cluster::client::{Client, ClientError};
 pub use config::{Limits, NodeConfig};
 pub use http::router;
+/// The answers of the routes peers call, built as the router builds them,
+/// for a stand-in that must answer as a domain does (the light domains of
+/// xarchive-bench's `nation` benchmark).
+pub mod peer_answers {
+    pub use crate::http::archives::record_not_found;
+    pub use crate::http::replication::{
+        delta_response, filter_response, snapshot_required, with_key_id,
+    };
+}
 pub use local::backup::{self, BackupError, BackupHeader};
 pub use local::domain::{capacity_for, Domain, DomainError, DomainStats, Position, VerifyReport};
 pub use local::filter::{FilterKind, FilterSettings};

@@ -7,7 +7,7 @@ use anyhow::Context;
 use base64::Engine;
 
 use super::ServerArgs;
-use crate::EXIT_NOT_FOUND;
+use xarchive::EXIT_NOT_FOUND;
 
 #[derive(clap::Args)]
 pub struct IdArgs {

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::ServerArgs;
-use crate::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
+use xarchive::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
 
 #[derive(clap::Args)]
 pub struct LookupArgs {

@@ -1,12 +1,10 @@
 //! The subcommands.
 
 mod backup;
-mod bench;
 mod client;
 mod cluster;
 mod export;
 mod import;
-mod local;
 mod lookup;
 mod sample;
 mod search;
@@ -18,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use xarchive::logging::LogFormat;
 use xarchive_node::cluster::client::Client;
 
 #[derive(Parser)]
@@ -44,18 +43,6 @@ pub struct Cli {
     command: Command,
 }
 
-impl Cli {
-    /// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
-    /// thousands of ZooKeeper sessions, whose client library logs each
-    /// at info.
-    pub fn default_log(&self) -> &'static str {
-        match self.command {
-            Command::Bench(_) => "info,zookeeper_client=warn",
-            _ => "info",
-        }
-    }
-}
-
 /// The form of what a command prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -74,13 +61,6 @@ fn json(own_flag: bool) -> bool {
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
-}
-
-/// The form of the log lines.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// Where a client command sends its requests.
@@ -221,9 +201,6 @@ enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
-    /// Benchmarks against the seed paper's figures.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
     /// Print the completion script for a shell (bash, zsh, fish, …).
     Completions {
         /// The shell.
@@ -261,7 +238,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sample(args) => sample::run(args).await,
         Command::Backup(args) => backup::backup(args).await,
         Command::Restore(args) => backup::restore(args).await,
-        Command::Bench(command) => bench::run(command).await,
         Command::Token(command) => token::run(command),
     }
 }

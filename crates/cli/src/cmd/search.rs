@@ -8,7 +8,7 @@ use anyhow::Context;
 use xarchive_node::wire::SearchRequest;
 
 use super::ServerArgs;
-use crate::EXIT_UNAVAILABLE;
+use xarchive::EXIT_UNAVAILABLE;
 
 #[derive(clap::Args)]
 pub struct SearchArgs {

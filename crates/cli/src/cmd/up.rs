@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use xarchive_node::cluster::{Coordinator, Hub};
 use xarchive_node::sample;
 
-use super::local::{domain_name, LocalCluster, Plan};
+use xarchive::local::{domain_name, LocalCluster, Plan};
 
 #[derive(clap::Args)]
 pub struct UpArgs {

@@ -125,6 +125,12 @@ pub async fn get(
     }
 }
 
+/// The 404 `not_found` of `GET /v1/archives/{id}` for a record this
+/// domain does not hold.
+pub fn record_not_found(id: &str) -> Response {
+    ApiError::not_found(id).into_response()
+}
+
 /// `DELETE /v1/archives/{id}`: erases the record and its filter entry.
 #[utoipa::path(
     delete,

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use super::archives::parse_id;
 use super::error::ApiError;
 use crate::local::domain::VerifyReport;
-use crate::local::domain::{DeltaRefusal, Published};
+use crate::local::domain::{DeltaRefusal, Position, Published};
+use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
@@ -117,7 +118,7 @@ fn position_headers(response: &mut Response, epoch: u64, version: u64) {
     ))
 )]
 pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
-    filter_response(node.domain.published())
+    published_response(node.domain.published())
 }
 
 /// `GET /v1/filter/keys`: the key filter (members only).
@@ -141,32 +142,36 @@ pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
     )
 )]
 pub async fn key_snapshot(State(node): State<Arc<Node>>) -> Response {
-    let mut response = filter_response(node.domain.published_keys());
+    let mut response = published_response(node.domain.published_keys());
     key_id_header(&node, &mut response);
     response
 }
 
 fn key_id_header(node: &Node, response: &mut Response) {
-    if let Ok(id) = HeaderValue::from_str(&node.domain.keying().hasher.filter_key_id()) {
+    with_key_id(response, &node.domain.keying().hasher.filter_key_id());
+}
+
+/// Names the filter key that built a key filter or its delta
+/// (`KEY_ID_HEADER`), as `/v1/filter/keys` and its delta do.
+pub fn with_key_id(response: &mut Response, key_id: &str) {
+    if let Ok(id) = HeaderValue::from_str(key_id) {
         response.headers_mut().insert(KEY_ID_HEADER, id);
     }
 }
 
-fn filter_response(published: Published) -> Response {
-    let mut response = (
-        [(header::CONTENT_TYPE, "application/octet-stream")],
-        published.bytes,
-    )
-        .into_response();
-    position_headers(
-        &mut response,
-        published.position.epoch,
-        published.position.version,
-    );
-    response.headers_mut().insert(
-        KIND_HEADER,
-        HeaderValue::from_static(published.kind.as_str()),
-    );
+fn published_response(published: Published) -> Response {
+    filter_response(published.bytes, published.kind, published.position)
+}
+
+/// A whole filter as `GET /v1/filter` and `/v1/filter/keys` answer it:
+/// its bytes, its kind and position in headers.
+pub fn filter_response(bytes: Vec<u8>, kind: FilterKind, position: Position) -> Response {
+    let mut response =
+        ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
+    position_headers(&mut response, position.epoch, position.version);
+    response
+        .headers_mut()
+        .insert(KIND_HEADER, HeaderValue::from_static(kind.as_str()));
     response
 }
 
@@ -191,8 +196,22 @@ fn refused(node: &Node, e: DeltaRefusal) -> ApiError {
         DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
         _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
     };
+    with_position(err, current)
+}
+
+fn with_position(err: ApiError, current: Position) -> ApiError {
     err.with("epoch", crate::local::epoch::json(current.epoch))
         .with("version", current.version)
+}
+
+/// The 409 `snapshot_required` of a delta route, with the filter's
+/// `current` position: what a peer reads as "take the whole filter".
+pub fn snapshot_required(current: Position, why: impl Into<String>) -> Response {
+    with_position(
+        ApiError::new(StatusCode::CONFLICT, "snapshot_required", why),
+        current,
+    )
+    .into_response()
 }
 
 fn delta_headers(response: &mut Response, delta: &Delta) {
@@ -200,6 +219,26 @@ fn delta_headers(response: &mut Response, delta: &Delta) {
     response
         .headers_mut()
         .insert(FROM_VERSION_HEADER, HeaderValue::from(delta.from_version));
+}
+
+/// A delta as `/v1/filter/delta` and `/v1/filter/keys/delta` answer it:
+/// framed with the IDs it `changed` when they are asked for
+/// (`DELTA_WITH_IDS`), else its `XADL` bytes; its span in headers.
+pub fn delta_response(delta: &Delta, changed: Option<&[ArchiveId]>) -> Response {
+    let encoded = delta.encode();
+    let mut response = match changed {
+        Some(changed) => {
+            let body = frame_delta_with_ids(&encoded, changed);
+            ([(header::CONTENT_TYPE, DELTA_WITH_IDS)], body).into_response()
+        }
+        None => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            encoded,
+        )
+            .into_response(),
+    };
+    delta_headers(&mut response, delta);
+    response
 }
 
 /// `GET /v1/filter/delta?epoch=E&since=V[&ids=true]`: the changes since
@@ -238,19 +277,7 @@ pub async fn delta(
         .domain
         .delta(params.epoch, params.since)
         .map_err(|e| refused(&node, e))?;
-    let encoded = delta.encode();
-    let mut response = if params.ids {
-        let body = frame_delta_with_ids(&encoded, &changed);
-        ([(header::CONTENT_TYPE, DELTA_WITH_IDS)], body).into_response()
-    } else {
-        (
-            [(header::CONTENT_TYPE, "application/octet-stream")],
-            encoded,
-        )
-            .into_response()
-    };
-    delta_headers(&mut response, &delta);
-    Ok(response)
+    Ok(delta_response(&delta, params.ids.then_some(&changed[..])))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -297,12 +324,7 @@ pub async fn key_delta(
         .domain
         .key_delta(params.epoch, params.since)
         .map_err(|e| refused(&node, e))?;
-    let mut response = (
-        [(header::CONTENT_TYPE, "application/octet-stream")],
-        delta.encode(),
-    )
-        .into_response();
-    delta_headers(&mut response, &delta);
+    let mut response = delta_response(&delta, None);
     key_id_header(&node, &mut response);
     Ok(response)
 }

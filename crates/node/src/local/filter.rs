@@ -88,7 +88,7 @@ impl Default for FilterSettings {
 /// capacity). Filters are below capacity (a size class leaves room to
 /// grow), and a Bloom filter's rate falls steeply with its load: at
 /// 3 301 domains and 10^9 IDs, 2 gave 0.93 vain candidates a lookup
-/// within 2.5 GB of routing state (`xarchive bench nation`,
+/// within 2.5 GB of routing state (`xarchive-bench nation`,
 /// docs/SCALING.md, "Vain candidates").
 pub const VAIN_AT_CAPACITY: f64 = 2.0;
 

@@ -227,7 +227,7 @@ impl ZooKeeper {
              minSessionTimeout={min}\n\
              maxSessionTimeout={max}\n\
              admin.enableServer=false\n\
-             # `bench nation` reads ZooKeeper's own figures\n\
+             # `xarchive-bench nation` reads ZooKeeper's own figures\n\
              4lw.commands.whitelist=mntr,srvr,ruok\n\
              # tests do not survive a machine crash; page cache is enough\n\
              forceSync=no\n",

@@ -1,9 +1,12 @@
-//! `xarchive bench nation`'s cluster part end to end, at a small size: a
+//! `xarchive-bench nation`'s cluster part end to end, at a small size: a
 //! real ZooKeeper, light publishers, and a measured `xarchive serve` that
 //! joins, follows steady writes and an import, and answers lookups. Its
 //! JSON must show every write reached the measured domain and every
 //! lookup answered right (held IDs found, absent ones 404). No timing is
 //! asserted.
+//!
+//! `xarchive-bench` runs the `xarchive` binary beside it in `target/debug`:
+//! `cargo build -p xarchive` first (`cargo test --workspace` builds it).
 
 use std::path::Path;
 use std::process::Command;
@@ -17,8 +20,8 @@ fn bench_nation_measures_a_domain_joining_syncing_and_looking_up_among_light_pub
     let dir = tempdir().unwrap();
     let (json, plot) = (dir.path().join("n.json"), dir.path().join("n.svg"));
     let text = stdout_of(
-        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive")))
-            .args(["bench", "nation", "--parts", "cluster", "--domains", "4,8"])
+        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive-bench")))
+            .args(["nation", "--parts", "cluster", "--domains", "4,8"])
             // 3 301 000 IDs at 3 301 domains: 1 000 per domain on average.
             .args([
                 "--ids",

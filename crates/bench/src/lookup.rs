@@ -17,9 +17,9 @@ use serde_json::json;
 use xarchive_node::cluster::{Coordinator, Hub};
 use xarchive_node::sample;
 
-use super::quantile;
-use super::svg::{Chart, Series};
-use crate::cmd::local::{LocalCluster, Plan};
+use crate::quantile;
+use crate::svg::{Chart, Series};
+use xarchive::local::{LocalCluster, Plan};
 
 /// The seed paper's Table 2: (users, traditional ms, filter ms).
 pub const PAPER_TABLE_2: [(u32, f64, f64); 6] = [

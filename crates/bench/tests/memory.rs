@@ -1,6 +1,9 @@
-//! `xarchive bench memory` end to end, at small sizes: it starts and stops
+//! `xarchive-bench memory` end to end, at small sizes: it starts and stops
 //! its own `xarchive serve` child, and its JSON carries every figure,
 //! positive and growing with the number of IDs. No timing is asserted.
+//!
+//! `xarchive-bench` runs the `xarchive` binary beside it in `target/debug`:
+//! `cargo build -p xarchive` first (`cargo test --workspace` builds it).
 
 use std::path::Path;
 use std::process::Command;
@@ -13,15 +16,8 @@ fn bench_memory_reports_every_kind_and_the_process() {
     let dir = tempdir().unwrap();
     let (json, plot) = (dir.path().join("m.json"), dir.path().join("m.svg"));
     let text = stdout_of(
-        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive")))
-            .args([
-                "bench",
-                "memory",
-                "--sizes",
-                "4000,2000",
-                "--probes",
-                "5000",
-            ])
+        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive-bench")))
+            .args(["memory", "--sizes", "4000,2000", "--probes", "5000"])
             .arg("--json")
             .arg(&json)
             .arg("--plot")

@@ -1,4 +1,4 @@
-//! `xarchive bench nation`: one domain among N of realistic,
+//! `xarchive-bench nation`: one domain among N of realistic,
 //! very different sizes. Two parts: `routing` (here), what a full domain
 //! holds to route lookups and what one routing step costs; `cluster`
 //! (cluster.rs), a real domain process joining a real ZooKeeper among
@@ -37,8 +37,8 @@ use xarchive_filter::{candidates_all, BloomFilter, BloomGeometry, SlicedIndex};
 use xarchive_node::cluster::MIN_SLICED;
 use xarchive_node::{capacity_for, FilterSettings};
 
-use super::quantile;
-use super::svg::{Chart, Series};
+use crate::quantile;
+use crate::svg::{Chart, Series};
 
 mod cluster;
 mod light;

@@ -20,7 +20,7 @@ use xarchive_filter::{BloomFilter, CountingBloomFilter, CuckooFilter};
 use xarchive_node::{sample, Client, FilterSettings};
 
 use super::child::{ProcMemory, ServeChild};
-use super::svg::{Chart, Series};
+use crate::svg::{Chart, Series};
 
 /// The seed paper's Table 3: (IDs, MB). Its header calls the column
 /// "传统查询方式 (MB)" (the traditional way) and its size column "GB",

@@ -1,4 +1,4 @@
-//! `bench nation`'s cluster part: one full domain (a real `xarchive
+//! `xarchive-bench nation`'s cluster part: one full domain (a real `xarchive
 //! serve` process) joins a real ZooKeeper where N − 1 light publishers
 //! (light.rs) are registered, and is measured while it joins, while the
 //! nation writes at a steady rate, while one archive imports a million
@@ -24,8 +24,8 @@ use zookeeper_client as zk;
 
 use super::light::{light_id, Nation, MEASURED};
 use super::NationBenchArgs;
-use crate::cmd::bench::child::ServeChild;
-use crate::cmd::bench::quantile;
+use crate::child::ServeChild;
+use crate::quantile;
 
 /// What one N showed.
 #[derive(Clone, Debug, Default, Serialize)]

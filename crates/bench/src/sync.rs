@@ -10,8 +10,8 @@ use indicatif::ProgressBar;
 use xarchive_node::cluster::client::Client;
 use xarchive_node::cluster::{ClusterConfig, Coordinator, ZkSettings, ZooKeeperCoordinator};
 
-use super::quantile;
-use crate::cmd::local::{LocalCluster, Plan};
+use crate::quantile;
+use xarchive::local::{LocalCluster, Plan};
 
 #[derive(clap::Args)]
 pub struct SyncBenchArgs {

@@ -1,10 +1,12 @@
-//! The light publishers of `bench nation`'s cluster part: the many domains
+//! The light publishers of `xarchive-bench nation`'s cluster part: the many domains
 //! a machine cannot run in full. Each has a real ZooKeeper session, its
 //! own ephemeral znode and known record in the very form a domain writes
 //! them, and a real filter (the bit view a domain serves, sized as a
 //! domain sizes it) with a change log; one HTTP server in this process
 //! answers for all of them, under `/d/<name>`, the routes a peer calls
-//! (filter, delta, key filter, key delta, relay, record, contains). What
+//! (filter, delta, key filter, key delta, relay, record, contains), with
+//! the headers and error bodies a domain's own router gives them
+//! (`xarchive_node::peer_answers`, the relay's page encoder). What
 //! they lack: a store (a light domain holds the IDs `n<d>-<i>` for `i`
 //! below its count, and answers record reads from that rule), replicas of
 //! the others, and a watch on the membership.
@@ -25,8 +27,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::body::HttpBody;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -36,11 +39,13 @@ use serde::Deserialize;
 use tokio_util::task::AbortOnDropHandle;
 use xarchive_filter::{BloomFilter, BloomGeometry, CellChange, Delta};
 use xarchive_node::cluster::{ClusterConfig, Member, Relay};
-use xarchive_node::wire::{
-    frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart, DELTA_WITH_IDS,
-    EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
+use xarchive_node::peer_answers::{
+    delta_response, filter_response, record_not_found, snapshot_required, with_key_id,
 };
-use xarchive_node::{capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Record};
+use xarchive_node::wire::{frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart};
+use xarchive_node::{
+    capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Position, Record,
+};
 use zookeeper_client as zk;
 
 /// Light domains per group of the positions ledger: about a province.
@@ -668,23 +673,42 @@ fn served(domain: &LightDomain, len: usize, counter: &AtomicU64) {
     domain.sent.fetch_add(len as u64, Ordering::Relaxed);
 }
 
-/// The position headers of a body of `len` bytes `domain` served,
-/// counted in `counter`.
-fn positioned(
-    domain: &LightDomain,
-    len: usize,
-    epoch: u64,
-    version: u64,
-    counter: &AtomicU64,
-) -> HeaderMap {
-    served(domain, len, counter);
-    let mut headers = HeaderMap::new();
-    headers.insert(EPOCH_HEADER, HeaderValue::from(epoch));
-    headers.insert(VERSION_HEADER, HeaderValue::from(version));
-    headers.insert(KIND_HEADER, HeaderValue::from_static("counting"));
-    headers
+/// `response` as served by `domain`, its body's bytes counted in
+/// `counter` (every body here is whole in memory: its size is exact).
+fn counted(domain: &LightDomain, response: Response, counter: &AtomicU64) -> Response {
+    let len = HttpBody::size_hint(response.body()).lower();
+    served(domain, len as usize, counter);
+    response
 }
 
+/// A light domain's filter bytes as a domain serves them, counted in
+/// `counter`.
+fn whole(
+    domain: &LightDomain,
+    bytes: Vec<u8>,
+    position: Position,
+    counter: &AtomicU64,
+) -> Response {
+    counted(
+        domain,
+        filter_response(bytes, FilterKind::Counting, position),
+        counter,
+    )
+}
+
+/// A light domain's delta as a domain serves it (framed with no changed
+/// IDs when `framed`: a light domain never replaces or deletes), counted
+/// in `counter`.
+fn changes(domain: &LightDomain, delta: &Delta, framed: bool, counter: &AtomicU64) -> Response {
+    counted(
+        domain,
+        delta_response(delta, framed.then_some(&[][..])),
+        counter,
+    )
+}
+
+/// The 404 of a route under `/d/<name>` that names no light domain (not
+/// an answer a domain gives: there is one domain per server).
 fn unknown() -> Response {
     (
         StatusCode::NOT_FOUND,
@@ -702,8 +726,12 @@ async fn snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
         (f.bits.encode(), f.bits.epoch(), f.bits.version())
     };
     nation.sent_up_to(domain, epoch, version);
-    let headers = positioned(domain, body.len(), epoch, version, &nation.sent.snapshots);
-    (headers, body).into_response()
+    whole(
+        domain,
+        body,
+        Position { epoch, version },
+        &nation.sent.snapshots,
+    )
 }
 
 #[derive(Deserialize)]
@@ -712,12 +740,13 @@ struct Since {
     since: u64,
 }
 
-fn snapshot_required(epoch: u64, version: u64) -> Response {
-    (
-        StatusCode::CONFLICT,
-        Json(serde_json::json!({"code": "snapshot_required", "epoch": epoch.to_string(), "version": version})),
+/// The 409 of a delta the light domain cannot give, at (`epoch`,
+/// `version`).
+fn no_delta(epoch: u64, version: u64, since: u64) -> Response {
+    snapshot_required(
+        Position { epoch, version },
+        format!("the changes since version {since} are not held here"),
     )
-        .into_response()
 }
 
 async fn delta(
@@ -733,18 +762,11 @@ async fn delta(
         let at = (f.bits.epoch(), f.bits.version());
         match delta_since(&f, q.since).filter(|_| q.epoch == at.0) {
             Some(d) => (d, at.0, at.1),
-            None => return snapshot_required(at.0, at.1),
+            None => return no_delta(at.0, at.1, q.since),
         }
     };
     nation.sent_up_to(domain, epoch, version);
-    let body = frame_delta_with_ids(&delta.encode(), &[]);
-    let mut headers = positioned(domain, body.len(), epoch, version, &nation.sent.deltas);
-    headers.insert(FROM_VERSION_HEADER, HeaderValue::from(q.since));
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(DELTA_WITH_IDS),
-    );
-    (headers, body).into_response()
+    changes(domain, &delta, true, &nation.sent.deltas)
 }
 
 async fn key_snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
@@ -753,11 +775,14 @@ async fn key_snapshot(State(nation): Shared, Path(name): Path<String>) -> Respon
     };
     let (epoch, version) = nation.position(domain.index);
     let body = nation.key_filter(epoch, version).encode();
-    let mut headers = positioned(domain, body.len(), epoch, version, &nation.sent.key_filters);
-    if let Ok(id) = HeaderValue::from_str(&nation.key_id) {
-        headers.insert(KEY_ID_HEADER, id);
-    }
-    (headers, body).into_response()
+    let mut response = whole(
+        domain,
+        body,
+        Position { epoch, version },
+        &nation.sent.key_filters,
+    );
+    with_key_id(&mut response, &nation.key_id);
+    response
 }
 
 async fn key_delta(
@@ -770,11 +795,12 @@ async fn key_delta(
     };
     let (epoch, version) = nation.position(domain.index);
     if q.epoch != epoch || q.since > version {
-        return snapshot_required(epoch, version);
+        return no_delta(epoch, version, q.since);
     }
-    let body = nation.key_delta(epoch, q.since, version).encode();
-    let headers = positioned(domain, body.len(), epoch, version, &nation.sent.key_filters);
-    (headers, body).into_response()
+    let delta = nation.key_delta(epoch, q.since, version);
+    let mut response = changes(domain, &delta, false, &nation.sent.key_filters);
+    with_key_id(&mut response, &nation.key_id);
+    response
 }
 
 #[derive(Deserialize)]
@@ -851,11 +877,7 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
                 .fetch_add(body.len() as u64, Ordering::Relaxed);
             ([(header::CONTENT_TYPE, "application/json")], body).into_response()
         }
-        _ => (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({"code": "not_found", "message": "no such record here"})),
-        )
-            .into_response(),
+        _ => record_not_found(&id),
     }
 }
 

@@ -1,11 +1,12 @@
 //! `xarchive serve` as a child of a benchmark, for figures that only a
-//! separate process shows (its resident memory): started from this very
-//! binary, its address read from its log, stopped by process id (SIGTERM,
-//! then SIGKILL if it lingers), and killed when dropped so that an error
-//! or a panic in the benchmark leaves no orphan.
+//! separate process shows (its resident memory): started from the
+//! `xarchive` binary beside this one (Cargo builds both into the same
+//! folder), its address read from its log, stopped by process id
+//! (SIGTERM, then SIGKILL if it lingers), and killed when dropped so that
+//! an error or a panic in the benchmark leaves no orphan.
 //!
-//! (The test harness's `DomainProcess` does the same for tests; the CLI
-//! cannot depend on it.)
+//! (The test harness's `DomainProcess` does the same for tests; a
+//! benchmark cannot depend on it.)
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -64,6 +65,27 @@ pub fn parse_status(text: &str) -> Option<ProcMemory> {
     })
 }
 
+/// The `xarchive` binary beside `exe` (this program's own binary): Cargo
+/// builds both into one folder, `target/release` or `target/debug`.
+/// Fails, naming where it looked and what builds it, if it is not there.
+fn xarchive_beside(exe: &Path) -> anyhow::Result<PathBuf> {
+    let folder = exe.parent().unwrap_or(Path::new("."));
+    let binary = folder.join("xarchive");
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    let release = if folder.ends_with("release") {
+        " --release"
+    } else {
+        ""
+    };
+    bail!(
+        "the xarchive binary is not at {}: this benchmark runs `xarchive serve` from beside \
+         xarchive-bench; build it there with `cargo build{release} -p xarchive`",
+        binary.display()
+    )
+}
+
 impl ServeChild {
     /// Starts `xarchive serve --name NAME --data DATA ARGS…` on a loopback
     /// port of its choosing, appending its log to `log`, and returns once
@@ -75,6 +97,7 @@ impl ServeChild {
         log: &Path,
     ) -> anyhow::Result<ServeChild> {
         let exe = std::env::current_exe().context("cannot find this program's own binary")?;
+        let exe = xarchive_beside(&exe)?;
         let mut command = Command::new(&exe);
         // The child takes its settings from these arguments only, not from
         // XARCHIVE_* variables meant for this command (XARCHIVE_ZK would
@@ -261,5 +284,29 @@ mod tests {
         assert_eq!(parse_status("VmHWM:\t 2 kB\n"), None);
         assert_eq!(parse_status("VmHWM:\t 2 kB\nVmRSS:\t 1\n"), None);
         assert_eq!(parse_status("VmHWM:\t 2 kB\nVmRSSx:\t 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_missing_xarchive_binary_is_named_with_the_command_that_builds_it() {
+        let dir = xarchive_testkit::tempdir().unwrap();
+        let release = dir.path().join("release");
+        std::fs::create_dir(&release).unwrap();
+        let said = xarchive_beside(&release.join("xarchive-bench"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.contains(&release.join("xarchive").display().to_string()),
+            "{said}"
+        );
+        assert!(
+            said.contains("cargo build --release -p xarchive`"),
+            "{said}"
+        );
+
+        std::fs::write(release.join("xarchive"), b"").unwrap();
+        assert_eq!(
+            xarchive_beside(&release.join("xarchive-bench")).unwrap(),
+            release.join("xarchive")
+        );
     }
 }

@@ -1,0 +1,124 @@
+//! `xarchive-bench`: the benchmarks, measured, not assumed; a binary of
+//! its own so that the `xarchive` binary the package ships carries none of
+//! them (nor their dependencies).
+
+mod child;
+mod lookup;
+mod memory;
+mod nation;
+mod svg;
+mod sync;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use xarchive::{failure, logging};
+
+#[derive(Parser)]
+#[command(
+    name = "xarchive-bench",
+    version,
+    about = "Benchmarks of xarchive against the seed paper's figures"
+)]
+struct Cli {
+    /// More logging (-v debug, -vv trace); XARCHIVE_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// How logs are written to standard error: text for people (coloured
+    /// on a terminal unless NO_COLOR is set), or one JSON object a line for
+    /// a log collector.
+    #[arg(long, value_enum, default_value_t = logging::LogFormat::Text, global = true, env = "XARCHIVE_LOG_FORMAT")]
+    log_format: logging::LogFormat,
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The seed paper's Table 2: lookup time against concurrent users,
+    /// routed by the filters and broadcast, side by side.
+    Lookup(Box<lookup::LookupBenchArgs>),
+    /// Time from an acknowledged write at one domain until another routes
+    /// the ID to it, through a real ZooKeeper.
+    Sync(sync::SyncBenchArgs),
+    /// The seed paper's Table 3: memory for 100 000 to 1 000 000 IDs, of
+    /// each filter kind and of a whole domain process.
+    Memory(memory::MemoryBenchArgs),
+    /// A nation of archives, first part: the routing state and
+    /// step of one domain among N of realistic sizes, for three layouts of
+    /// its copies of their filters.
+    Nation(nation::NationBenchArgs),
+}
+
+/// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
+/// thousands of ZooKeeper sessions, whose client library logs each at
+/// info.
+const QUIET_LOG: &str = "info,zookeeper_client=warn";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.verbose, QUIET_LOG, cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => failure::report(&e),
+    }
+}
+
+async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        BenchCommand::Lookup(args) => lookup::run(*args).await,
+        BenchCommand::Sync(args) => sync::run(args).await,
+        BenchCommand::Memory(args) => memory::run(args).await,
+        BenchCommand::Nation(args) => nation::run(args).await,
+    }
+}
+
+/// The value at quantile `q` of sorted `xs`.
+pub fn quantile(xs: &[f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((xs.len() - 1) as f64 * q).round() as usize;
+    xs[at.min(xs.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    /// As the `xarchive` binary's test of the same name: no subcommand or
+    /// flag without a line of help.
+    #[test]
+    fn every_command_and_flag_says_what_it_is_for() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", command.get_name());
+            if command.get_about().is_none() {
+                missing.push(path.clone());
+            }
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(
+            &<super::Cli as clap::CommandFactory>::command(),
+            "",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "without help: {missing:#?}");
+    }
+}
