@@ -2,8 +2,7 @@
 //! deletes, a killed domain, a ZooKeeper outage, a lost session, and
 //! concurrent writes with lookups.
 
-mod common;
-use common::bin;
+use crate::common::bin;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,9 +1,6 @@
 //! The small harness the command-line tests share: the binary under test,
 //! run against a domain, and what it said.
 
-// Each test binary uses its own part of this module.
-#![allow(dead_code)]
-
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,6 @@
 //! The command line: configuration sources, client commands, exit codes.
 
-mod common;
-use common::{bin, text, xarchive};
+use crate::common::{bin, text, xarchive};
 
 use std::process::Command;
 

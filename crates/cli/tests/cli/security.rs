@@ -3,8 +3,7 @@
 //! search people and read the log of it; every refused request leaves the
 //! store and the filter byte-identical.
 
-mod common;
-use common::bin;
+use crate::common::bin;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,8 +5,7 @@
 //! another domain, a search token outside its home domain or over its
 //! rate, and an audit log rolled back to an older copy.
 
-mod common;
-use common::bin;
+use crate::common::bin;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,7 @@
 //! real domain: an ASCII dot and spaces find the record, and a number
 //! held nowhere names the nearest ones this domain holds.
 
-mod common;
-use common::{bin, text, xarchive};
+use crate::common::{bin, text, xarchive};
 
 use xarchive_node::wire::LookupBody;
 use xarchive_testkit::{tempdir, Spawn};

@@ -3,8 +3,7 @@
 //! audit log and filter verify; a full disk leaves no backup behind; only
 //! the backup role may take one.
 
-mod common;
-use common::{bin, run, text, xarchive};
+use crate::common::{bin, run, text, xarchive};
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -2,8 +2,7 @@
 //! encodings, spreadsheets and column names archives actually hold, rejected
 //! and stopping lines named by their numbers, and an export imported again.
 
-mod common;
-use common::{bin, run, text, xarchive};
+use crate::common::{bin, run, text, xarchive};
 
 use std::path::{Path, PathBuf};
 

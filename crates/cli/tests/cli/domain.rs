@@ -1,8 +1,7 @@
 //! One domain as a real process: crashes, bad input, concurrent writers,
 //! graceful shutdown.
 
-mod common;
-use common::bin;
+use crate::common::bin;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,6 @@
 //! `xarchive up`: the README's first command, as a real process.
 
-mod common;
-use common::bin;
+use crate::common::bin;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -1,0 +1,16 @@
+//! The command-line tests, as one test binary (one link, one harness):
+//! each module is what was a test binary of its own, `common` the harness
+//! they share. Run one module with a filter, e.g. `cargo test -p xarchive
+//! --test cli -- import_export::`.
+
+mod common;
+
+mod backup;
+mod cli;
+mod cluster_zk;
+mod domain;
+mod import_export;
+mod lookup_typed;
+mod security;
+mod trust;
+mod up;
