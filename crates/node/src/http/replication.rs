@@ -192,11 +192,12 @@ pub struct DeltaParams {
 /// or 400 for a version ahead of the filter; with the current position.
 fn refused(node: &Node, e: DeltaRefusal) -> ApiError {
     let current = node.domain.position();
-    let err = match e {
-        DeltaRefusal::FutureVersion { .. } => ApiError::invalid_parameter(e.to_string()),
-        _ => ApiError::new(StatusCode::CONFLICT, "snapshot_required", e.to_string()),
-    };
-    with_position(err, current)
+    match e {
+        DeltaRefusal::FutureVersion { .. } => {
+            with_position(ApiError::invalid_parameter(e.to_string()), current)
+        }
+        _ => take_a_snapshot(current, e.to_string()),
+    }
 }
 
 fn with_position(err: ApiError, current: Position) -> ApiError {
@@ -204,14 +205,17 @@ fn with_position(err: ApiError, current: Position) -> ApiError {
         .with("version", current.version)
 }
 
-/// The 409 `snapshot_required` of a delta route, with the filter's
-/// `current` position: what a peer reads as "take the whole filter".
-pub fn snapshot_required(current: Position, why: impl Into<String>) -> Response {
+fn take_a_snapshot(current: Position, why: impl Into<String>) -> ApiError {
     with_position(
         ApiError::new(StatusCode::CONFLICT, "snapshot_required", why),
         current,
     )
-    .into_response()
+}
+
+/// The 409 `snapshot_required` of a delta route, with the filter's
+/// `current` position: what a peer reads as "take the whole filter".
+pub fn snapshot_required(current: Position, why: impl Into<String>) -> Response {
+    take_a_snapshot(current, why).into_response()
 }
 
 fn delta_headers(response: &mut Response, delta: &Delta) {
