@@ -145,6 +145,12 @@ impl FrameCounter {
     }
 }
 
+impl Drop for LoopbackLink {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FrameCounter;
@@ -161,11 +167,5 @@ mod tests {
             let counted: u64 = stream.chunks(piece).map(|c| counter.take(c)).sum();
             assert_eq!(counted, 3, "read {piece} bytes at a time");
         }
-    }
-}
-
-impl Drop for LoopbackLink {
-    fn drop(&mut self) {
-        self.cut();
     }
 }
