@@ -200,7 +200,14 @@ pub struct Nation {
     /// relay tree's layout.
     pub tree: Vec<String>,
     pub fanout: usize,
+    /// Each ledger group's entries and znode version as last written
+    /// here; a group's publications take its lock one at a time (they all
+    /// come from this process), so they rarely meet another writer.
+    ledgers: Vec<tokio::sync::Mutex<Option<(Ledger, i32)>>>,
 }
+
+/// A ledger znode's entries.
+type Ledger = serde_json::Map<String, serde_json::Value>;
 
 /// The measured domain's name.
 pub const MEASURED: &str = "measured";
@@ -267,6 +274,9 @@ impl Nation {
         let mut tree: Vec<String> = by_name.keys().cloned().collect();
         tree.push(MEASURED.to_owned());
         tree.sort();
+        let ledgers = (0..domains.len().div_ceil(LEDGER_GROUP))
+            .map(|_| tokio::sync::Mutex::new(None))
+            .collect();
         Ok(Arc::new(Nation {
             domains,
             by_name,
@@ -279,7 +289,21 @@ impl Nation {
             cluster,
             tree,
             fanout: ClusterConfig::default().relay_fanout,
+            ledgers,
         }))
+    }
+
+    /// The znode of the ledger group of domain `index`.
+    fn ledger_path(&self, index: usize) -> String {
+        format!("{}/L{:02}", self.folder("positions"), index / LEDGER_GROUP)
+    }
+
+    /// `d`'s entry in its ledger group: its member, flattened, and
+    /// `departed`.
+    fn entry(&self, d: &LightDomain) -> anyhow::Result<serde_json::Value> {
+        let mut known = serde_json::to_value(self.member(d))?;
+        known["departed"] = false.into();
+        Ok(known)
     }
 
     fn folder(&self, what: &str) -> String {
@@ -354,27 +378,23 @@ impl Nation {
             }
         }
         let started = Instant::now();
-        // A domain's ledger entry: its member, flattened, and `departed`.
-        let mut groups: BTreeMap<String, serde_json::Map<String, serde_json::Value>> =
-            BTreeMap::new();
-        for (i, d) in self.domains.iter().enumerate() {
-            let mut known = serde_json::to_value(self.member(d))?;
-            known["departed"] = false.into();
-            let group = format!("L{:02}", i / LEDGER_GROUP);
+        let mut groups: BTreeMap<usize, Ledger> = BTreeMap::new();
+        for d in &self.domains {
             groups
-                .entry(group)
+                .entry(d.index / LEDGER_GROUP)
                 .or_default()
-                .insert(d.name.clone(), known);
+                .insert(d.name.clone(), self.entry(d)?);
         }
         for (group, entries) in groups {
-            let path = format!("{}/{group}", self.folder("positions"));
+            let path = self.ledger_path(group * LEDGER_GROUP);
             let data = serde_json::to_vec(&entries)?;
             let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-            match root.create(&path, &data, &open).await {
-                Ok(_) => {}
-                Err(zk::Error::NodeExists) => drop(root.set_data(&path, &data, None).await?),
+            let version = match root.create(&path, &data, &open).await {
+                Ok((stat, _)) => stat.version,
+                Err(zk::Error::NodeExists) => root.set_data(&path, &data, None).await?.version,
                 Err(e) => return Err(e).with_context(|| format!("cannot write {path}")),
-            }
+            };
+            *self.ledgers[group].lock().await = Some((entries, version));
         }
         let results: Vec<anyhow::Result<()>> = futures::stream::iter(&self.domains)
             .map(|d| async move {
@@ -561,10 +581,50 @@ impl Nation {
             .clone()
             .context("a light domain wrote before registering")?;
         let member = self.member(domain);
-        client
-            .set_data(&self.path(domain), &serde_json::to_vec(&member)?, None)
-            .await
-            .with_context(|| format!("{}: cannot publish", domain.name))?;
+        let registration = serde_json::to_vec(&member)?;
+        let path = self.ledger_path(domain.index);
+        let entry = self.entry(domain)?;
+        // As a domain publishes: its registration and its ledger entry in
+        // one transaction, the ledger by compare-and-set on its version.
+        // (A lookup's "not found" reads the ledger alone: a position
+        // published only in the registration would let the measured
+        // domain rule this one out for writes it had not yet taken in.)
+        let mut ledger = self.ledgers[domain.index / LEDGER_GROUP].lock().await;
+        let mut written = false;
+        for _ in 0..32 {
+            let (mut entries, version) = match ledger.take() {
+                Some(held) => held,
+                None => {
+                    let (data, stat) = client.get_data(&path).await?;
+                    (serde_json::from_slice(&data)?, stat.version)
+                }
+            };
+            entries.insert(domain.name.clone(), entry.clone());
+            let mut writer = client.new_multi_writer();
+            writer.add_set_data(&self.path(domain), &registration, None)?;
+            writer.add_set_data(&path, &serde_json::to_vec(&entries)?, Some(version))?;
+            match writer.commit().await {
+                Ok(_) => {
+                    *ledger = Some((entries, version + 1));
+                    written = true;
+                    break;
+                }
+                Err(zk::MultiWriteError::OperationFailed {
+                    index: 1,
+                    source: zk::Error::BadVersion,
+                }) => continue,
+                Err(e) => {
+                    return Err(zk::Error::from(e))
+                        .with_context(|| format!("{}: cannot publish", domain.name))
+                }
+            }
+        }
+        anyhow::ensure!(
+            written,
+            "{}: the ledger of its group kept changing",
+            domain.name
+        );
+        drop(ledger);
         let acked = Instant::now();
         let mut f = domain.filter.lock();
         if let Some(entry) = f.unsent.iter_mut().find(|(v, _)| *v == member.version) {
