@@ -68,7 +68,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::{Date, Month, OffsetDateTime, UtcOffset};
-use unicode_normalization::UnicodeNormalization;
+use std::borrow::Cow;
+use unicode_normalization::{is_nfc_quick, is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 /// Most key types a cluster may declare.
 pub const MAX_KEY_TYPES: usize = 16;
@@ -350,7 +351,7 @@ fn normalise_value(t: &KeyType, value: &str) -> Result<String, InvalidKey> {
             limit: MAX_KEY_BYTES,
         });
     }
-    let nfc: String = value.nfc().collect();
+    let nfc = nfc(value);
     let trimmed = nfc.trim();
     if trimmed.is_empty() {
         return Err(InvalidKey::Empty {
@@ -392,6 +393,24 @@ fn normalise_value(t: &KeyType, value: &str) -> Result<String, InvalidKey> {
         });
     }
     Ok(normalised)
+}
+
+/// `s` in NFC, copied only if it is not already (an identity number, a
+/// name typed by an input method, nearly always is): every key of every
+/// record imported goes through here.
+fn nfc(s: &str) -> Cow<'_, str> {
+    match is_nfc_quick(s.chars()) {
+        IsNormalized::Yes => Cow::Borrowed(s),
+        _ => Cow::Owned(s.nfc().collect()),
+    }
+}
+
+/// `s` in NFKC, copied only if it is not already.
+fn nfkc(s: &str) -> Cow<'_, str> {
+    match is_nfkc_quick(s.chars()) {
+        IsNormalized::Yes => Cow::Borrowed(s),
+        _ => Cow::Owned(s.nfkc().collect()),
+    }
 }
 
 /// Full-width digits and X, as Chinese input methods type them, to ASCII.
@@ -466,7 +485,7 @@ const MIDDLE_DOT_LOOK_ALIKES: [char; 5] =
 
 /// `s` is already NFC, trimmed, free of controls and short.
 fn normalise_name_birth(s: &str) -> Result<String, NameBirthError> {
-    let nfkc: String = s.nfkc().collect();
+    let nfkc = nfkc(s);
     let Some((name, date)) = nfkc.split_once('|') else {
         return Err(NameBirthError::Separator);
     };
