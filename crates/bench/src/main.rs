@@ -18,7 +18,7 @@ use xarchive::{failure, logging};
 #[command(
     name = "xarchive-bench",
     version,
-    about = "Benchmarks of xarchive against the seed paper's figures"
+    about = "Benchmarks of xarchive against the seed paper's figures (Luo et al., 2023, DOI 10.57237/j.cst.2023.04.008)"
 )]
 struct Cli {
     /// More logging (-v debug, -vv trace); XARCHIVE_LOG overrides.

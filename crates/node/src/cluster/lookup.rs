@@ -1,6 +1,7 @@
 //! Finding a record anywhere: this domain first, then the domains whose
 //! replicas may hold the ID, then — only when a replica is not known to be
-//! current — the seed paper's broadcast probe. "Not found" is answered
+//! current — the seed paper's broadcast probe (Luo et al., 2023, DOI
+//! 10.57237/j.cst.2023.04.008; README.md). "Not found" is answered
 //! only when every domain that could hold the ID has said it does not.
 
 use std::collections::BTreeSet;
