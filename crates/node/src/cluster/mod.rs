@@ -27,7 +27,7 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub use coordinator::{CoordError, Coordinator, Known, Member, Roster, View};
+pub use coordinator::{CoordError, Coordinator, Known, Member, MemberChange, Roster, View};
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use ledger::valid_group;
 pub use relay::{neighbours, pause_after, Relay};

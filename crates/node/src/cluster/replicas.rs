@@ -15,7 +15,7 @@ use xarchive_filter::{
     GeometryMismatch, SlicedIndex,
 };
 
-use super::coordinator::{Member, View};
+use super::coordinator::{MemberChange, View};
 use super::sliced::{Sliced, MIN_SLICED};
 use crate::cluster::client::{FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
@@ -251,17 +251,16 @@ impl Replicas {
             .collect()
     }
 
-    /// Takes in what changed in the coordinator's view (`changes`: each
-    /// name's member now, none if it is gone): new peers, addresses,
+    /// Takes in what changed in the coordinator's view: new peers, addresses,
     /// published positions; peers that left are kept (marked down) with
     /// their copy, once the view follows the coordinator. Returns whether
     /// the peers known (names, addresses, kinds) changed.
-    pub fn update_view(&mut self, view: &View, changes: &[(String, Option<Member>)]) -> bool {
+    pub fn update_view(&mut self, view: &View, changes: &[MemberChange]) -> bool {
         self.taken = view.connected.then_some(view.lost_at);
         let mut known_changed = false;
-        for (name, member) in changes.iter().filter(|(n, _)| **n != self.me) {
-            match member {
-                Some(member) => {
+        for change in changes.iter().filter(|c| c.name() != self.me) {
+            match change {
+                MemberChange::Present(name, member) => {
                     let peer = self.peers.entry(name.clone()).or_insert_with(|| {
                         known_changed = true;
                         Peer::new(&member.address, member.kind)
@@ -275,12 +274,12 @@ impl Replicas {
                     peer.last_published = Some(member.position());
                     peer.note_lag();
                 }
-                None if view.connected => {
+                MemberChange::Gone(name) if view.connected => {
                     if let Some(peer) = self.peers.get_mut(name) {
                         peer.published = None;
                     }
                 }
-                None => {}
+                MemberChange::Gone(_) => {}
             }
         }
         known_changed
@@ -609,6 +608,7 @@ impl Replicas {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::coordinator::Member;
     use crate::local::filter::FilterKind;
     use bytes::Bytes;
     use xarchive_filter::CountingBloomFilter;
@@ -637,17 +637,7 @@ mod tests {
         /// Takes in the whole of `view`, as a follower that saw it change
         /// from nothing (or from the peers held) would.
         fn update_view_all(&mut self, view: &View) {
-            let mut changes: Vec<(String, Option<Member>)> = view
-                .members
-                .iter()
-                .map(|(n, m)| (n.clone(), Some(m.clone())))
-                .collect();
-            changes.extend(
-                self.peers
-                    .keys()
-                    .filter(|n| !view.members.contains_key(*n))
-                    .map(|n| (n.clone(), None)),
-            );
+            let changes = view.changes_since(0, &self.me.clone(), self.peers.keys().cloned());
             self.update_view(view, &changes);
         }
     }

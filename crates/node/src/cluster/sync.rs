@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::backoff::Backoff;
 use super::client::{ClientError, DeltaAnswer};
-use super::coordinator::Member;
+use super::coordinator::{Member, MemberChange};
 use super::relay::{self, Pulled};
 use super::replicas::{covers, Peer, ReplicaError, Replicas};
 use super::Cluster;
@@ -51,29 +51,18 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     loop {
         let (changes, connected, known_changed, neighbours) = {
             let current = view.borrow_and_update();
-            let mut names: BTreeSet<String> = current
-                .changed_since(seen)
-                .filter(|n| *n != cluster.me)
-                .map(str::to_owned)
-                .collect();
+            let recheck = if current.connected {
+                std::mem::take(&mut unconfirmed)
+            } else {
+                BTreeSet::new()
+            };
+            let changes = current.changes_since(seen, &cluster.me, recheck);
             seen = current.revision();
-            if current.connected {
-                names.append(&mut unconfirmed);
-            }
-            let changes: Vec<(String, Option<Member>)> = names
-                .into_iter()
-                .map(|n| {
-                    let member = current.members.get(&n).cloned();
-                    (n, member)
-                })
-                .collect();
             if !current.connected {
-                unconfirmed.extend(
-                    changes
-                        .iter()
-                        .filter(|(_, m)| m.is_none())
-                        .map(|(n, _)| n.clone()),
-                );
+                unconfirmed.extend(changes.iter().filter_map(|c| match c {
+                    MemberChange::Gone(name) => Some(name.clone()),
+                    MemberChange::Present(..) => None,
+                }));
             }
             let known_changed = cluster.replicas.write().update_view(&current, &changes);
             // The tree changes with the membership (rarely): the O(N)
@@ -102,7 +91,11 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
         if known_changed {
             cluster.remember_peers(&mut remembered);
         }
-        for (name, member) in changes {
+        for change in changes {
+            let (name, member) = match change {
+                MemberChange::Present(name, member) => (name, Some(member)),
+                MemberChange::Gone(name) => (name, None),
+            };
             match (tasks.get(&name), member) {
                 (Some(tx), Some(member)) => {
                     // With relaying on, a copy held of a domain that is not
@@ -171,14 +164,14 @@ struct Layout {
 
 impl Layout {
     /// Takes in whether this domain is a member now and the `changes` of
-    /// the others (each name's member now, none if gone); true when the
-    /// member names differ from those taken in before.
-    fn changed(&mut self, placed: bool, changes: &[(String, Option<Member>)]) -> bool {
+    /// the others; true when the member names differ from those taken in
+    /// before.
+    fn changed(&mut self, placed: bool, changes: &[MemberChange]) -> bool {
         let mut changed = std::mem::replace(&mut self.placed, placed) != placed;
-        for (name, member) in changes {
-            changed |= match member {
-                Some(_) => self.members.insert(name.clone()),
-                None => self.members.remove(name),
+        for change in changes {
+            changed |= match change {
+                MemberChange::Present(name, _) => self.members.insert(name.clone()),
+                MemberChange::Gone(name) => self.members.remove(name),
             };
         }
         changed
@@ -448,8 +441,8 @@ mod tests {
         );
     }
 
-    /// Issue 31: a peer whose registration went and came back (a new
-    /// ZooKeeper session) was left out of the relay tree for good.
+    /// A peer whose registration went and came back (a new ZooKeeper
+    /// session) is laid out in the relay tree again (see [`Layout`]).
     #[test]
     fn the_relay_tree_is_laid_out_again_whenever_the_member_names_change_a_return_included() {
         let member = Member {
@@ -459,8 +452,8 @@ mod tests {
             version: 1,
             keys: String::new(),
         };
-        let up = |n: &str| (n.to_owned(), Some(member.clone()));
-        let gone = |n: &str| (n.to_owned(), None);
+        let up = |n: &str| MemberChange::Present(n.to_owned(), member.clone());
+        let gone = |n: &str| MemberChange::Gone(n.to_owned());
         let mut layout = Layout::default();
         assert!(layout.changed(true, &[up("B"), up("C")]), "the first view");
         assert!(!layout.changed(true, &[up("C")]), "only a new position");
