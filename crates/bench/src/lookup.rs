@@ -4,7 +4,6 @@
 //! records at random domains — routed and broadcast, with and without a
 //! cache, over a uniform or a Zipf workload.
 
-use clap::builder::PossibleValuesParser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -56,13 +55,11 @@ pub struct LookupBenchArgs {
     /// `broadcast`, and `search`es by identity number (of sample people,
     /// each with records in one or a few domains). `--workload keys` compares
     /// `routed` with `search`.
-    #[arg(long, value_delimiter = ',', default_value = "routed,broadcast",
-          value_parser = PossibleValuesParser::new(["routed", "broadcast", "search"]))]
-    strategies: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "routed,broadcast")]
+    strategies: Vec<Compared>,
     /// Caches to compare: none, memory, redis (needs --redis).
-    #[arg(long, value_delimiter = ',', default_value = "none",
-          value_parser = PossibleValuesParser::new(["none", "memory", "redis"]))]
-    cache: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    cache: Vec<CacheKind>,
     /// Redis for `--cache redis`.
     #[arg(long, env = "XARCHIVE_REDIS")]
     redis: Option<String>,
@@ -91,12 +88,48 @@ pub struct LookupBenchArgs {
     plot: PathBuf,
 }
 
+/// What a run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Compared {
+    /// Lookups by archive number, routed by the replicas.
+    Routed,
+    /// Lookups by archive number, asking every domain.
+    Broadcast,
+    /// Searches by identity number.
+    Search,
+}
+
+/// The cache of remote records the domains run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum CacheKind {
+    None,
+    Memory,
+    Redis,
+}
+
+/// Shows a command-line value as it is typed (`routed`, `redis`).
+macro_rules! display_as_typed {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match clap::ValueEnum::to_possible_value(self) {
+                    Some(value) => f.write_str(value.get_name()),
+                    None => Ok(()),
+                }
+            }
+        }
+    )*};
+}
+display_as_typed!(Compared, CacheKind, WorkloadKind);
+
 /// One run: a cache, a number of users, a strategy.
 #[derive(Clone, Debug, serde::Serialize)]
 struct Run {
-    cache: String,
+    cache: CacheKind,
     users: usize,
-    strategy: String,
+    strategy: Compared,
     lookups: usize,
     failed: usize,
     p50_ms: f64,
@@ -117,16 +150,6 @@ enum WorkloadKind {
     Uniform,
     Zipf,
     Keys,
-}
-
-impl std::fmt::Display for WorkloadKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            WorkloadKind::Uniform => "uniform",
-            WorkloadKind::Zipf => "zipf",
-            WorkloadKind::Keys => "keys",
-        })
-    }
 }
 
 enum Workload {
@@ -192,9 +215,9 @@ struct Target<'a> {
 
 async fn measure(
     t: &Target<'_>,
-    cache: &str,
+    cache: CacheKind,
     users: usize,
-    strategy: &str,
+    strategy: Compared,
     warmup: Duration,
     duration: Duration,
 ) -> Run {
@@ -204,7 +227,7 @@ async fn measure(
         .map(|u| {
             let (http, addresses, workload) =
                 (t.http.clone(), t.addresses.to_vec(), t.workload.clone());
-            let (strategy, per_domain) = (strategy.to_owned(), t.per_domain);
+            let per_domain = t.per_domain;
             tokio::spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(u as u64 + 1);
                 let (mut latencies, mut calls, mut needed, mut failed, mut hits) =
@@ -216,7 +239,7 @@ async fn measure(
                     // (remote calls, of them to domains holding what is
                     // sought (searches only), cache hit) of an answer that
                     // succeeded.
-                    let answer = if strategy == "search" {
+                    let answer = if strategy == Compared::Search {
                         search(&http, (asker, &addresses), &mut rng, per_domain)
                             .await
                             .map(|(calls, needed)| (calls, needed, false))
@@ -273,9 +296,9 @@ async fn measure(
     latencies.sort_by(f64::total_cmp);
     let n = latencies.len().max(1) as f64;
     Run {
-        cache: cache.to_owned(),
+        cache,
         users,
-        strategy: strategy.to_owned(),
+        strategy,
         lookups: latencies.len(),
         failed,
         p50_ms: quantile(&latencies, 0.5),
@@ -297,7 +320,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
     });
     let mut args = args;
     if matches!(args.workload, WorkloadKind::Keys) {
-        args.strategies = vec!["routed".into(), "search".into()];
+        args.strategies = vec![Compared::Routed, Compared::Search];
     }
     let delay_ms = args.wan_delay.as_millis() as u64;
     let certs = tempfile::tempdir()?;
@@ -315,14 +338,13 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
             .progress_chars("=> "),
     );
     let mut runs = Vec::new();
-    for cache in &args.cache {
-        let url = match cache.as_str() {
-            "redis" => args
+    for &cache in &args.cache {
+        let url = match cache {
+            CacheKind::Redis => args
                 .redis
                 .clone()
                 .ok_or_else(|| anyhow::anyhow!("--cache redis needs --redis URL"))?,
-            // none or memory (clap allows nothing else)
-            _ => cache.clone(),
+            CacheKind::None | CacheKind::Memory => cache.to_string(),
         };
         bar.set_message(format!("starting {} domains, cache {cache}", args.domains));
         let dir = tempfile::tempdir()?;
@@ -349,9 +371,11 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
             workload: &workload,
             per_domain,
         };
-        if let (true, Some(after), Some(pid)) =
-            (cache == "redis", args.stop_redis_after, args.redis_pid)
-        {
+        if let (true, Some(after), Some(pid)) = (
+            cache == CacheKind::Redis,
+            args.stop_redis_after,
+            args.redis_pid,
+        ) {
             tokio::spawn(async move {
                 tokio::time::sleep(after).await;
                 use nix::sys::signal::{kill, Signal};
@@ -365,7 +389,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
             });
         }
         for &users in &args.concurrency {
-            for strategy in &args.strategies {
+            for &strategy in &args.strategies {
                 bar.set_message(format!("cache {cache}, {users} users, {strategy}"));
                 runs.push(
                     measure(&target, cache, users, strategy, args.warmup, args.duration).await,
@@ -408,17 +432,17 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
             r.failed
         );
     }
-    let find = |cache: &str, users: usize, strategy: &str| {
+    let find = |cache: CacheKind, users: usize, strategy: Compared| {
         runs.iter()
             .find(|r| r.cache == cache && r.users == users && r.strategy == strategy)
     };
     let mut ratios = Vec::new();
     println!();
-    for cache in &args.cache {
+    for &cache in &args.cache {
         for &users in &args.concurrency {
             if let (Some(r), Some(b)) = (
-                find(cache, users, "routed"),
-                find(cache, users, "broadcast"),
+                find(cache, users, Compared::Routed),
+                find(cache, users, Compared::Broadcast),
             ) {
                 let paper = PAPER_TABLE_2.iter().find(|p| p.0 as usize == users);
                 println!(
@@ -434,8 +458,10 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
                     "p50_broadcast_over_routed": b.p50_ms / r.p50_ms,
                     "throughput_routed_over_broadcast": r.throughput / b.throughput}));
             }
-            if let (Some(r), Some(s)) = (find(cache, users, "routed"), find(cache, users, "search"))
-            {
+            if let (Some(r), Some(s)) = (
+                find(cache, users, Compared::Routed),
+                find(cache, users, Compared::Search),
+            ) {
                 println!(
                     "cache {cache}, {users:>3} users: search p50 / routed lookup p50 = {:.2}; remote calls per search {:.2}, {:.2} of them to domains holding the person's records, {:.3} beyond (lookup: {:.2})",
                     s.p50_ms / r.p50_ms,
@@ -447,10 +473,11 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
                 ratios.push(json!({"cache": cache, "users": users,
                     "p50_search_over_routed": s.p50_ms / r.p50_ms}));
             }
-            if cache != "none" {
-                if let (Some(c), Some(n)) =
-                    (find(cache, users, "routed"), find("none", users, "routed"))
-                {
+            if cache != CacheKind::None {
+                if let (Some(c), Some(n)) = (
+                    find(cache, users, Compared::Routed),
+                    find(CacheKind::None, users, Compared::Routed),
+                ) {
                     println!(
                         "cache {cache}, {users:>3} users: routed p50 with cache / without = {:.3}",
                         c.p50_ms / n.p50_ms
@@ -486,13 +513,13 @@ fn report(args: &LookupBenchArgs, runs: &[Run], per_domain: u64) -> anyhow::Resu
                 dashed: false,
                 points: runs
                     .iter()
-                    .filter(|r| &r.cache == cache && &r.strategy == strategy)
+                    .filter(|r| r.cache == *cache && r.strategy == *strategy)
                     .map(|r| (r.users as f64, r.p50_ms))
                     .collect(),
             });
         }
     }
-    if args.strategies.iter().any(|s| s == "broadcast") {
+    if args.strategies.contains(&Compared::Broadcast) {
         series.push(Series {
             name: "paper: filter".into(),
             colour: "#1f77b4",
