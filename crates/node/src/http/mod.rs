@@ -31,7 +31,7 @@ use tower_http::compression::predicate::Predicate;
 use crate::config::Limits;
 use crate::local::id::MAX_ID_BYTES;
 use crate::node::Node;
-use crate::security::auth::Refusal;
+use crate::security::auth::{Need, Needs, Refusal};
 use error::ApiError;
 
 /// Runs `f` on the blocking pool: store reads and writes wait on the
@@ -53,26 +53,33 @@ pub fn router(node: Arc<Node>) -> Router {
     let limits = &node.config.limits;
     // A record's JSON: base64 content (4 bytes per 3) plus room for the rest.
     let max_body = limits.max_content_bytes / 3 * 4 + 64 * 1024;
-    let timed = timed_routes(limits)
+    let timed = timed_routes(limits);
+    let bulk = bulk();
+    let needs: NeedsByRoute = Arc::new(
+        timed
+            .iter()
+            .chain([&bulk])
+            .map(|r| (r.path, r.needs))
+            .collect(),
+    );
+    let timed = timed
         .into_iter()
-        .fold(Router::new(), |router, (path, handlers)| {
-            router.route(path, handlers)
-        })
+        .fold(Router::new(), |router, r| router.route(r.path, r.handlers))
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(refused))
                 .timeout(Duration::from_millis(limits.request_timeout_ms)),
         );
     Router::new()
-        .route(
-            BULK,
-            post(archives::bulk).layer(DefaultBodyLimit::disable()),
-        )
+        .route(bulk.path, bulk.handlers)
         .merge(timed)
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(middleware::from_fn_with_state(node.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(
+            (node.clone(), needs),
+            authenticate,
+        ))
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(refused))
@@ -124,73 +131,163 @@ fn contains_body_limit(limits: &Limits) -> usize {
         .saturating_add(1024)
 }
 
-/// Every other route and its handlers, in one list that the router is
-/// built from and the OpenAPI test reads. Routes that take small bodies
-/// (searches, `contains`) have body limits of their own, below a record's.
-fn timed_routes(limits: &Limits) -> Vec<(&'static str, MethodRouter<Arc<Node>>)> {
+/// A route: its path template, what each method needs (declared here,
+/// beside the handlers, and nowhere else), and its handlers.
+pub(crate) struct Route {
+    pub path: &'static str,
+    pub needs: Needs,
+    handlers: MethodRouter<Arc<Node>>,
+}
+
+fn route(path: &'static str, needs: Needs, handlers: MethodRouter<Arc<Node>>) -> Route {
+    Route {
+        path,
+        needs,
+        handlers,
+    }
+}
+
+/// The bulk import: the one route without a time or size limit.
+fn bulk() -> Route {
+    route(
+        BULK,
+        Needs::write(Need::Write),
+        post(archives::bulk).layer(DefaultBodyLimit::disable()),
+    )
+}
+
+/// Every other route, in one list that the router, the authentication
+/// and the OpenAPI document are built from. Routes that take small
+/// bodies (searches, `contains`) have body limits of their own, below a
+/// record's. Peers call the routes that need `MemberOrRead` (filters,
+/// deltas, membership checks, record fetches) and `Member` (key filters,
+/// the relay), which no client role opens.
+fn timed_routes(limits: &Limits) -> Vec<Route> {
+    use Need::{Audit, Backup, Member, MemberOrRead, MemberOrSearch, Metrics, Open, Read, Write};
     vec![
-        ("/v1/archives", compressed(get(archives::list))),
-        (
+        route(
+            "/v1/archives",
+            Needs::read(Read),
+            compressed(get(archives::list)),
+        ),
+        route(
             "/v1/archives/{id}",
+            Needs {
+                read: MemberOrRead,
+                write: Write,
+            },
             compressed(
                 get(archives::get)
                     .put(archives::put)
                     .delete(archives::delete),
             ),
         ),
-        ("/v1/contains/{id}", get(replication::contains_one)),
-        (
+        route(
+            "/v1/contains/{id}",
+            Needs::read(MemberOrRead),
+            get(replication::contains_one),
+        ),
+        route(
             "/v1/contains",
+            Needs::any(Read),
             compressed(post(replication::contains_many))
                 .layer(DefaultBodyLimit::max(contains_body_limit(limits))),
         ),
-        ("/v1/filter", compressed(get(replication::snapshot))),
-        ("/v1/filter/delta", compressed(get(replication::delta))),
-        (
+        route(
+            "/v1/filter",
+            Needs::read(MemberOrRead),
+            compressed(get(replication::snapshot)),
+        ),
+        route(
+            "/v1/filter/delta",
+            Needs::read(MemberOrRead),
+            compressed(get(replication::delta)),
+        ),
+        route(
             "/v1/filter/keys",
+            Needs::read(Member),
             compressed(get(replication::key_snapshot)),
         ),
-        (
+        route(
             "/v1/filter/keys/delta",
+            Needs::read(Member),
             compressed(get(replication::key_delta)),
         ),
-        ("/v1/filter/verify", get(replication::verify)),
+        route(
+            "/v1/filter/verify",
+            Needs::read(Read),
+            get(replication::verify),
+        ),
         // Not compressed: its pages are mostly deltas, already packed, and
         // starting a compressor per page cost 7 % of a domain's CPU at
         // national scale (docs/SCALING.md).
-        ("/v1/relay", get(replication::relay)),
-        ("/v1/lookup/{id}", compressed(get(lookup::lookup))),
-        ("/v1/route/{id}", get(lookup::route)),
-        ("/v1/keys", get(search::key_types)),
-        (
+        route("/v1/relay", Needs::read(Member), get(replication::relay)),
+        route(
+            "/v1/lookup/{id}",
+            Needs::read(Read),
+            compressed(get(lookup::lookup)),
+        ),
+        route("/v1/route/{id}", Needs::read(Read), get(lookup::route)),
+        route("/v1/keys", Needs::read(Read), get(search::key_types)),
+        route(
             "/v1/search",
+            Needs::write(MemberOrSearch),
             compressed(post(search::search)).layer(DefaultBodyLimit::max(SEARCH_BODY_LIMIT)),
         ),
-        ("/v1/audit", compressed(get(search::audit))),
-        ("/v1/audit/verify", get(search::audit_verify)),
-        ("/v1/cluster", compressed(get(lookup::cluster))),
-        ("/v1/stats", get(ops::stats)),
+        route(
+            "/v1/audit",
+            Needs::read(Audit),
+            compressed(get(search::audit)),
+        ),
+        route(
+            "/v1/audit/verify",
+            Needs::read(Audit),
+            get(search::audit_verify),
+        ),
+        route(
+            "/v1/cluster",
+            Needs::read(Read),
+            compressed(get(lookup::cluster)),
+        ),
+        route("/v1/stats", Needs::read(Read), get(ops::stats)),
         // Not compressed: a stream a client checks as it arrives.
-        ("/v1/backup", get(backup::backup)),
-        ("/v1/openapi.json", compressed(get(openapi::openapi_json))),
-        ("/metrics", compressed(get(ops::metrics))),
-        ("/healthz", get(ops::healthz)),
-        ("/readyz", get(ops::readyz)),
-        ("/", compressed(get(web::index))),
-        ("/assets/{file}", compressed(get(web::asset))),
+        route("/v1/backup", Needs::read(Backup), get(backup::backup)),
+        route(
+            "/v1/openapi.json",
+            Needs::any(Open),
+            compressed(get(openapi::openapi_json)),
+        ),
+        route(
+            "/metrics",
+            Needs::any(Metrics),
+            compressed(get(ops::metrics)),
+        ),
+        route("/healthz", Needs::any(Open), get(ops::healthz)),
+        route("/readyz", Needs::any(Open), get(ops::readyz)),
+        route("/", Needs::any(Open), compressed(get(web::index))),
+        route(
+            "/assets/{file}",
+            Needs::any(Open),
+            compressed(get(web::asset)),
+        ),
     ]
+}
+
+/// Every route, the bulk import's included.
+pub(crate) fn routes(limits: &Limits) -> Vec<Route> {
+    let mut routes = timed_routes(limits);
+    routes.push(bulk());
+    routes
 }
 
 /// Every route's path.
 #[cfg(test)]
 pub(crate) fn route_paths() -> Vec<&'static str> {
-    let mut paths: Vec<&str> = timed_routes(&Limits::default())
-        .into_iter()
-        .map(|(path, _)| path)
-        .collect();
-    paths.push(BULK);
-    paths
+    routes(&Limits::default()).iter().map(|r| r.path).collect()
 }
+
+/// What each route template needs, for [`authenticate`].
+type NeedsByRoute = Arc<std::collections::HashMap<&'static str, Needs>>;
 
 /// A request the server would not (or could not in time) handle.
 async fn refused(e: tower::BoxError) -> ApiError {
@@ -213,14 +310,19 @@ async fn refused(e: tower::BoxError) -> ApiError {
 
 /// Who is calling, whether they may, and whether they are within their
 /// rate; before any handler, so a refused request changes nothing.
-async fn authenticate(State(node): State<Arc<Node>>, mut request: Request, next: Next) -> Response {
-    use crate::security::auth::{need, Principal};
+async fn authenticate(
+    State((node, needs)): State<(Arc<Node>, NeedsByRoute)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    use crate::security::auth::{Principal, UNROUTED};
     let auth = &node.auth;
-    let route = request
+    let needs = request
         .extensions()
         .get::<MatchedPath>()
-        .map_or("unmatched", |p| p.as_str());
-    let needs = need(request.method(), route);
+        .and_then(|p| needs.get(p.as_str()))
+        .unwrap_or(&UNROUTED)
+        .of(request.method());
     let who = if auth.enabled() {
         match auth.identify(request.headers().get(header::AUTHORIZATION)) {
             Ok(who) => who,
@@ -330,4 +432,41 @@ async fn observe(State(node): State<Arc<Node>>, request: Request, next: Next) ->
         started.elapsed(),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Method;
+
+    #[test]
+    fn routes_need_what_they_should() {
+        let table: std::collections::HashMap<&str, Needs> = routes(&Limits::default())
+            .into_iter()
+            .map(|r| (r.path, r.needs))
+            .collect();
+        let need = |method: Method, path: &str| {
+            table
+                .get(path)
+                .unwrap_or(&crate::security::auth::UNROUTED)
+                .of(&method)
+        };
+        assert_eq!(need(Method::GET, "/healthz"), Need::Open);
+        assert_eq!(need(Method::GET, "/readyz"), Need::Open);
+        assert_eq!(need(Method::GET, "/assets/{file}"), Need::Open);
+        assert_eq!(need(Method::PUT, "/v1/archives/{id}"), Need::Write);
+        assert_eq!(need(Method::DELETE, "/v1/archives/{id}"), Need::Write);
+        assert_eq!(need(Method::POST, BULK), Need::Write);
+        assert_eq!(need(Method::GET, "/v1/archives/{id}"), Need::MemberOrRead);
+        assert_eq!(need(Method::GET, "/v1/filter/delta"), Need::MemberOrRead);
+        assert_eq!(need(Method::GET, "/v1/lookup/{id}"), Need::Read);
+        assert_eq!(need(Method::GET, "unmatched"), Need::Read);
+        assert_eq!(need(Method::GET, "/metrics"), Need::Metrics);
+        assert_eq!(need(Method::POST, "/v1/search"), Need::MemberOrSearch);
+        assert_eq!(need(Method::GET, "/v1/audit"), Need::Audit);
+        assert_eq!(need(Method::GET, "/v1/backup"), Need::Backup);
+        assert_eq!(need(Method::GET, "/v1/relay"), Need::Member);
+        assert_eq!(need(Method::GET, "/v1/filter/keys"), Need::Member);
+        assert_eq!(need(Method::OPTIONS, "/v1/backup"), Need::Open);
+    }
 }

@@ -67,8 +67,8 @@ use std::fmt;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use time::{Date, Month, OffsetDateTime, UtcOffset};
 use std::borrow::Cow;
+use time::{Date, Month, OffsetDateTime, UtcOffset};
 use unicode_normalization::{is_nfc_quick, is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 /// Most key types a cluster may declare.

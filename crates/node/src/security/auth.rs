@@ -210,28 +210,54 @@ pub enum Need {
     Metrics,
 }
 
-/// The permission `method` on the route template `route` needs. Anything
-/// not listed (unknown routes included) needs a read token, so routes
-/// cannot be probed anonymously.
-pub fn need(method: &Method, route: &str) -> Need {
-    match (method, route) {
-        (&Method::OPTIONS, _) => Need::Open,
-        (_, "/healthz" | "/readyz" | "/" | "/v1/openapi.json") => Need::Open,
-        (_, r) if r.starts_with("/assets/") => Need::Open,
-        (_, "/metrics") => Need::Metrics,
-        (
-            &Method::GET,
-            "/v1/archives/{id}" | "/v1/filter" | "/v1/filter/delta" | "/v1/contains/{id}",
-        ) => Need::MemberOrRead,
-        (&Method::PUT | &Method::DELETE, "/v1/archives/{id}")
-        | (&Method::POST, "/v1/archives/_bulk") => Need::Write,
-        (&Method::POST, "/v1/search") => Need::MemberOrSearch,
-        (&Method::GET, "/v1/audit" | "/v1/audit/verify") => Need::Audit,
-        (&Method::GET, "/v1/backup") => Need::Backup,
-        (&Method::GET, "/v1/filter/keys" | "/v1/filter/keys/delta" | "/v1/relay") => Need::Member,
-        _ => Need::Read,
+/// What a route's methods need, declared beside the route in the
+/// router's table (`http/mod.rs`): reads (GET, HEAD) one thing, the
+/// methods that change or ask with a body (PUT, POST, DELETE) another; a
+/// CORS preflight (OPTIONS) nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    pub read: Need,
+    pub write: Need,
+}
+
+impl Needs {
+    /// The same whatever the method.
+    pub const fn any(need: Need) -> Self {
+        Needs {
+            read: need,
+            write: need,
+        }
+    }
+
+    /// `read` to read; a read token for any other method, which the
+    /// route does not take (answered 405 once let in).
+    pub const fn read(read: Need) -> Self {
+        Needs {
+            read,
+            write: Need::Read,
+        }
+    }
+
+    /// A read token to read, `write` for the methods with a body.
+    pub const fn write(write: Need) -> Self {
+        Needs {
+            read: Need::Read,
+            write,
+        }
+    }
+
+    pub fn of(&self, method: &Method) -> Need {
+        match *method {
+            Method::OPTIONS => Need::Open,
+            Method::GET | Method::HEAD => self.read,
+            _ => self.write,
+        }
     }
 }
+
+/// What a path no route matches needs: a read token, so that routes
+/// cannot be probed anonymously.
+pub const UNROUTED: Needs = Needs::any(Need::Read);
 
 /// A new random client token.
 pub fn generate_token() -> String {
@@ -533,16 +559,19 @@ mod tests {
     }
 
     #[test]
-    fn routes_need_what_they_should() {
-        assert_eq!(need(&Method::GET, "/healthz"), Need::Open);
-        assert_eq!(need(&Method::GET, "/readyz"), Need::Open);
-        assert_eq!(need(&Method::PUT, "/v1/archives/{id}"), Need::Write);
-        assert_eq!(need(&Method::GET, "/v1/archives/{id}"), Need::MemberOrRead);
-        assert_eq!(need(&Method::GET, "/v1/lookup/{id}"), Need::Read);
-        assert_eq!(need(&Method::GET, "unmatched"), Need::Read);
-        assert_eq!(need(&Method::GET, "/metrics"), Need::Metrics);
-        assert_eq!(need(&Method::POST, "/v1/search"), Need::MemberOrSearch);
-        assert_eq!(need(&Method::GET, "/v1/audit"), Need::Audit);
+    fn a_preflight_needs_nothing_and_a_read_and_a_write_what_the_route_declares() {
+        let needs = Needs {
+            read: Need::MemberOrRead,
+            write: Need::Write,
+        };
+        assert_eq!(needs.of(&Method::OPTIONS), Need::Open);
+        assert_eq!(needs.of(&Method::GET), Need::MemberOrRead);
+        assert_eq!(needs.of(&Method::HEAD), Need::MemberOrRead);
+        for method in [Method::PUT, Method::POST, Method::DELETE, Method::PATCH] {
+            assert_eq!(needs.of(&method), Need::Write);
+        }
+        assert_eq!(Needs::read(Need::Audit).of(&Method::POST), Need::Read);
+        assert_eq!(UNROUTED.of(&Method::GET), Need::Read);
     }
 
     #[test]
