@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,6 +12,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::{Params, PathId};
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::local::record::{BulkLine, RecordInput};
@@ -53,11 +54,6 @@ async fn published(node: &Arc<Node>) -> Result<(), ApiError> {
         })
 }
 
-pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<ArchiveId, ApiError> {
-    let Path(raw) = path.map_err(ApiError::path)?;
-    ArchiveId::parse(&raw).map_err(ApiError::invalid_id)
-}
-
 /// `PUT /v1/archives/{id}`: stores the record, acknowledged once the
 /// cluster can learn of it.
 #[utoipa::path(
@@ -77,10 +73,9 @@ pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Arch
 )]
 pub async fn put(
     State(node): State<Arc<Node>>,
-    path: Result<Path<String>, PathRejection>,
+    PathId(id): PathId,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
     let body = body.map_err(ApiError::body)?;
     let input: RecordInput = serde_json::from_slice(&body).map_err(ApiError::from_json)?;
     let body = input
@@ -113,11 +108,7 @@ pub async fn put(
         (status = 404, description = "`not_found`: not in this domain (`/v1/lookup` searches the cluster)", body = ErrorBody),
     )
 )]
-pub async fn get(
-    State(node): State<Arc<Node>>,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
+pub async fn get(State(node): State<Arc<Node>>, PathId(id): PathId) -> Result<Response, ApiError> {
     let key = id.clone();
     match super::blocking(&node, move |node| Ok(node.domain.get(&key)?)).await? {
         Some(record) => Ok(Json(record).into_response()),
@@ -147,9 +138,8 @@ pub fn record_not_found(id: &str) -> Response {
 )]
 pub async fn delete(
     State(node): State<Arc<Node>>,
-    path: Result<Path<String>, PathRejection>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
     let key = id.clone();
     writable(&node)?;
     let outcome = super::blocking(&node, move |node| {
@@ -187,9 +177,8 @@ pub struct ListParams {
 )]
 pub async fn list(
     State(node): State<Arc<Node>>,
-    params: Result<Query<ListParams>, QueryRejection>,
+    Params(params): Params<ListParams>,
 ) -> Result<Response, ApiError> {
-    let Query(params) = params.map_err(ApiError::query)?;
     let limit = params.limit.unwrap_or(1000);
     if !(1..=10_000).contains(&limit) {
         return Err(ApiError::invalid_parameter("limit must be 1..=10000"));

@@ -128,6 +128,12 @@ impl ApiError {
     }
 }
 
+impl From<QueryRejection> for ApiError {
+    fn from(e: QueryRejection) -> Self {
+        ApiError::query(e)
+    }
+}
+
 impl From<DiskFull> for ApiError {
     fn from(e: DiskFull) -> Self {
         ApiError::new(

@@ -2,15 +2,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
-use super::archives::parse_id;
 use super::error::ApiError;
+use super::extract::{Params, PathId};
 use crate::cluster::lookup::{Lookup, Outcome, Strategy};
 use crate::local::id::ArchiveId;
 use crate::node::Node;
@@ -44,11 +43,9 @@ pub struct LookupParams {
 )]
 pub async fn lookup(
     State(node): State<Arc<Node>>,
-    path: Result<Path<String>, PathRejection>,
-    params: Result<Query<LookupParams>, QueryRejection>,
+    PathId(typed): PathId,
+    Params(params): Params<LookupParams>,
 ) -> Result<Response, ApiError> {
-    let typed = parse_id(path)?;
-    let Query(params) = params.map_err(ApiError::query)?;
     // The forms the cluster's ID profile reads from what was typed: the
     // normalised one, then the one typed (an ID stored before the profile).
     let profile = &node.config.ids;
@@ -174,9 +171,8 @@ fn doubt(outcome: &Outcome) -> u8 {
 )]
 pub async fn route(
     State(node): State<Arc<Node>>,
-    path: Result<Path<String>, PathRejection>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
     Ok(Json(RouteBody {
         local: node.domain.contains(id.as_str()),
         candidates: node.cluster.candidates(id.as_str()),

@@ -5,6 +5,7 @@
 pub(crate) mod archives;
 pub(crate) mod backup;
 pub(crate) mod error;
+pub(crate) mod extract;
 pub(crate) mod lookup;
 pub(crate) mod openapi;
 pub(crate) mod ops;

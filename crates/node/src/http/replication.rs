@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
-use super::archives::parse_id;
 use super::error::ApiError;
+use super::extract::{Params, PathId};
 use crate::local::domain::VerifyReport;
 use crate::local::domain::{DeltaRefusal, Position, Published};
 use crate::local::filter::FilterKind;
@@ -37,9 +37,8 @@ use xarchive_filter::Delta;
 )]
 pub async fn contains_one(
     State(node): State<Arc<Node>>,
-    path: Result<Path<String>, PathRejection>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
     let maybe = node.domain.contains(id.as_str());
     Ok(Json(Contains {
         id: id.into_string(),
@@ -274,9 +273,8 @@ pub fn delta_response(delta: &Delta, changed: Option<&[ArchiveId]>) -> Response 
 )]
 pub async fn delta(
     State(node): State<Arc<Node>>,
-    params: Result<Query<DeltaParams>, QueryRejection>,
+    Params(params): Params<DeltaParams>,
 ) -> Result<Response, ApiError> {
-    let Query(params) = params.map_err(ApiError::query)?;
     let (delta, changed) = node
         .domain
         .delta(params.epoch, params.since)
@@ -321,9 +319,8 @@ pub struct KeyDeltaParams {
 )]
 pub async fn key_delta(
     State(node): State<Arc<Node>>,
-    params: Result<Query<KeyDeltaParams>, QueryRejection>,
+    Params(params): Params<KeyDeltaParams>,
 ) -> Result<Response, ApiError> {
-    let Query(params) = params.map_err(ApiError::query)?;
     let delta = node
         .domain
         .key_delta(params.epoch, params.since)
@@ -372,9 +369,8 @@ pub struct RelayParams {
 )]
 pub async fn relay(
     State(node): State<Arc<Node>>,
-    params: Result<Query<RelayParams>, QueryRejection>,
+    Params(params): Params<RelayParams>,
 ) -> Result<Response, ApiError> {
-    let Query(params) = params.map_err(ApiError::query)?;
     let read = node
         .cluster
         .relay

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
 use super::error::ApiError;
+use super::extract::Params;
 use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{
@@ -205,9 +206,8 @@ const AUDIT_PAGE: usize = 1000;
 )]
 pub async fn audit(
     State(node): State<Arc<Node>>,
-    params: Result<Query<AuditParams>, QueryRejection>,
+    Params(params): Params<AuditParams>,
 ) -> Result<Response, ApiError> {
-    let Query(params) = params.map_err(ApiError::query)?;
     let since_us = match params.since.as_deref() {
         None => 0,
         Some(text) => parse_since(text).ok_or_else(|| {

@@ -1,0 +1,30 @@
+//! The extractors of the handlers' inputs, each answering what it cannot
+//! read with the API's JSON error once, here, instead of in every handler.
+
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
+
+use super::error::ApiError;
+use crate::local::id::ArchiveId;
+
+/// The archive ID in the path, checked: `invalid_id` (400) otherwise.
+pub struct PathId(pub ArchiveId);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(ApiError::path)?;
+        ArchiveId::parse(&raw)
+            .map(PathId)
+            .map_err(ApiError::invalid_id)
+    }
+}
+
+/// The query's parameters: `invalid_parameter` (400) when they do not
+/// read as `T`.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct Params<T>(pub T);
