@@ -181,10 +181,19 @@ pub struct Replicas {
     key_id: String,
     sliced: HashMap<BloomGeometry, Sliced>,
     peers: BTreeMap<String, Peer>,
-    /// The `lost_at` of the last connected view taken in (None while the
-    /// last view taken in was not connected): whether the published
-    /// positions here are those read since the coordinator's last gap.
-    taken: Option<Option<Instant>>,
+    /// What the last view taken in was: whether the published positions
+    /// here are those read since the coordinator's last gap.
+    taken: Taken,
+}
+
+/// The last view [`Replicas::update_view`] took in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Taken {
+    /// None yet, or one that did not follow the coordinator.
+    Behind,
+    /// One that followed it, read after the gap that ended at `lost_at`
+    /// (none if it never lost it).
+    Following { lost_at: Option<Instant> },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -215,7 +224,7 @@ impl Replicas {
             key_id: key_id.to_owned(),
             sliced: HashMap::new(),
             peers: BTreeMap::new(),
-            taken: None,
+            taken: Taken::Behind,
         }
     }
 
@@ -224,7 +233,11 @@ impl Replicas {
     /// after its last gap. A view that reconnected but was not taken in
     /// yet may carry positions the copies are behind, unnoticed.
     pub fn follows(&self, view: &View) -> bool {
-        view.connected && self.taken == Some(view.lost_at)
+        view.connected
+            && self.taken
+                == Taken::Following {
+                    lost_at: view.lost_at,
+                }
     }
 
     /// Peers remembered from an earlier run (no copy, not known up): asked
@@ -256,7 +269,13 @@ impl Replicas {
     /// their copy, once the view follows the coordinator. Returns whether
     /// the peers known (names, addresses, kinds) changed.
     pub fn update_view(&mut self, view: &View, changes: &[MemberChange]) -> bool {
-        self.taken = view.connected.then_some(view.lost_at);
+        self.taken = if view.connected {
+            Taken::Following {
+                lost_at: view.lost_at,
+            }
+        } else {
+            Taken::Behind
+        };
         let mut known_changed = false;
         for change in changes.iter().filter(|c| c.name() != self.me) {
             match change {

@@ -79,6 +79,17 @@ const MAX_RETRY: Duration = Duration::from_millis(500);
 /// ID profile) tries to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
 
+/// The session's connection, as the run loop knows it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Up,
+    /// Disconnected; since when ZooKeeper accepts connections again, if
+    /// it does (the session may then be given up for a new one).
+    Down {
+        answering_since: Option<Instant>,
+    },
+}
+
 /// Why a session ended.
 enum End {
     Shutdown,
@@ -860,15 +871,14 @@ impl ZooKeeperCoordinator {
 
         let mut dirty = false;
         let mut last_publish = Instant::now();
-        // While disconnected: when ZooKeeper answers again, since when.
-        let mut lost: Option<Option<Instant>> = None;
+        let mut link = Link::Up;
         let mut gathering = false;
         let mut last_read: Option<Instant> = None;
         let mut probe = tokio::time::interval(PROBE_EVERY);
         loop {
             let publish_at = last_publish + s.publish_interval;
             tokio::select! {
-                _ = probe.tick(), if lost.is_some() => {
+                _ = probe.tick(), if link != Link::Up => {
                     // The client library waits longer and longer between
                     // reconnection attempts (up to the session timeout),
                     // and writes are refused meanwhile. Once ZooKeeper has
@@ -876,14 +886,17 @@ impl ZooKeeperCoordinator {
                     // is still disconnected, a new session is opened
                     // instead (registering again is safe; see register).
                     if self.reachable().await {
-                        let since = lost.flatten().unwrap_or_else(Instant::now);
-                        lost = Some(Some(since));
+                        let since = match link {
+                            Link::Down { answering_since: Some(since) } => since,
+                            _ => Instant::now(),
+                        };
+                        link = Link::Down { answering_since: Some(since) };
                         if since.elapsed() >= GIVE_UP_AFTER {
                             tracing::info!("ZooKeeper is back; opening a new session instead of waiting for this one");
                             return Ok(End::Lost);
                         }
                     } else {
-                        lost = Some(None);
+                        link = Link::Down { answering_since: None };
                     }
                 }
                 _ = shutdown.cancelled() => {
@@ -974,7 +987,7 @@ impl ZooKeeperCoordinator {
                         // would freeze while looking connected. If either
                         // fails, a new session starts from scratch.
                         tracing::info!("ZooKeeper connection restored");
-                        lost = None;
+                        link = Link::Up;
                         match client.watch(&folder, zk::AddWatchMode::PersistentRecursive).await {
                             Ok(again) => watcher = again,
                             Err(e) => {
@@ -990,7 +1003,7 @@ impl ZooKeeperCoordinator {
                     zk::SessionState::Disconnected => {
                         // The state follower has marked the view lost.
                         tracing::warn!("ZooKeeper connection lost; serving from the replicas held");
-                        lost = Some(None);
+                        link = Link::Down { answering_since: None };
                     }
                     other => {
                         tracing::warn!(state = ?other, "ZooKeeper session ended");
