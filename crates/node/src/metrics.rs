@@ -160,7 +160,7 @@ impl Collector for ClusterGauges {
             let labels = PeerLabels {
                 peer: peer.name.clone(),
             };
-            ConstGauge::new(i64::from(peer.up)).encode(up.encode_family(&labels)?)?;
+            ConstGauge::new(i64::from(peer.registered)).encode(up.encode_family(&labels)?)?;
         }
         let mut lag = encoder.encode_descriptor(
             "replica_lag_seconds",

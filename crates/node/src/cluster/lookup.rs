@@ -205,7 +205,7 @@ impl Cluster {
         let mut stale = false;
         for owner in &route.candidates {
             let lagging = match peers.iter().find(|p| p.name == *owner) {
-                Some(p) if follows && p.up => p
+                Some(p) if follows && p.registered => p
                     .lagging
                     .map(|lag| lost_at.map_or(lag, |at| lag.max(at.elapsed()))),
                 _ => Some(std::time::Duration::MAX),
@@ -521,7 +521,7 @@ mod tests {
             lagging: None,
             position: version.map(|version| Position { epoch: 7, version }),
             key_position: None,
-            up: true,
+            registered: true,
         }
     }
 

@@ -91,7 +91,8 @@ impl Peer {
         self.holds_copy() && covers(self.position, self.last_published)
     }
 
-    pub fn up(&self) -> bool {
+    /// Registered with the coordinator now (it publishes a position).
+    pub fn registered(&self) -> bool {
         self.published.is_some()
     }
 
@@ -157,7 +158,7 @@ pub struct PeerInfo {
     /// The position of the copy of its key filter.
     pub key_position: Option<Position>,
     /// Registered with the coordinator now.
-    pub up: bool,
+    pub registered: bool,
 }
 
 /// A peer as `/metrics` shows it, copied out of the lock.
@@ -165,7 +166,7 @@ pub struct PeerInfo {
 pub struct PeerHealth {
     pub name: String,
     /// Registered with the coordinator now.
-    pub up: bool,
+    pub registered: bool,
     /// For how long the copy has not covered what the peer last
     /// published (zero while it does); `None` while nothing it published
     /// is known here (a peer remembered from an earlier run only).
@@ -324,7 +325,7 @@ impl Replicas {
                 name: name.clone(),
                 address: peer.address.clone(),
                 is_self: false,
-                up: peer.up(),
+                up: peer.registered(),
                 reachable: peer.reachable,
                 kind: peer.kind,
                 epoch: peer.last_published.map(|p| p.epoch),
@@ -359,7 +360,7 @@ impl Replicas {
                 lagging: p.lagging(),
                 position: p.position,
                 key_position: p.key_position,
-                up: p.up(),
+                registered: p.registered(),
             })
             .collect()
     }
@@ -370,7 +371,7 @@ impl Replicas {
             .iter()
             .map(|(name, p)| PeerHealth {
                 name: name.clone(),
-                up: p.up(),
+                registered: p.registered(),
                 lag: p
                     .last_published
                     .map(|_| p.lagging().unwrap_or(std::time::Duration::ZERO)),
@@ -693,7 +694,7 @@ mod tests {
         // B leaves: down, but its copy still routes.
         r.update_view_all(&view(&[("A", 1, 1)]));
         let peer = r.peer("B").unwrap();
-        assert!(!peer.up() && peer.current());
+        assert!(!peer.registered() && peer.current());
         assert_eq!(r.candidates("B-1"), vec!["B".to_string()]);
         assert!(r.candidates("nowhere").is_empty());
     }
@@ -734,14 +735,14 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(5));
         let health = r.health();
         assert_eq!(health.len(), 2);
-        assert!(health[0].name == "B" && health[0].up);
+        assert!(health[0].name == "B" && health[0].registered);
         assert!(health[0].lag.is_some_and(|lag| lag.as_millis() >= 5));
         // Nothing C published is known: no lag to report, and not up.
         assert_eq!(
             health[1],
             PeerHealth {
                 name: "C".into(),
-                up: false,
+                registered: false,
                 lag: None,
                 grace_pulls: 0
             }
@@ -758,7 +759,7 @@ mod tests {
         r.install("B", &fetched).unwrap();
         assert_eq!(r.health()[0].lag, Some(std::time::Duration::ZERO));
         r.update_view_all(&view(&[("A", 1, 1)]));
-        assert!(!r.health()[0].up);
+        assert!(!r.health()[0].registered);
     }
 
     #[test]
