@@ -106,6 +106,11 @@ impl DomainProcess {
                 .open(&log_for_thread)
                 .ok();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                // Written before the address is told: a test that reads
+                // the log once the domain started finds the line there.
+                if let Some(log) = log.as_mut() {
+                    let _ = writeln!(log, "{line}");
+                }
                 // `http://` or, with TLS on, `https://`.
                 if let Some(at) = line.find("listening on http") {
                     // Up to a space, or a quote when the log is JSON.
@@ -115,9 +120,6 @@ impl DomainProcess {
                         .unwrap_or_default()
                         .to_owned();
                     let _ = tx.send(url);
-                }
-                if let Some(log) = log.as_mut() {
-                    let _ = writeln!(log, "{line}");
                 }
             }
         });
