@@ -348,7 +348,7 @@ pub struct StoredRecord {
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     /// In the store, every key; in the cache, an empty value stands for
-    /// a key withheld (a real key is never empty: `keys.rs` refuses it).
+    /// a key withheld (a real key is never empty: `keys/normalise.rs` refuses it).
     pub keys: BTreeMap<String, String>,
 }
 
