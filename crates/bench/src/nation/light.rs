@@ -11,7 +11,7 @@
 //! below its count, and answers record reads from that rule), replicas of
 //! the others, and a watch on the membership.
 //!
-//! The relay tree (src/cluster/relay.rs in the node crate) is laid out
+//! The relay tree (src/cluster/relay/tree.rs in the node crate) is laid out
 //! over all N names as a domain lays it out. The changes that would reach
 //! the measured domain through one of its tree neighbours are put in that
 //! neighbour's relay at once: the hops between their origin and that
