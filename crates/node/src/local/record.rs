@@ -501,7 +501,7 @@ impl Record {
     /// public in `types` keep their values; every other key (private, or
     /// not declared here) is named in `keys_withheld` instead. Applying it
     /// twice changes nothing. The rule, and why, is `Domain::get`'s
-    /// (`local/domain.rs`).
+    /// (`local/domain/mod.rs`).
     pub fn withhold_private_keys(&mut self, types: &KeyTypes) {
         let public = |key_type: &str| {
             types
