@@ -1,6 +1,6 @@
 //! `xarchive-bench nation`'s cluster part: one full domain (a real `xarchive
 //! serve` process) joins a real ZooKeeper where N − 1 light publishers
-//! (light.rs) are registered, and is measured while it joins, while the
+//! (light/) are registered, and is measured while it joins, while the
 //! nation writes at a steady rate, while one archive imports a million
 //! records, and while it answers lookups; ZooKeeper is measured by its
 //! own `mntr` figures. Optional light watchers hold the membership watch

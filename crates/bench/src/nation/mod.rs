@@ -2,7 +2,7 @@
 //! very different sizes. Two parts: `routing` (here), what a full domain
 //! holds to route lookups and what one routing step costs; `cluster`
 //! (cluster.rs), a real domain process joining a real ZooKeeper among
-//! N − 1 light publishers (light.rs), measured while joining, syncing,
+//! N − 1 light publishers (light/), measured while joining, syncing,
 //! following an import and looking up.
 //!
 //! In the routing part the domains' filters are real (the filter crate's Bloom filters and

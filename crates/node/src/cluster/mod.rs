@@ -73,7 +73,7 @@ pub struct ClusterConfig {
     /// (benchmarks only).
     pub wan_delay_ms: u64,
     /// Degree of the relay tree changes travel along (each domain passes
-    /// them on to at most this many; src/cluster/relay.rs). 0: every
+    /// them on to at most this many; src/cluster/relay/tree.rs). 0: every
     /// domain pulls every change from its origin.
     pub relay_fanout: usize,
     /// How long a copy may stay behind its origin, waiting for the

@@ -1,7 +1,7 @@
 //! Keeping the replicas current: one task per peer pulls a delta (or a
 //! snapshot on first contact, a new epoch, or 409) whenever the peer's
 //! published position moves past the copy held; first of its filter,
-//! then of its key filter. With relaying on (src/cluster/relay.rs) that
+//! then of its key filter. With relaying on (src/cluster/relay/) that
 //! is so for the relay tree neighbours, and what is pulled is passed on;
 //! a copy of any other domain is pulled only once it has stayed behind
 //! for a grace period (the relay brings nearly every change first). This

@@ -348,7 +348,7 @@ pub struct StoredRecord {
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     /// In the store, every key; in the cache, an empty value stands for
-    /// a key withheld (a real key is never empty: `keys.rs` refuses it).
+    /// a key withheld (a real key is never empty: `keys/normalise.rs` refuses it).
     pub keys: BTreeMap<String, String>,
 }
 
@@ -501,7 +501,7 @@ impl Record {
     /// public in `types` keep their values; every other key (private, or
     /// not declared here) is named in `keys_withheld` instead. Applying it
     /// twice changes nothing. The rule, and why, is `Domain::get`'s
-    /// (`local/domain.rs`).
+    /// (`local/domain/mod.rs`).
     pub fn withhold_private_keys(&mut self, types: &KeyTypes) {
         let public = |key_type: &str| {
             types

@@ -11,7 +11,7 @@
 //! below its count, and answers record reads from that rule), replicas of
 //! the others, and a watch on the membership.
 //!
-//! The relay tree (src/cluster/relay.rs in the node crate) is laid out
+//! The relay tree (src/cluster/relay/tree.rs in the node crate) is laid out
 //! over all N names as a domain lays it out. The changes that would reach
 //! the measured domain through one of its tree neighbours are put in that
 //! neighbour's relay at once: the hops between their origin and that
@@ -20,33 +20,26 @@
 //! Written here rather than by running `xarchive serve` 3 301 times: a
 //! full domain holds copies of every other filter, so N of them on one
 //! machine would hold N² copies.
+//!
+//! Its files: this one (the light domains, their filters and change logs,
+//! their writes and relays), `zookeeper.rs` (their registrations and
+//! ledger entries), `routes.rs` (their HTTP server).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
-use axum::body::HttpBody;
-use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use futures::StreamExt;
 use parking_lot::Mutex;
-use serde::Deserialize;
-use tokio_util::task::AbortOnDropHandle;
 use xarchive_filter::{BloomFilter, BloomGeometry, CellChange, Delta};
-use xarchive_node::cluster::{ClusterConfig, Member, Relay};
-use xarchive_node::peer_answers::{
-    delta_response, filter_response, record_not_found, snapshot_required, with_key_id,
-};
-use xarchive_node::wire::{frame_delta_with_ids, Contains, RelayEntry, RelayHeader, RelayPart};
-use xarchive_node::{
-    capacity_for, ArchiveId, FilterKind, FilterSettings, KeyHasher, Position, Record,
-};
+use xarchive_node::cluster::{ClusterConfig, Relay};
+use xarchive_node::wire::{frame_delta_with_ids, RelayEntry, RelayHeader, RelayPart};
+use xarchive_node::{capacity_for, FilterKind, FilterSettings, KeyHasher};
 use zookeeper_client as zk;
+
+mod routes;
+mod zookeeper;
 
 /// Light domains per group of the positions ledger: about a province.
 const LEDGER_GROUP: usize = 100;
@@ -293,140 +286,6 @@ impl Nation {
         }))
     }
 
-    /// The znode of the ledger group of domain `index`.
-    fn ledger_path(&self, index: usize) -> String {
-        format!("{}/L{:02}", self.folder("positions"), index / LEDGER_GROUP)
-    }
-
-    /// `d`'s entry in its ledger group: its member, flattened, and
-    /// `departed`.
-    fn entry(&self, d: &LightDomain) -> anyhow::Result<serde_json::Value> {
-        let mut known = serde_json::to_value(self.member(d))?;
-        known["departed"] = false.into();
-        Ok(known)
-    }
-
-    fn folder(&self, what: &str) -> String {
-        format!("/xarchive/{}/{what}", self.cluster)
-    }
-
-    fn member(&self, d: &LightDomain) -> Member {
-        let f = d.filter.lock();
-        Member {
-            address: format!("{}/d/{}", self.address.lock(), d.name),
-            kind: FilterKind::Counting,
-            epoch: f.bits.epoch(),
-            version: f.bits.version(),
-            keys: String::new(),
-        }
-    }
-
-    /// Serves every light domain on a loopback port until the handle
-    /// returned is dropped.
-    pub async fn serve(self: &Arc<Self>) -> anyhow::Result<AbortOnDropHandle<()>> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let address = format!("http://{}", listener.local_addr()?);
-        *self.address.lock() = address.clone();
-        let app = Router::new()
-            .route("/d/{name}/v1/filter", get(snapshot))
-            .route("/d/{name}/v1/filter/delta", get(delta))
-            .route("/d/{name}/v1/filter/keys", get(key_snapshot))
-            .route("/d/{name}/v1/filter/keys/delta", get(key_delta))
-            .route("/d/{name}/v1/relay", get(relay))
-            .route("/d/{name}/v1/archives/{id}", get(record))
-            .route("/d/{name}/v1/contains/{id}", get(contains))
-            .with_state(self.clone());
-        Ok(AbortOnDropHandle::new(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "the light domains' server stopped");
-            }
-        })))
-    }
-
-    /// Writes every light domain's entry into the positions ledger (in
-    /// groups of about a hundred, as provinces would be), then opens a
-    /// session per light domain (`parallel` at a time) and registers its
-    /// ephemeral znode, as a domain does.
-    /// Returns how long it took.
-    pub async fn register(
-        self: &Arc<Self>,
-        zk_connect: &str,
-        parallel: usize,
-        progress: &(dyn Fn() + Sync),
-    ) -> anyhow::Result<Duration> {
-        let root = zk::Client::connector()
-            .with_session_timeout(Duration::from_secs(6))
-            .connect(zk_connect)
-            .await
-            .context("cannot reach ZooKeeper")?;
-        for path in [
-            "/xarchive".to_owned(),
-            format!("/xarchive/{}", self.cluster),
-            self.folder("domains"),
-            self.folder("positions"),
-        ] {
-            match root
-                .create(
-                    &path,
-                    b"",
-                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-                )
-                .await
-            {
-                Ok(_) | Err(zk::Error::NodeExists) => {}
-                Err(e) => return Err(e).with_context(|| format!("cannot create {path}")),
-            }
-        }
-        let started = Instant::now();
-        let mut groups: BTreeMap<usize, Ledger> = BTreeMap::new();
-        for d in &self.domains {
-            groups
-                .entry(d.index / LEDGER_GROUP)
-                .or_default()
-                .insert(d.name.clone(), self.entry(d)?);
-        }
-        for (group, entries) in groups {
-            let path = self.ledger_path(group * LEDGER_GROUP);
-            let data = serde_json::to_vec(&entries)?;
-            let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-            let version = match root.create(&path, &data, &open).await {
-                Ok((stat, _)) => stat.version,
-                Err(zk::Error::NodeExists) => root.set_data(&path, &data, None).await?.version,
-                Err(e) => return Err(e).with_context(|| format!("cannot write {path}")),
-            };
-            *self.ledgers[group].lock().await = Some((entries, version));
-        }
-        let results: Vec<anyhow::Result<()>> = futures::stream::iter(&self.domains)
-            .map(|d| async move {
-                let client = zk::Client::connector()
-                    .with_session_timeout(Duration::from_secs(6))
-                    .connect(zk_connect)
-                    .await
-                    .with_context(|| format!("{}: cannot open a ZooKeeper session", d.name))?;
-                let member = self.member(d);
-                client
-                    .create(
-                        &self.path(d),
-                        &serde_json::to_vec(&member)?,
-                        &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
-                    )
-                    .await
-                    .with_context(|| format!("{}: cannot register", d.name))?;
-                *d.session.lock() = Some(client);
-                progress();
-                Ok(())
-            })
-            .buffer_unordered(parallel)
-            .collect()
-            .await;
-        results.into_iter().collect::<anyhow::Result<()>>()?;
-        Ok(started.elapsed())
-    }
-
-    fn path(&self, d: &LightDomain) -> String {
-        format!("{}/{}", self.folder("domains"), d.name)
-    }
-
     /// Writes `count` new IDs at domain `d` as one version range, then
     /// publishes its position; returns once ZooKeeper confirmed it (the
     /// acknowledgement). A filter outgrown is rebuilt twice as large in a
@@ -574,65 +433,6 @@ impl Nation {
         }
     }
 
-    async fn publish(&self, domain: &LightDomain) -> anyhow::Result<()> {
-        let client = domain
-            .session
-            .lock()
-            .clone()
-            .context("a light domain wrote before registering")?;
-        let member = self.member(domain);
-        let registration = serde_json::to_vec(&member)?;
-        let path = self.ledger_path(domain.index);
-        let entry = self.entry(domain)?;
-        // As a domain publishes: its registration and its ledger entry in
-        // one transaction, the ledger by compare-and-set on its version.
-        // (A lookup's "not found" reads the ledger alone: a position
-        // published only in the registration would let the measured
-        // domain rule this one out for writes it had not yet taken in.)
-        let mut ledger = self.ledgers[domain.index / LEDGER_GROUP].lock().await;
-        let mut written = false;
-        for _ in 0..32 {
-            let (mut entries, version) = match ledger.take() {
-                Some(held) => held,
-                None => {
-                    let (data, stat) = client.get_data(&path).await?;
-                    (serde_json::from_slice(&data)?, stat.version)
-                }
-            };
-            entries.insert(domain.name.clone(), entry.clone());
-            let mut writer = client.new_multi_writer();
-            writer.add_set_data(&self.path(domain), &registration, None)?;
-            writer.add_set_data(&path, &serde_json::to_vec(&entries)?, Some(version))?;
-            match writer.commit().await {
-                Ok(_) => {
-                    *ledger = Some((entries, version + 1));
-                    written = true;
-                    break;
-                }
-                Err(zk::MultiWriteError::OperationFailed {
-                    index: 1,
-                    source: zk::Error::BadVersion,
-                }) => continue,
-                Err(e) => {
-                    return Err(zk::Error::from(e))
-                        .with_context(|| format!("{}: cannot publish", domain.name))
-                }
-            }
-        }
-        anyhow::ensure!(
-            written,
-            "{}: the ledger of its group kept changing",
-            domain.name
-        );
-        drop(ledger);
-        let acked = Instant::now();
-        let mut f = domain.filter.lock();
-        if let Some(entry) = f.unsent.iter_mut().find(|(v, _)| *v == member.version) {
-            entry.1 = Some(acked);
-        }
-        Ok(())
-    }
-
     /// Where each write since the last call went: the measured domain
     /// was sent everything up to `version` of `d`.
     fn sent_up_to(&self, domain: &LightDomain, epoch: u64, version: u64) {
@@ -679,13 +479,6 @@ impl Nation {
         let f = self.domains[d].filter.lock();
         (f.bits.epoch(), f.bits.version())
     }
-
-    /// Drops every session (their znodes vanish with them).
-    pub fn close(&self) {
-        for d in &self.domains {
-            d.session.lock().take();
-        }
-    }
 }
 
 /// A filter of `geometry` holding IDs `0..held` of domain `d`, at
@@ -725,251 +518,9 @@ fn delta_since(f: &Filter, since: u64) -> Option<Delta> {
     })
 }
 
-type Shared = State<Arc<Nation>>;
-
-/// Counts `len` bytes served by `domain` in `counter` too.
-fn served(domain: &LightDomain, len: usize, counter: &AtomicU64) {
-    counter.fetch_add(len as u64, Ordering::Relaxed);
-    domain.sent.fetch_add(len as u64, Ordering::Relaxed);
-}
-
-/// `response` as served by `domain`, its body's bytes counted in
-/// `counter` (every body here is whole in memory: its size is exact).
-fn counted(domain: &LightDomain, response: Response, counter: &AtomicU64) -> Response {
-    let len = HttpBody::size_hint(response.body()).lower();
-    served(domain, len as usize, counter);
-    response
-}
-
-/// A light domain's filter bytes as a domain serves them, counted in
-/// `counter`.
-fn whole(
-    domain: &LightDomain,
-    bytes: Vec<u8>,
-    position: Position,
-    counter: &AtomicU64,
-) -> Response {
-    counted(
-        domain,
-        filter_response(bytes, FilterKind::Counting, position),
-        counter,
-    )
-}
-
-/// A light domain's delta as a domain serves it (framed with no changed
-/// IDs when `framed`: a light domain never replaces or deletes), counted
-/// in `counter`.
-fn changes(domain: &LightDomain, delta: &Delta, framed: bool, counter: &AtomicU64) -> Response {
-    counted(
-        domain,
-        delta_response(delta, framed.then_some(&[][..])),
-        counter,
-    )
-}
-
-/// The 404 of a route under `/d/<name>` that names no light domain (not
-/// an answer a domain gives: there is one domain per server).
-fn unknown() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Json(serde_json::json!({"code": "unknown_domain", "message": "no such light domain"})),
-    )
-        .into_response()
-}
-
-async fn snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    let (body, epoch, version) = {
-        let f = domain.filter.lock();
-        (f.bits.encode(), f.bits.epoch(), f.bits.version())
-    };
-    nation.sent_up_to(domain, epoch, version);
-    whole(
-        domain,
-        body,
-        Position { epoch, version },
-        &nation.sent.snapshots,
-    )
-}
-
-#[derive(Deserialize)]
-struct Since {
-    epoch: u64,
-    since: u64,
-}
-
-/// The 409 of a delta the light domain cannot give, at (`epoch`,
-/// `version`).
-fn no_delta(epoch: u64, version: u64, since: u64) -> Response {
-    snapshot_required(
-        Position { epoch, version },
-        format!("the changes since version {since} are not held here"),
-    )
-}
-
-async fn delta(
-    State(nation): Shared,
-    Path(name): Path<String>,
-    Query(q): Query<Since>,
-) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    let (delta, epoch, version) = {
-        let f = domain.filter.lock();
-        let at = (f.bits.epoch(), f.bits.version());
-        match delta_since(&f, q.since).filter(|_| q.epoch == at.0) {
-            Some(d) => (d, at.0, at.1),
-            None => return no_delta(at.0, at.1, q.since),
-        }
-    };
-    nation.sent_up_to(domain, epoch, version);
-    changes(domain, &delta, true, &nation.sent.deltas)
-}
-
-async fn key_snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    let (epoch, version) = nation.position(domain.index);
-    let body = nation.key_filter(epoch, version).encode();
-    let mut response = whole(
-        domain,
-        body,
-        Position { epoch, version },
-        &nation.sent.key_filters,
-    );
-    with_key_id(&mut response, &nation.key_id);
-    response
-}
-
-async fn key_delta(
-    State(nation): Shared,
-    Path(name): Path<String>,
-    Query(q): Query<Since>,
-) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    let (epoch, version) = nation.position(domain.index);
-    if q.epoch != epoch || q.since > version {
-        return no_delta(epoch, version, q.since);
-    }
-    let delta = nation.key_delta(epoch, q.since, version);
-    let mut response = changes(domain, &delta, false, &nation.sent.key_filters);
-    with_key_id(&mut response, &nation.key_id);
-    response
-}
-
-#[derive(Deserialize)]
-struct RelayQuery {
-    #[serde(default)]
-    relay: u64,
-    #[serde(default)]
-    from: u64,
-    asker: String,
-}
-
-/// A light domain's relay, read as a domain's is; what the measured
-/// domain is sent counts towards the lag of the writes in it.
-async fn relay(
-    State(nation): Shared,
-    Path(name): Path<String>,
-    Query(q): Query<RelayQuery>,
-) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    let read = domain.relay.read(q.relay, q.from, &q.asker).await;
-    if q.asker == MEASURED {
-        for entry in &read.entries {
-            if let Some(&origin) = nation.by_name.get(&entry.header.origin) {
-                let origin = &nation.domains[origin];
-                nation.sent_up_to(origin, entry.header.epoch, entry.header.version);
-            }
-        }
-    }
-    let (headers, body) = read.encode();
-    let counter = if q.asker == MEASURED {
-        &nation.sent.relays
-    } else {
-        &nation.sent.relayed_to_lights
-    };
-    served(domain, body.len(), counter);
-    (headers, body).into_response()
-}
-
-/// Whether light domain `d` holds `id` (by the naming rule).
-fn holds(nation: &Nation, d: &LightDomain, id: &str) -> bool {
-    let Some(rest) = id.strip_prefix(&format!("n{}-", d.index)) else {
-        return false;
-    };
-    rest.parse::<u64>()
-        .is_ok_and(|i| i < nation.held(d.index) && rest == i.to_string())
-}
-
-async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    nation.sent.record_reads.fetch_add(1, Ordering::Relaxed);
-    let parsed = ArchiveId::parse(&id);
-    match parsed {
-        Ok(archive_id) if holds(&nation, domain, &id) => {
-            let now = time::OffsetDateTime::now_utc();
-            let record = Record {
-                id: archive_id,
-                title: format!("record {id}"),
-                metadata: Default::default(),
-                content: None,
-                created_at: now,
-                updated_at: now,
-                domain: name,
-                keys: Default::default(),
-                keys_withheld: Vec::new(),
-            };
-            let body = serde_json::to_vec(&record).unwrap_or_default();
-            nation
-                .sent
-                .records
-                .fetch_add(body.len() as u64, Ordering::Relaxed);
-            ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-        }
-        _ => record_not_found(&id),
-    }
-}
-
-async fn contains(State(nation): Shared, Path((name, id)): Path<(String, String)>) -> Response {
-    let Some(domain) = nation.asked(&name) else {
-        return unknown();
-    };
-    nation.sent.probes.fetch_add(1, Ordering::Relaxed);
-    let maybe = domain.filter.lock().bits.contains(id.as_bytes());
-    Json(Contains {
-        id,
-        domain: name,
-        maybe,
-    })
-    .into_response()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_light_domain_holds_exactly_its_named_ids() {
-        let nation = Nation::new(&[3, 5], 0.01, "t".into(), &|_| {}).unwrap();
-        let d = &nation.domains[1];
-        assert!(holds(&nation, d, "n1-0"));
-        assert!(holds(&nation, d, "n1-4"));
-        assert!(!holds(&nation, d, "n1-5"));
-        assert!(!holds(&nation, d, "n1-04"), "only the canonical form");
-        assert!(!holds(&nation, d, "n0-1"));
-        assert!(!holds(&nation, d, "n11-1"));
-    }
 
     #[test]
     fn a_delta_from_a_light_domain_brings_a_copy_to_its_filter() {

@@ -12,7 +12,6 @@
 //! version, so the one position a domain publishes says how current a
 //! peer's copy of either is.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,9 +32,8 @@ use crate::local::record::{now_ms, Record};
 use crate::local::space::{DiskSpace, SpaceStats};
 use crate::local::store::{Outcome, Store, StoreError, Write};
 
-const SNAPSHOT_FILE: &str = "filter.snapshot";
-const KEYS_SNAPSHOT_FILE: &str = "keys.snapshot";
-const SNAPSHOT_META_FILE: &str = "filter.json";
+mod snapshot;
+
 /// The key filter's size when the cluster declares no key types.
 const MIN_KEY_CAPACITY: u64 = 64;
 /// The smallest filter (of IDs, or of keys).
@@ -222,20 +220,6 @@ pub struct Domain {
     position: watch::Sender<Position>,
 }
 
-/// Saved beside a snapshot: the store sequence it reflects.
-#[derive(Serialize, Deserialize, PartialEq)]
-struct SnapshotMeta {
-    sequence: u64,
-    records: u64,
-    capacity: u64,
-    settings: FilterSettings,
-    key_capacity: u64,
-    /// The key types' fingerprint and the filter key's id: a key filter
-    /// saved under other types or another cluster secret is rebuilt.
-    key_types: String,
-    key_id: String,
-}
-
 impl Domain {
     /// Opens the domain in `dir`: the store, then the filter, from a saved
     /// snapshot if it matches the store exactly, else rebuilt from it.
@@ -251,15 +235,14 @@ impl Domain {
         LocalFilter::new(&settings, 1)?;
         let store = Store::open(dir, space.clone())?;
         let started = Instant::now();
-        let (state, how) = match Self::load_snapshot(dir, &store, &settings, &keying) {
+        let (state, how) = match snapshot::load(dir, &store, &settings, &keying) {
             Some(state) => (state, "loaded the saved filter snapshot"),
             None => (
                 Self::rebuild(&store, &settings, &keying, 0, 0)?,
                 "rebuilt the filters from the store",
             ),
         };
-        // A snapshot is good for one start: once writes resume it is stale.
-        let _ = std::fs::remove_file(dir.join(SNAPSHOT_META_FILE));
+        snapshot::spend(dir);
         tracing::info!(
             domain = name,
             records = state.filter.items(),
@@ -280,45 +263,6 @@ impl Domain {
             writer: Mutex::new(()),
             verifying: Mutex::new(()),
             position: watch::channel(position).0,
-        })
-    }
-
-    fn load_snapshot(
-        dir: &Path,
-        store: &Store,
-        settings: &FilterSettings,
-        keying: &Keying,
-    ) -> Option<State> {
-        let meta: SnapshotMeta =
-            serde_json::from_slice(&std::fs::read(dir.join(SNAPSHOT_META_FILE)).ok()?).ok()?;
-        let records = store.len().ok()?;
-        if meta.sequence != store.sequence().ok()?
-            || meta.records != records
-            || &meta.settings != settings
-            || meta.key_types != keying.types.fingerprint()
-            || meta.key_id != keying.hasher.filter_key_id()
-        {
-            return None;
-        }
-        let bytes = std::fs::read(dir.join(SNAPSHOT_FILE)).ok()?;
-        let filter = LocalFilter::decode(settings.kind, &bytes, settings.log_capacity).ok()?;
-        let bytes = std::fs::read(dir.join(KEYS_SNAPSHOT_FILE)).ok()?;
-        let keys = CountingBloomFilter::decode(&bytes)
-            .ok()?
-            .with_log_capacity(settings.log_capacity);
-        if filter.items() != records
-            || keys.epoch() != filter.epoch()
-            || keys.version() != filter.version()
-        {
-            return None;
-        }
-        let version = filter.version();
-        Some(State {
-            filter,
-            capacity: meta.capacity,
-            feed: ChangeFeed::new(FEED_CAPACITY, version),
-            keys,
-            key_capacity: meta.key_capacity,
         })
     }
 
@@ -715,20 +659,7 @@ impl Domain {
     pub fn close(&self) -> Result<(), DomainError> {
         let _writer = self.writer.lock();
         let state = self.state.read();
-        let meta = SnapshotMeta {
-            sequence: self.store.sequence()?,
-            records: self.store.len()?,
-            capacity: state.capacity,
-            settings: self.settings.clone(),
-            key_capacity: state.key_capacity,
-            key_types: self.keying.types.fingerprint(),
-            key_id: self.keying.hasher.filter_key_id(),
-        };
-        // The filters first, their meta (which makes them valid) last.
-        write_atomically(&self.dir.join(SNAPSHOT_FILE), &state.filter.encode())?;
-        write_atomically(&self.dir.join(KEYS_SNAPSHOT_FILE), &state.keys.encode())?;
-        let meta = serde_json::to_vec_pretty(&meta).map_err(DomainError::SnapshotMeta)?;
-        write_atomically(&self.dir.join(SNAPSHOT_META_FILE), &meta)?;
+        snapshot::save(&self.dir, &self.store, &state, &self.settings, &self.keying)?;
         tracing::info!(domain = %self.name, "saved the filter snapshot");
         Ok(())
     }
@@ -759,25 +690,6 @@ fn refusal(e: DeltaError) -> DeltaRefusal {
             DeltaRefusal::FutureVersion { since, current }
         }
     }
-}
-
-/// Writes `bytes` to a temporary file, syncs it, and renames it over `path`.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), DomainError> {
-    let io = |source| DomainError::Snapshot {
-        path: path.to_owned(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

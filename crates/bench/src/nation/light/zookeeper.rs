@@ -1,0 +1,195 @@
+//! The light domains in ZooKeeper, in the very forms a domain writes:
+//! their registrations (one session and ephemeral znode each) and their
+//! entries in the positions ledger, published together.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use xarchive_node::cluster::Member;
+use xarchive_node::FilterKind;
+use zookeeper_client as zk;
+
+use super::{Ledger, LightDomain, Nation, LEDGER_GROUP};
+
+impl Nation {
+    /// The znode of the ledger group of domain `index`.
+    fn ledger_path(&self, index: usize) -> String {
+        format!("{}/L{:02}", self.folder("positions"), index / LEDGER_GROUP)
+    }
+
+    /// `d`'s entry in its ledger group: its member, flattened, and
+    /// `departed`.
+    fn entry(&self, d: &LightDomain) -> anyhow::Result<serde_json::Value> {
+        let mut known = serde_json::to_value(self.member(d))?;
+        known["departed"] = false.into();
+        Ok(known)
+    }
+
+    fn folder(&self, what: &str) -> String {
+        format!("/xarchive/{}/{what}", self.cluster)
+    }
+
+    fn member(&self, d: &LightDomain) -> Member {
+        let f = d.filter.lock();
+        Member {
+            address: format!("{}/d/{}", self.address.lock(), d.name),
+            kind: FilterKind::Counting,
+            epoch: f.bits.epoch(),
+            version: f.bits.version(),
+            keys: String::new(),
+        }
+    }
+
+    /// Writes every light domain's entry into the positions ledger (in
+    /// groups of about a hundred, as provinces would be), then opens a
+    /// session per light domain (`parallel` at a time) and registers its
+    /// ephemeral znode, as a domain does.
+    /// Returns how long it took.
+    pub async fn register(
+        self: &Arc<Self>,
+        zk_connect: &str,
+        parallel: usize,
+        progress: &(dyn Fn() + Sync),
+    ) -> anyhow::Result<Duration> {
+        let root = zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(6))
+            .connect(zk_connect)
+            .await
+            .context("cannot reach ZooKeeper")?;
+        for path in [
+            "/xarchive".to_owned(),
+            format!("/xarchive/{}", self.cluster),
+            self.folder("domains"),
+            self.folder("positions"),
+        ] {
+            match root
+                .create(
+                    &path,
+                    b"",
+                    &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                )
+                .await
+            {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(e).with_context(|| format!("cannot create {path}")),
+            }
+        }
+        let started = Instant::now();
+        let mut groups: BTreeMap<usize, Ledger> = BTreeMap::new();
+        for d in &self.domains {
+            groups
+                .entry(d.index / LEDGER_GROUP)
+                .or_default()
+                .insert(d.name.clone(), self.entry(d)?);
+        }
+        for (group, entries) in groups {
+            let path = self.ledger_path(group * LEDGER_GROUP);
+            let data = serde_json::to_vec(&entries)?;
+            let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            let version = match root.create(&path, &data, &open).await {
+                Ok((stat, _)) => stat.version,
+                Err(zk::Error::NodeExists) => root.set_data(&path, &data, None).await?.version,
+                Err(e) => return Err(e).with_context(|| format!("cannot write {path}")),
+            };
+            *self.ledgers[group].lock().await = Some((entries, version));
+        }
+        let results: Vec<anyhow::Result<()>> = futures::stream::iter(&self.domains)
+            .map(|d| async move {
+                let client = zk::Client::connector()
+                    .with_session_timeout(Duration::from_secs(6))
+                    .connect(zk_connect)
+                    .await
+                    .with_context(|| format!("{}: cannot open a ZooKeeper session", d.name))?;
+                let member = self.member(d);
+                client
+                    .create(
+                        &self.path(d),
+                        &serde_json::to_vec(&member)?,
+                        &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+                    )
+                    .await
+                    .with_context(|| format!("{}: cannot register", d.name))?;
+                *d.session.lock() = Some(client);
+                progress();
+                Ok(())
+            })
+            .buffer_unordered(parallel)
+            .collect()
+            .await;
+        results.into_iter().collect::<anyhow::Result<()>>()?;
+        Ok(started.elapsed())
+    }
+
+    fn path(&self, d: &LightDomain) -> String {
+        format!("{}/{}", self.folder("domains"), d.name)
+    }
+
+    pub(super) async fn publish(&self, domain: &LightDomain) -> anyhow::Result<()> {
+        let client = domain
+            .session
+            .lock()
+            .clone()
+            .context("a light domain wrote before registering")?;
+        let member = self.member(domain);
+        let registration = serde_json::to_vec(&member)?;
+        let path = self.ledger_path(domain.index);
+        let entry = self.entry(domain)?;
+        // As a domain publishes: its registration and its ledger entry in
+        // one transaction, the ledger by compare-and-set on its version.
+        // (A lookup's "not found" reads the ledger alone: a position
+        // published only in the registration would let the measured
+        // domain rule this one out for writes it had not yet taken in.)
+        let mut ledger = self.ledgers[domain.index / LEDGER_GROUP].lock().await;
+        let mut written = false;
+        for _ in 0..32 {
+            let (mut entries, version) = match ledger.take() {
+                Some(held) => held,
+                None => {
+                    let (data, stat) = client.get_data(&path).await?;
+                    (serde_json::from_slice(&data)?, stat.version)
+                }
+            };
+            entries.insert(domain.name.clone(), entry.clone());
+            let mut writer = client.new_multi_writer();
+            writer.add_set_data(&self.path(domain), &registration, None)?;
+            writer.add_set_data(&path, &serde_json::to_vec(&entries)?, Some(version))?;
+            match writer.commit().await {
+                Ok(_) => {
+                    *ledger = Some((entries, version + 1));
+                    written = true;
+                    break;
+                }
+                Err(zk::MultiWriteError::OperationFailed {
+                    index: 1,
+                    source: zk::Error::BadVersion,
+                }) => continue,
+                Err(e) => {
+                    return Err(zk::Error::from(e))
+                        .with_context(|| format!("{}: cannot publish", domain.name))
+                }
+            }
+        }
+        anyhow::ensure!(
+            written,
+            "{}: the ledger of its group kept changing",
+            domain.name
+        );
+        drop(ledger);
+        let acked = Instant::now();
+        let mut f = domain.filter.lock();
+        if let Some(entry) = f.unsent.iter_mut().find(|(v, _)| *v == member.version) {
+            entry.1 = Some(acked);
+        }
+        Ok(())
+    }
+
+    /// Drops every session (their znodes vanish with them).
+    pub fn close(&self) {
+        for d in &self.domains {
+            d.session.lock().take();
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Passing changes on, so that no domain sends a change to every other.
+//!
+//! The members in name order are laid out as a tree of degree
+//! [`ClusterConfig::relay_fanout`](super::ClusterConfig). A domain pulls
+//! the changes of its tree neighbours' own filters from them directly, at
+//! once (src/cluster/sync.rs), and keeps every change its copies take in
+//! (those pulls, and what comes by relay) in its relay, in order, for a
+//! while. Each domain reads its tree neighbours' relays in pages, takes in
+//! what brings a copy forward, and keeps that in its own relay for its
+//! other neighbours. A change so crosses each edge of the tree once: its
+//! origin sends it to at most fanout + 1 neighbours, not to N − 1 peers,
+//! and a follower gets a page of many origins' changes per call instead
+//! of a call per change (docs/SCALING.md).
+//!
+//! Why it cannot cause a false "not found": a copy's position is that of
+//! what it holds, whoever sent it. A delta is applied only to a copy
+//! inside its span and in its epoch (docs/FORMAT.md §6), a whole filter
+//! only when it is ahead of the copy or of the epoch its origin
+//! publishes; a copy behind its origin's published position is asked
+//! about, not trusted, as before. The relay only brings copies forward
+//! sooner and cheaper; what it misses (a neighbour down, a page dropped,
+//! trees that differ while membership changes) the per-peer sync pulls
+//! from the origin itself once the copy has been behind for
+//! [`ClusterConfig::relay_grace_ms`](super::ClusterConfig).
+//!
+//! Its files: `ring.rs` (the changes kept and the pages read from them),
+//! `tree.rs` (who neighbours whom), `follow.rs` (reading the neighbours'
+//! relays and taking in what they bring).
+
+mod follow;
+mod ring;
+mod tree;
+
+pub use follow::pause_after;
+pub(crate) use follow::Followers;
+pub use ring::Relay;
+pub(crate) use ring::{pulled, Pulled};
+pub use tree::neighbours;
