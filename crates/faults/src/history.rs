@@ -405,9 +405,13 @@ impl Recorder {
         let Some(file) = inner.file.as_mut() else {
             return;
         };
-        let mut text = serde_json::to_vec(line).unwrap_or_default();
-        text.push(b'\n');
-        if let Err(e) = file.write_all(&text) {
+        let written = serde_json::to_vec(line)
+            .map_err(std::io::Error::from)
+            .and_then(|mut text| {
+                text.push(b'\n');
+                file.write_all(&text)
+            });
+        if let Err(e) = written {
             inner.write_error.get_or_insert(e);
         }
     }

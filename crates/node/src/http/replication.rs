@@ -376,7 +376,7 @@ pub async fn relay(
         .relay
         .read(params.relay, params.from, &params.asker)
         .await;
-    Ok(read.encode().into_response())
+    Ok(read.encode().map_err(ApiError::internal)?.into_response())
 }
 
 /// `GET /v1/filter/verify`: compares the filter with one rebuilt from the

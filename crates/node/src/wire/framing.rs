@@ -100,20 +100,23 @@ pub enum RelayPageError {
         at: usize,
         source: serde_json::Error,
     },
+    #[error("cannot encode a relay entry's header: {0}")]
+    Unencodable(#[source] serde_json::Error),
 }
 
 /// Writes a relay page.
-pub fn encode_relay_page<'a>(entries: impl IntoIterator<Item = &'a RelayEntry>) -> Vec<u8> {
+pub fn encode_relay_page<'a>(
+    entries: impl IntoIterator<Item = &'a RelayEntry>,
+) -> Result<Vec<u8>, RelayPageError> {
     let mut page = Vec::new();
     for entry in entries {
-        // A header of strings and numbers always serializes.
-        let header = serde_json::to_vec(&entry.header).unwrap_or_default();
+        let header = serde_json::to_vec(&entry.header).map_err(RelayPageError::Unencodable)?;
         page.extend_from_slice(&(header.len() as u32).to_le_bytes());
         page.extend_from_slice(&header);
         page.extend_from_slice(&(entry.body.len() as u32).to_le_bytes());
         page.extend_from_slice(&entry.body);
     }
-    page
+    Ok(page)
 }
 
 /// Reads a relay page; bodies are slices of `page`, not copies.
@@ -222,7 +225,7 @@ mod tests {
         fn a_relay_page_reads_back_as_written(
             entries in proptest::collection::vec(relay_entry(), 0..6)
         ) {
-            let page = bytes::Bytes::from(encode_relay_page(&entries));
+            let page = bytes::Bytes::from(encode_relay_page(&entries).unwrap());
             proptest::prop_assert_eq!(decode_relay_page(&page).unwrap(), entries);
         }
 
@@ -232,7 +235,7 @@ mod tests {
             cut in 1usize..64,
             noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128),
         ) {
-            let page = encode_relay_page(&entries);
+            let page = encode_relay_page(&entries).unwrap();
             let cut = cut.min(page.len());
             let short = bytes::Bytes::copy_from_slice(&page[..page.len() - cut]);
             // What is left may end exactly between entries, else it is refused.

@@ -212,7 +212,9 @@ async fn relay(
             }
         }
     }
-    let (headers, body) = read.encode();
+    let Ok((headers, body)) = read.encode() else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
     let counter = if q.asker == MEASURED {
         &nation.sent.relays
     } else {
@@ -251,7 +253,9 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
                 keys: Default::default(),
                 keys_withheld: Vec::new(),
             };
-            let body = serde_json::to_vec(&record).unwrap_or_default();
+            let Ok(body) = serde_json::to_vec(&record) else {
+                return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            };
             nation
                 .sent
                 .records

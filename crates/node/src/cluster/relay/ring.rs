@@ -13,8 +13,8 @@ use xarchive_filter::Delta;
 use crate::cluster::client::FetchedFilter;
 use crate::local::id::ArchiveId;
 use crate::wire::{
-    encode_relay_page, frame_delta_with_ids, RelayEntry, RelayHeader, RelayPart, RELAY_HEADER,
-    RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER,
+    encode_relay_page, frame_delta_with_ids, RelayEntry, RelayHeader, RelayPageError, RelayPart,
+    RELAY_HEADER, RELAY_NEXT_HEADER, RELAY_PAGE, RELAY_WAITED_HEADER,
 };
 
 /// Bytes of changes a relay keeps; a neighbour further behind misses
@@ -65,7 +65,7 @@ pub struct RelayRead {
 impl RelayRead {
     /// The answer's headers and body, as `GET /v1/relay` sends them
     /// (docs/FORMAT.md §9).
-    pub fn encode(&self) -> (HeaderMap, Vec<u8>) {
+    pub fn encode(&self) -> Result<(HeaderMap, Vec<u8>), RelayPageError> {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(RELAY_PAGE));
         headers.insert(RELAY_HEADER, HeaderValue::from(self.relay));
@@ -73,8 +73,8 @@ impl RelayRead {
         if self.waited {
             headers.insert(RELAY_WAITED_HEADER, HeaderValue::from_static("1"));
         }
-        let body = encode_relay_page(self.entries.iter().map(|e| e.as_ref()));
-        (headers, body)
+        let body = encode_relay_page(self.entries.iter().map(|e| e.as_ref()))?;
+        Ok((headers, body))
     }
 }
 
