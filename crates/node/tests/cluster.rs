@@ -708,14 +708,14 @@ impl Cluster {
     }
 }
 
-/// Issue 31: a domain cut from ZooKeeper while ZooKeeper's leader was
-/// killed registered again in a new session, and the other domains'
-/// views lost its member and found it again. They laid their relay trees
-/// out without it, and never again once it was back, so its tree
-/// neighbour no longer pulled at its publications: that copy, and the
-/// copies relayed from it, followed it only at the pace of the grace
-/// sweep, behind for as long as it wrote (the fault test's
-/// `not-converged`). Here the sweep is off (its grace outlasts the test),
+/// A domain cut from ZooKeeper while ZooKeeper's leader is killed
+/// registers again in a new session, and the other domains' views lose
+/// its member and find it again. Were their relay trees not laid out
+/// again once it is back, its tree neighbour would no longer pull at its
+/// publications: that copy, and the copies relayed from it, would follow
+/// it only at the pace of the grace sweep, behind for as long as it
+/// writes (the fault test's `not-converged`; `sync.rs` `Layout`). Here the
+/// sweep is off (its grace outlasts the test),
 /// so a copy left to it would never catch up; every copy must reach, within
 /// 5 s, where its origin stood, while all three keep writing, and be
 /// current within 10 s once they stop.
