@@ -458,6 +458,11 @@ impl Nation {
         self.by_name.get(name).map(|&i| &self.domains[i])
     }
 
+    /// Whether the measured domain was sent every version `d` wrote.
+    pub fn sent_all(&self, d: usize) -> bool {
+        self.domains[d].filter.lock().unsent.is_empty()
+    }
+
     pub fn held(&self, d: usize) -> u64 {
         self.domains[d].held.load(Ordering::SeqCst)
     }

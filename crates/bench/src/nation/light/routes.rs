@@ -37,6 +37,12 @@ impl Nation {
             .route("/d/{name}/v1/relay", get(relay))
             .route("/d/{name}/v1/archives/{id}", get(record))
             .route("/d/{name}/v1/contains/{id}", get(contains))
+            // The light tree neighbours' pulls (`cluster.rs` `Pullers`):
+            // the same answers, not counted as sent to the measured domain.
+            .route("/p/{name}/v1/filter", get(light_snapshot))
+            .route("/p/{name}/v1/filter/delta", get(light_delta))
+            .route("/p/{name}/v1/filter/keys", get(key_snapshot))
+            .route("/p/{name}/v1/filter/keys/delta", get(key_delta))
             .with_state(self.clone());
         Ok(AbortOnDropHandle::new(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -99,14 +105,32 @@ fn unknown() -> Response {
 }
 
 async fn snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
-    let Some(domain) = nation.asked(&name) else {
+    snapshot_to(&nation, &name, Asker::Measured)
+}
+
+async fn light_snapshot(State(nation): Shared, Path(name): Path<String>) -> Response {
+    snapshot_to(&nation, &name, Asker::Light)
+}
+
+/// Who asks for a light domain's filter: what the measured domain is
+/// sent is what its lag and its bytes count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asker {
+    Measured,
+    Light,
+}
+
+fn snapshot_to(nation: &Nation, name: &str, asker: Asker) -> Response {
+    let Some(domain) = nation.asked(name) else {
         return unknown();
     };
     let (body, epoch, version) = {
         let f = domain.filter.lock();
         (f.bits.encode(), f.bits.epoch(), f.bits.version())
     };
-    nation.sent_up_to(domain, epoch, version);
+    if asker == Asker::Measured {
+        nation.sent_up_to(domain, epoch, version);
+    }
     whole(
         domain,
         body,
@@ -135,7 +159,19 @@ async fn delta(
     Path(name): Path<String>,
     Query(q): Query<Since>,
 ) -> Response {
-    let Some(domain) = nation.asked(&name) else {
+    delta_to(&nation, &name, &q, Asker::Measured)
+}
+
+async fn light_delta(
+    State(nation): Shared,
+    Path(name): Path<String>,
+    Query(q): Query<Since>,
+) -> Response {
+    delta_to(&nation, &name, &q, Asker::Light)
+}
+
+fn delta_to(nation: &Nation, name: &str, q: &Since, asker: Asker) -> Response {
+    let Some(domain) = nation.asked(name) else {
         return unknown();
     };
     let (delta, epoch, version) = {
@@ -146,7 +182,9 @@ async fn delta(
             None => return no_delta(at.0, at.1, q.since),
         }
     };
-    nation.sent_up_to(domain, epoch, version);
+    if asker == Asker::Measured {
+        nation.sent_up_to(domain, epoch, version);
+    }
     changes(domain, &delta, true, &nation.sent.deltas)
 }
 
