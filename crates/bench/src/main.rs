@@ -58,20 +58,7 @@ const QUIET_LOG: &str = "info,zookeeper_client=warn";
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.verbose, QUIET_LOG, cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli.command)) {
-        Ok(code) => code,
-        Err(e) => failure::report(&e),
-    }
+    failure::run(run(cli.command))
 }
 
 async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
@@ -98,27 +85,7 @@ mod tests {
     /// flag without a line of help.
     #[test]
     fn every_command_and_flag_says_what_it_is_for() {
-        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
-            let path = format!("{path} {}", command.get_name());
-            if command.get_about().is_none() {
-                missing.push(path.clone());
-            }
-            for arg in command.get_arguments() {
-                let id = arg.get_id().as_str();
-                if id != "help" && id != "version" && arg.get_help().is_none() {
-                    missing.push(format!("{path} --{id}"));
-                }
-            }
-            for sub in command.get_subcommands() {
-                walk(sub, &path, missing);
-            }
-        }
-        let mut missing = Vec::new();
-        walk(
-            &<super::Cli as clap::CommandFactory>::command(),
-            "",
-            &mut missing,
-        );
+        let missing = xarchive::help::missing(&<super::Cli as clap::CommandFactory>::command());
         assert!(missing.is_empty(), "without help: {missing:#?}");
     }
 }

@@ -89,6 +89,25 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Runs a command to its end on a new multi-threaded runtime, and tells
+/// how it failed if it did: the `main` of both binaries.
+pub fn run(command: impl std::future::Future<Output = anyhow::Result<ExitCode>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

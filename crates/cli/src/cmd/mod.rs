@@ -109,27 +109,7 @@ fn base_address(server: &str) -> String {
 mod tests {
     #[test]
     fn every_command_and_flag_says_what_it_is_for() {
-        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
-            let path = format!("{path} {}", command.get_name());
-            if command.get_about().is_none() {
-                missing.push(path.clone());
-            }
-            for arg in command.get_arguments() {
-                let id = arg.get_id().as_str();
-                if id != "help" && id != "version" && arg.get_help().is_none() {
-                    missing.push(format!("{path} --{id}"));
-                }
-            }
-            for sub in command.get_subcommands() {
-                walk(sub, &path, missing);
-            }
-        }
-        let mut missing = Vec::new();
-        walk(
-            &<super::Cli as clap::CommandFactory>::command(),
-            "",
-            &mut missing,
-        );
+        let missing = xarchive::help::missing(&<super::Cli as clap::CommandFactory>::command());
         assert!(missing.is_empty(), "without help: {missing:#?}");
     }
 
