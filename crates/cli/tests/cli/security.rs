@@ -73,17 +73,7 @@ impl Secured {
         let other = dir.path().join("other.toml");
         let foreign = create_token(&other, "write", "archivist");
         let ca = tls.then(|| LoopbackCa::create(dir.path()).unwrap());
-        let member = Authority::new(
-            &AuthConfig {
-                cluster_secret_file: Some(secret.clone()),
-                ..AuthConfig::default()
-            },
-            CLUSTER,
-        )
-        .unwrap()
-        .member_key()
-        .unwrap()
-        .credential("A");
+        let member = credential_of_a(secret.clone());
         let spawn = |name: &str| {
             let mut s = Spawn::new(bin(), name, &dir.path().join(name))
                 .args([
@@ -417,17 +407,7 @@ async fn outsiders_cannot_join_list_or_pull() {
         .unwrap();
     assert_eq!(members.domains.len(), 2, "{members:?}");
     // Its member token is not the cluster's: it cannot pull filters.
-    let evil_member = Authority::new(
-        &AuthConfig {
-            cluster_secret_file: Some(wrong),
-            ..AuthConfig::default()
-        },
-        CLUSTER,
-    )
-    .unwrap()
-    .member_key()
-    .unwrap()
-    .credential("A");
+    let evil_member = credential_of_a(wrong);
     let pulled = s
         .client(Some(&evil_member))
         .get(format!("{}/v1/filter", s.url(&s.a)))
@@ -817,4 +797,19 @@ async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_
     let public_filter = s.a_filter(&s.read, "/v1/filter").await;
     let public_filter = xarchive_filter::BloomFilter::decode(&public_filter).unwrap();
     assert!(marked(&public_filter, &real, |v| keyed.filter_element(&private, v)) < real.len() / 20);
+}
+
+/// Domain A's member credential under the cluster secret in `secret_file`.
+fn credential_of_a(secret_file: PathBuf) -> String {
+    Authority::new(
+        &AuthConfig {
+            cluster_secret_file: Some(secret_file),
+            ..AuthConfig::default()
+        },
+        CLUSTER,
+    )
+    .unwrap()
+    .member_key()
+    .unwrap()
+    .credential("A")
 }
