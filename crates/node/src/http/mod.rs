@@ -54,25 +54,21 @@ pub fn router(node: Arc<Node>) -> Router {
     let limits = &node.config.limits;
     // A record's JSON: base64 content (4 bytes per 3) plus room for the rest.
     let max_body = limits.max_content_bytes / 3 * 4 + 64 * 1024;
-    let timed = timed_routes(limits);
-    let bulk = bulk();
-    let needs: NeedsByRoute = Arc::new(
-        timed
-            .iter()
-            .chain([&bulk])
-            .map(|r| (r.path, r.needs))
-            .collect(),
+    let routes = routes(limits);
+    let needs = Arc::new(needs_by_route(&routes));
+    let (untimed, timed): (Vec<Route>, Vec<Route>) =
+        routes.into_iter().partition(|r| r.path == BULK);
+    let into_router = |routes: Vec<Route>| {
+        routes
+            .into_iter()
+            .fold(Router::new(), |router, r| router.route(r.path, r.handlers))
+    };
+    let timed = into_router(timed).layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(refused))
+            .timeout(Duration::from_millis(limits.request_timeout_ms)),
     );
-    let timed = timed
-        .into_iter()
-        .fold(Router::new(), |router, r| router.route(r.path, r.handlers))
-        .layer(
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(refused))
-                .timeout(Duration::from_millis(limits.request_timeout_ms)),
-        );
-    Router::new()
-        .route(bulk.path, bulk.handlers)
+    into_router(untimed)
         .merge(timed)
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -157,10 +153,10 @@ fn bulk() -> Route {
     )
 }
 
-/// Every other route, in one list that the router, the authentication
-/// and the OpenAPI document are built from. Routes that take small
-/// bodies (searches, `contains`) have body limits of their own, below a
-/// record's. Peers call the routes that need `MemberOrRead` (filters,
+/// Every other route. With [`bulk`], the one list ([`routes`]) that the
+/// router, the authentication and the OpenAPI document are built from.
+/// Routes that take small bodies (searches, `contains`) have body limits
+/// of their own, below a record's. Peers call the routes that need `MemberOrRead` (filters,
 /// deltas, membership checks, record fetches) and `Member` (key filters,
 /// the relay), which no client role opens.
 fn timed_routes(limits: &Limits) -> Vec<Route> {
@@ -289,6 +285,10 @@ pub(crate) fn route_paths() -> Vec<&'static str> {
 
 /// What each route template needs, for [`authenticate`].
 type NeedsByRoute = Arc<std::collections::HashMap<&'static str, Needs>>;
+
+fn needs_by_route(routes: &[Route]) -> std::collections::HashMap<&'static str, Needs> {
+    routes.iter().map(|r| (r.path, r.needs)).collect()
+}
 
 /// A request the server would not (or could not in time) handle.
 async fn refused(e: tower::BoxError) -> ApiError {
@@ -442,10 +442,7 @@ mod tests {
 
     #[test]
     fn routes_need_what_they_should() {
-        let table: std::collections::HashMap<&str, Needs> = routes(&Limits::default())
-            .into_iter()
-            .map(|r| (r.path, r.needs))
-            .collect();
+        let table = needs_by_route(&routes(&Limits::default()));
         let need = |method: Method, path: &str| {
             table
                 .get(path)
