@@ -19,24 +19,18 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
-port_of() { # waits for "listening on http://ADDR" in a log
-  for _ in $(seq 200); do
-    addr=$(grep -o 'listening on http://[0-9.:]*' "$1" | head -1 | sed 's|listening on http://||') && [ -n "$addr" ] && { echo "$addr"; return; }
-    sleep 0.05
-  done
-  echo "server did not start: $(cat "$1")" >&2; exit 1
-}
+. scripts/lib.sh
 
 $bin sample --count "$records" --out "$work/records.ndjson"
 $bin serve --name bench --listen 127.0.0.1:0 --data "$work/data" --expected-items "$records" 2>"$work/serve.log" &
 pids+=($!)
-addr=$(port_of "$work/serve.log")
+addr=$(listening_at "$work/serve.log" "${pids[-1]}")
 import=$($bin import "$work/records.ndjson" --server "http://$addr" | tail -1)
 rate=$(echo "$import" | grep -o '[0-9]* records/s' | cut -d' ' -f1)
 
 target/release/examples/minimal_axum 127.0.0.1:0 >"$work/minimal.log" 2>&1 &
 pids+=($!)
-base=$(port_of "$work/minimal.log")
+base=$(listening_at "$work/minimal.log" "${pids[-1]}")
 id=$($bin sample --count 1 | sed 's/.*"id":"\([^"]*\)".*/\1/')
 path="/v1/contains/$(printf '%s' "$id" | od -An -tx1 | tr -s ' ' | sed 's/ /%/g' | tr -d '\n')"
 rps() { wrk -t1 -c64 -d"${seconds}s" "http://$1$path" | awk '/Requests\/sec/ {print $2}'; }

@@ -8,6 +8,7 @@
 # which carry keys (a quarter), are imported.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n 2,8p "$0" >&2; exit 2; }
+. "$(dirname "$0")/lib.sh"
 bins=("$1" "$2")
 runs=${3:-7}
 records=${4:-200000}
@@ -20,15 +21,11 @@ trap cleanup EXIT
 grep '"keys"' "$work/all.ndjson" >"$work/keyed.ndjson"
 
 one() { # BIN → "RATE TICKS"
-  local data="$work/data" log="$work/serve.log" addr=""
+  local data="$work/data" log="$work/serve.log" addr
   rm -rf "$data"
   "$1" serve --name bench --listen 127.0.0.1:0 --data "$data" --expected-items "$records" 2>"$log" &
   pid=$!
-  for _ in $(seq 200); do
-    addr=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's|listening on http://||') && [ -n "$addr" ] && break
-    sleep 0.05
-  done
-  [ -n "$addr" ] || { echo "server did not start: $(cat "$log")" >&2; exit 1; }
+  addr=$(listening_at "$log" "$pid")
   local rate ticks
   rate=$("$1" import "$work/keyed.ndjson" --server "http://$addr" | grep -o '[0-9]* records/s' | cut -d' ' -f1)
   ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")

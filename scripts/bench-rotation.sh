@@ -8,6 +8,7 @@
 #   scripts/bench-rotation.sh [RECORDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 records=${1:-1000000}
 
 cargo build --release -q -p xarchive
@@ -39,12 +40,7 @@ serve() { # serve SECRET LOG: starts the domain, waits until it is ready
   $bin serve --config "$work/domain.toml" --name R --listen 127.0.0.1:0 --data "$work/data" \
     --expected-items "$records" --cluster-secret-file "$1" 2>"$2" &
   pid=$!
-  for _ in $(seq 6000); do
-    addr=$(grep -o 'listening on http://[0-9.:]*' "$2" | head -1 | sed 's|listening on http://||') && [ -n "$addr" ] && return
-    kill -0 "$pid" 2>/dev/null || { echo "server exited: $(cat "$2")" >&2; exit 1; }
-    sleep 0.05
-  done
-  echo "server did not start: $(cat "$2")" >&2; exit 1
+  addr=$(listening_at "$2" "$pid")
 }
 stop() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
 elapsed() { grep -o "$2.*elapsed_ms=[0-9]*" "$1" | grep -o 'elapsed_ms=[0-9]*' | cut -d= -f2 | tail -1; }
