@@ -130,7 +130,7 @@ enum Unpublished {
     /// This domain's registration is gone: it registers again.
     Unregistered,
     /// A registration to be created is there already.
-    Registered,
+    AlreadyRegistered,
     /// The session is over: a new one starts.
     SessionLost(zk::Error),
     /// Anything else: tried again at the next publication.
@@ -399,7 +399,7 @@ impl ZooKeeperCoordinator {
                 Err(zk::MultiWriteError::OperationFailed {
                     index: 0,
                     source: zk::Error::NodeExists,
-                }) => return Err(Unpublished::Registered),
+                }) => return Err(Unpublished::AlreadyRegistered),
                 Err(e) => return Err(zk::Error::from(e).into()),
             }
         }
@@ -768,7 +768,7 @@ impl ZooKeeperCoordinator {
                 .await
             {
                 Ok(()) => return Ok(()),
-                Err(Unpublished::Registered) => {
+                Err(Unpublished::AlreadyRegistered) => {
                     tracing::warn!(
                         path = own,
                         "replacing a registration left by an earlier session"
@@ -919,7 +919,7 @@ impl ZooKeeperCoordinator {
                             dirty = false;
                             self.published.send_replace(Some(position));
                         }
-                        Err(Unpublished::Unregistered | Unpublished::Registered) => {
+                        Err(Unpublished::Unregistered | Unpublished::AlreadyRegistered) => {
                             self.register(&client, name, &own, member, &data).await?;
                             dirty = false;
                             self.published.send_replace(Some(position));
