@@ -15,6 +15,7 @@ use rand_distr::Distribution;
 use serde_json::json;
 use xarchive_node::cluster::{Coordinator, Hub};
 use xarchive_node::sample;
+use xarchive_node::wire::CacheRoute;
 
 use crate::quantile;
 use crate::svg::{Chart, Series};
@@ -258,7 +259,7 @@ async fn measure(
                                     (
                                         a.route.remote_calls,
                                         0,
-                                        a.route.cache.as_deref() == Some("hit"),
+                                        a.route.cache == Some(CacheRoute::Hit),
                                     )
                                 }),
                             _ => None,

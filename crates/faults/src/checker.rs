@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::history::{secs, FaultKind, History, Op, OpKind, Outcome};
+use xarchive_node::wire::{CacheRoute, ErrorCode};
 
 /// The `worker` of the operations made by the final checks, after every
 /// fault healed and the cluster converged.
@@ -320,7 +321,7 @@ fn check_id(
                     if rules.stale_window_us.is_some_and(|w| delay < w) {
                         stale.within += 1;
                         stale.max_within_us = stale.max_within_us.max(delay);
-                        if cache.as_deref() == Some("hit") {
+                        if *cache == Some(CacheRoute::Hit) {
                             stale.within_cache_hits += 1;
                         }
                     } else {
@@ -434,7 +435,7 @@ fn check_resumed(history: &History, found: &mut Vec<Violation>) {
             op.kind == OpKind::Put
                 && op.domain == fault.target
                 && op.start_us > fault.healed_us + RESUME_BOUND_US
-                && matches!(&op.outcome, Outcome::Http { code: Some(code), .. } if code == "insufficient_storage")
+                && matches!(&op.outcome, Outcome::Http { code: Some(code), .. } if *code == ErrorCode::InsufficientStorage)
                 && !history.faults.iter().any(|f| {
                     f.kind == FaultKind::FillDisk
                         && f.target == fault.target
@@ -520,7 +521,7 @@ mod tests {
     fn not_found() -> Outcome {
         Outcome::Http {
             status: 404,
-            code: Some("not_found".into()),
+            code: Some(ErrorCode::NotFound),
         }
     }
 
@@ -575,7 +576,7 @@ mod tests {
                 10,
                 Outcome::Http {
                     status: 503,
-                    code: Some("coordinator_unavailable".into()),
+                    code: Some(ErrorCode::CoordinatorUnavailable),
                 },
             ),
             op(OpKind::Lookup, "A-3", "C", 20, 30, not_found()),
@@ -588,7 +589,7 @@ mod tests {
                 50,
                 Outcome::Http {
                     status: 503,
-                    code: Some("unavailable".into()),
+                    code: Some(ErrorCode::Unavailable),
                 },
             ),
             op(
@@ -715,7 +716,7 @@ mod tests {
                 "A-2",
                 Outcome::Http {
                     status: 503,
-                    code: Some("unavailable".into()),
+                    code: Some(ErrorCode::Unavailable),
                 },
             ),
             // A-3's fate is unknown: not checked.
@@ -782,7 +783,7 @@ mod tests {
             20,
             Outcome::Http {
                 status: 503,
-                code: Some("unavailable".into()),
+                code: Some(ErrorCode::Unavailable),
             },
         ));
         ops.push(search(30, searched(&["A-1", &same, "Z-9"])));
@@ -809,7 +810,7 @@ mod tests {
     fn full() -> Outcome {
         Outcome::Http {
             status: 507,
-            code: Some("insufficient_storage".into()),
+            code: Some(ErrorCode::InsufficientStorage),
         }
     }
 
@@ -837,7 +838,7 @@ mod tests {
                 10,
                 Outcome::Http {
                     status: 500,
-                    code: Some("internal".into()),
+                    code: Some(ErrorCode::Internal),
                 },
             ),
             op(OpKind::Lookup, "A-1", "B", 20, 30, found("A")),

@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use xarchive_node::wire::{CacheRoute, ErrorCode};
 
 use crate::Error;
 
@@ -54,12 +55,15 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        cache: Option<String>,
+        cache: Option<CacheRoute>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         found: Option<Vec<String>>,
     },
     /// Any other HTTP answer, with the JSON error's `code`.
-    Http { status: u16, code: Option<String> },
+    Http {
+        status: u16,
+        code: Option<ErrorCode>,
+    },
     /// No HTTP answer (refused, reset, timed out): the effect is unknown.
     Transport { error: String },
 }
@@ -86,13 +90,13 @@ impl Outcome {
             Outcome::Http { status, code } => {
                 *status < 500
                     || matches!(
-                        code.as_deref(),
+                        code,
                         Some(
-                            "coordinator_unavailable"
-                                | "overloaded"
-                                | "unavailable"
-                                | "insufficient_storage"
-                                | "store_unavailable"
+                            ErrorCode::CoordinatorUnavailable
+                                | ErrorCode::Overloaded
+                                | ErrorCode::Unavailable
+                                | ErrorCode::InsufficientStorage
+                                | ErrorCode::StoreUnavailable
                         )
                     )
             }
@@ -105,7 +109,7 @@ impl Outcome {
         match self {
             Outcome::Ok { status, .. } => format!("ok {status}"),
             Outcome::Http { status, code } => {
-                format!("{status} {}", code.as_deref().unwrap_or("-"))
+                format!("{status} {}", code.map_or("-", ErrorCode::as_str))
             }
             Outcome::Transport { .. } => "transport error".to_owned(),
         }
@@ -134,7 +138,11 @@ impl fmt::Display for Outcome {
                 }
             }
             Outcome::Http { status, code } => {
-                write!(f, "{status} {}", code.as_deref().unwrap_or("(no code)"))
+                write!(
+                    f,
+                    "{status} {}",
+                    code.map_or("(no code)", ErrorCode::as_str)
+                )
             }
             Outcome::Transport { error } => write!(f, "transport error: {error}"),
         }
@@ -500,7 +508,7 @@ mod tests {
             end_us: 20,
             outcome: Outcome::Http {
                 status: 404,
-                code: Some("not_found".into()),
+                code: Some(ErrorCode::NotFound),
             },
         });
         rec.fault_started(0, FaultKind::PauseDomain, "C", 5);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use xarchive_node::wire::{ErrorBody, LookupBody, SearchBody};
+use xarchive_node::wire::{CacheRoute, ErrorBody, ErrorCode, LookupBody, SearchBody};
 
 use crate::history::Outcome;
 use crate::Error;
@@ -139,8 +139,8 @@ pub fn get_typed<T: DeserializeOwned>(
 #[derive(Default)]
 struct Read {
     owner: Option<String>,
-    code: Option<String>,
-    cache: Option<String>,
+    code: Option<ErrorCode>,
+    cache: Option<CacheRoute>,
     found: Option<Vec<String>>,
 }
 

@@ -8,6 +8,7 @@ use std::fmt::{self, Write as _};
 use crate::checker::ViolationKind;
 use crate::history::{secs, Fault, FaultKind, History, OpKind, Outcome};
 use crate::run::RunReport;
+use xarchive_node::wire::CacheRoute;
 
 /// How many faults the per-fault table lists (all kinds are summed below
 /// it regardless).
@@ -240,7 +241,8 @@ impl fmt::Display for RunReport {
             lookups(&|o| o.status() == Some(503)),
             lookups(&|o| matches!(o, Outcome::Transport { .. }))
         )?;
-        let hits = lookups(&|o| matches!(o, Outcome::Ok { cache: Some(c), .. } if c == "hit"));
+        let hits =
+            lookups(&|o| matches!(o, Outcome::Ok { cache: Some(c), .. } if *c == CacheRoute::Hit));
         writeln!(
             f,
             "  lookups answered from the cache (route.cache = hit): {hits}"
@@ -346,6 +348,7 @@ impl fmt::Display for RunReport {
 mod tests {
     use super::*;
     use crate::history::Op;
+    use xarchive_node::wire::ErrorCode;
 
     #[test]
     fn writes_during_a_fault_count_refusals_and_unknowns() {
@@ -373,7 +376,7 @@ mod tests {
                     15,
                     Outcome::Http {
                         status: 503,
-                        code: Some("coordinator_unavailable".into()),
+                        code: Some(ErrorCode::CoordinatorUnavailable),
                     },
                 ),
                 op(

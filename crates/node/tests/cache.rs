@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use xarchive_node::cluster::Hub;
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::wire::LookupBody;
+use xarchive_node::wire::{CacheRoute, LookupBody};
 use xarchive_node::Client;
 use xarchive_node::{Node, NodeConfig};
 use xarchive_testkit::{LoopbackLink, RedisServer};
@@ -132,15 +132,15 @@ async fn hits_after_admission(cache: &str) {
     // First lookup: remote, and not yet admitted (seen once).
     let (status, answer) = p.lookup("档案/2024/001").await;
     assert_eq!(status, 200, "{answer:?}");
-    assert_eq!(answer.route.cache.as_deref(), Some("miss"));
+    assert_eq!(answer.route.cache, Some(CacheRoute::Miss));
     assert_eq!(answer.route.remote_calls, 1);
     // Second: seen twice, fetched and admitted.
     let (_, answer) = p.lookup("档案/2024/001").await;
-    assert_eq!(answer.route.cache.as_deref(), Some("miss"));
+    assert_eq!(answer.route.cache, Some(CacheRoute::Miss));
     // Third: from the cache, no remote call.
     let (status, answer) = p.lookup("档案/2024/001").await;
     assert_eq!(status, 200);
-    assert_eq!(answer.route.cache.as_deref(), Some("hit"), "{answer:?}");
+    assert_eq!(answer.route.cache, Some(CacheRoute::Hit), "{answer:?}");
     assert_eq!(answer.route.remote_calls, 0);
     assert_eq!(answer.record.as_ref().map(|r| r.title.as_str()), Some("v1"));
     assert_eq!(answer.owner.as_deref(), Some("B"));
@@ -187,7 +187,7 @@ async fn a_cut_off_owner_s_cached_records_are_refused_past_the_lag_bound(cache_u
         p.lookup("档案/2024/CUT").await;
     }
     let (_, answer) = p.lookup("档案/2024/CUT").await;
-    assert_eq!(answer.route.cache.as_deref(), Some("hit"), "{answer:?}");
+    assert_eq!(answer.route.cache, Some(CacheRoute::Hit), "{answer:?}");
 
     p.link.cut();
     assert!(p.at_b.delete("档案/2024/CUT").await.unwrap());
@@ -196,14 +196,14 @@ async fn a_cut_off_owner_s_cached_records_are_refused_past_the_lag_bound(cache_u
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, answer) = p.lookup("档案/2024/CUT").await;
-        if answer.route.cache.as_deref() == Some("stale") {
+        if answer.route.cache == Some(CacheRoute::Stale) {
             assert_eq!(
                 (status, answer.unavailable.clone()),
                 (503, vec!["B".to_owned()])
             );
             break;
         }
-        assert_eq!(answer.route.cache.as_deref(), Some("hit"), "{answer:?}");
+        assert_eq!(answer.route.cache, Some(CacheRoute::Hit), "{answer:?}");
         assert!(
             Instant::now() < deadline,
             "the cached copy was never refused"

@@ -14,7 +14,9 @@ use xarchive_node::cluster::{
     CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
 };
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::wire::{AuditHead, LookupBody, SearchBody, SearchRequest};
+use xarchive_node::wire::{
+    AuditHead, CacheRoute, ErrorCode, LookupBody, SearchBody, SearchRequest,
+};
 use xarchive_node::Client;
 use xarchive_node::Position;
 use xarchive_node::{Node, NodeConfig};
@@ -169,7 +171,7 @@ async fn a_record_put_anywhere_is_found_everywhere_with_one_call() {
     // Absent everywhere: answered from the replicas, no remote call.
     let (status, answer) = lookup(b, "J999-none").await;
     assert_eq!(status, 404, "{answer:?}");
-    assert_eq!(answer.code.as_deref(), Some("not_found"));
+    assert_eq!(answer.code, Some(ErrorCode::NotFound));
     assert_eq!(answer.route.remote_calls, 0);
 
     // The seed paper's way asks everyone.
@@ -217,7 +219,7 @@ async fn a_departed_domain_is_named_not_reported_empty() {
     c.stop(2).await;
     let (status, answer) = lookup(&c.domains[0], "C-ONLY").await;
     assert_eq!(status, 503, "{answer:?}");
-    assert_eq!(answer.code.as_deref(), Some("unavailable"));
+    assert_eq!(answer.code, Some(ErrorCode::Unavailable));
     assert_eq!(answer.unavailable, ["C"]);
     let (status, _) = lookup(&c.domains[1], "A-ONLY").await;
     assert_eq!(status, 200);
@@ -413,7 +415,10 @@ async fn a_record_looked_up_from_another_domain_or_its_cached_copy_names_its_ide
     }
     assert_eq!(
         routes,
-        [(false, Some("miss".into())), (false, Some("hit".into()))]
+        [
+            (false, Some(CacheRoute::Miss)),
+            (false, Some(CacheRoute::Hit))
+        ]
     );
     // The search, which is audited, is the one way to the number.
     let (status, found) = search(&c.domains[0], "id_card", person).await;
@@ -454,7 +459,7 @@ async fn a_search_that_could_not_reach_a_domain_says_so_with_what_it_found() {
     c.stop(2).await;
     let (status, found) = search(&c.domains[1], "id_card", person).await;
     assert_eq!(status, 503, "{found:?}");
-    assert_eq!(found.code.as_deref(), Some("unavailable"));
+    assert_eq!(found.code, Some(ErrorCode::Unavailable));
     assert_eq!(found.unreachable, ["C"]);
     assert_eq!(ids(&found), [("A".into(), "A-1".into())]);
 }

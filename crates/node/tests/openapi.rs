@@ -484,3 +484,25 @@ async fn refusals_of_a_domain_with_tokens_match_the_document() {
     let r = api.get("/v1/openapi.json", "/v1/openapi.json").await;
     assert_eq!(r.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn the_document_and_the_readme_list_every_error_code() {
+    use strum::VariantArray;
+    use xarchive_node::wire::ErrorCode;
+    let api = Checked::start(|_| {}).await;
+    let listed: BTreeSet<&str> = api.doc["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .expect("ErrorCode is an enum of strings in the document")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let codes: BTreeSet<&str> = ErrorCode::VARIANTS.iter().map(|c| c.as_str()).collect();
+    assert_eq!(listed, codes);
+    let readme = include_str!("../../../README.md");
+    let missing: Vec<&str> = codes
+        .iter()
+        .copied()
+        .filter(|code| !readme.contains(&format!("`{code}`")))
+        .collect();
+    assert!(missing.is_empty(), "README.md lists no {missing:?}");
+}

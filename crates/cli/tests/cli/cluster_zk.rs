@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use xarchive_node::wire::{LookupBody, SearchBody, SearchRequest};
+use xarchive_node::wire::{ErrorCode, LookupBody, SearchBody, SearchRequest};
 use xarchive_node::Client;
 use xarchive_testkit::{
     free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
@@ -237,11 +237,8 @@ async fn a_domain_started_without_zookeeper_never_answers_not_found() {
         "{answer:?}"
     );
     let not_ready = |status: u16, answer: &LookupBody| {
-        (
-            status,
-            answer.code.as_deref(),
-            answer.route.unconfirmed.is_some(),
-        ) == (503, Some("not_ready"), true)
+        (status, answer.code, answer.route.unconfirmed.is_some())
+            == (503, Some(ErrorCode::NotReady), true)
     };
     let (status, answer) = lookup(&b, "never-written").await;
     assert!(not_ready(status, &answer), "{answer:?}");
@@ -315,8 +312,8 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
             // "not found" until the membership is read again.
             let (status, answer) = lookup(&at, &format!("absent-{checked}")).await;
             assert_eq!(
-                (status, answer.code.as_deref()),
-                (503, Some("not_ready")),
+                (status, answer.code),
+                (503, Some(ErrorCode::NotReady)),
                 "during the outage: {answer:?}"
             );
         }

@@ -14,7 +14,7 @@ use serde_json::json;
 use xarchive_node::cluster::client::http_client;
 use xarchive_node::security::auth::{AuthConfig, Authority};
 use xarchive_node::security::tls::LoopbackCa;
-use xarchive_node::wire::{AuditPage, ClusterView, ErrorBody, SearchBody};
+use xarchive_node::wire::{AuditPage, ClusterView, ErrorBody, ErrorCode, SearchBody};
 use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 use zookeeper_client as zk;
 
@@ -239,7 +239,7 @@ async fn send(
     let reply = request.send().await.unwrap();
     let status = reply.status();
     let body: Option<ErrorBody> = reply.json().await.ok();
-    (status, body.map(|b| b.code).unwrap_or_default())
+    (status, body.map(|b| b.code.to_string()).unwrap_or_default())
 }
 
 async fn tokens_and_roles(tls: bool) {
@@ -439,7 +439,7 @@ async fn each_token_has_its_own_rate() {
         if reply.status() == StatusCode::TOO_MANY_REQUESTS {
             assert!(reply.headers().contains_key("retry-after"));
             let body: ErrorBody = reply.json().await.unwrap();
-            assert_eq!(body.code, "rate_limited");
+            assert_eq!(body.code, ErrorCode::RateLimited);
             statuses.push(429);
         } else {
             statuses.push(reply.status().as_u16());

@@ -21,7 +21,7 @@ use crate::wire::{
     DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER,
     RELAY_WAITED_HEADER, VERSION_HEADER,
 };
-use crate::wire::{KeyTypesBody, Stats};
+use crate::wire::{ErrorCode, KeyTypesBody, Stats};
 
 /// Why a call failed: the server said no (with its JSON error), or the
 /// call never got a usable answer.
@@ -420,14 +420,17 @@ impl Client {
         // server URL ending in /v1) is not "in no domain".
         let expected = match status {
             200 => body.record.is_some(),
-            404 => body.code.as_deref() == Some("not_found"),
-            _ => matches!(body.code.as_deref(), Some("unavailable" | "not_ready")),
+            404 => body.code == Some(ErrorCode::NotFound),
+            _ => matches!(
+                body.code,
+                Some(ErrorCode::Unavailable | ErrorCode::NotReady)
+            ),
         };
         if !expected {
             return Err(ClientError::Api {
                 url,
                 status,
-                code: body.code.unwrap_or_else(|| "http_error".into()),
+                code: body.code.map_or("http_error", ErrorCode::as_str).to_owned(),
                 message: body.message.unwrap_or_default(),
             });
         }

@@ -17,6 +17,7 @@ use super::Cluster;
 use crate::local::domain::Position;
 use crate::local::id::ArchiveId;
 use crate::local::record::{Record, StoredRecord};
+use crate::wire::CacheRoute;
 pub use crate::wire::{Route, Strategy};
 
 #[derive(Debug)]
@@ -213,7 +214,7 @@ impl Cluster {
             match cache.get(owner, id.as_str(), lagging).await {
                 Cached::Fresh(bytes) => match StoredRecord::decode(&bytes) {
                     Ok(stored) => {
-                        route.cache = Some("hit".into());
+                        route.cache = Some(CacheRoute::Hit);
                         let record = stored.into_record(id.clone(), owner);
                         let owner = owner.clone();
                         return started.finish(Outcome::Found { record, owner }, route);
@@ -245,8 +246,8 @@ impl Cluster {
             candidates: route.candidates,
             cache: match (cache.enabled(), stale) {
                 (false, _) => None,
-                (true, false) => Some("miss".into()),
-                (true, true) => Some("stale".into()),
+                (true, false) => Some(CacheRoute::Miss),
+                (true, true) => Some(CacheRoute::Stale),
             },
             ..remote
         };

@@ -18,7 +18,7 @@ use crate::local::record::Record;
 use crate::local::record::{BulkLine, RecordInput};
 use crate::local::store::{Outcome, Write};
 use crate::node::Node;
-use crate::wire::{ArchiveList, BulkReport, BulkSummary, ErrorBody, LineResult};
+use crate::wire::{ArchiveList, BulkReport, BulkSummary, ErrorBody, ErrorCode, LineResult};
 
 /// Records committed per store transaction during a bulk import.
 pub const BULK_BATCH: usize = 2_000;
@@ -29,7 +29,7 @@ fn writable(node: &Node) -> Result<(), ApiError> {
     node.cluster.writable().map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "coordinator_unavailable",
+            ErrorCode::CoordinatorUnavailable,
             format!("{e}, so the other domains could not learn of the write; nothing was changed"),
         )
     })
@@ -45,7 +45,7 @@ async fn published(node: &Arc<Node>) -> Result<(), ApiError> {
         .map_err(|e| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "not_published",
+                ErrorCode::NotPublished,
                 format!(
                     "the write is stored in this domain but other domains may not see it yet \
                      ({e}); repeating the request is safe"
@@ -207,7 +207,7 @@ impl Bulk {
             line,
             id,
             status: e.status.as_u16(),
-            code: Some(e.code.to_owned()),
+            code: Some(e.code),
             message: Some(e.message),
         });
     }
@@ -305,7 +305,11 @@ pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response,
     while !finished {
         let chunk = match stream.next().await {
             Some(chunk) => chunk.map_err(|e| {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::InvalidBody,
+                    e.to_string(),
+                )
             })?,
             None => {
                 finished = true;
@@ -333,7 +337,7 @@ pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response,
                     None,
                     ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
-                        "line_too_large",
+                        ErrorCode::LineTooLarge,
                         format!("line is longer than {max_line} bytes"),
                     ),
                 ),

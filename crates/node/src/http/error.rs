@@ -16,11 +16,12 @@ use crate::local::space::DiskFull;
 use crate::local::store::StoreError;
 use crate::node::SearchError;
 use crate::security::auth::Refusal;
+use crate::wire::ErrorCode;
 
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// Extra fields merged into the body (e.g. the current epoch).
     pub details: Map<String, Value>,
@@ -29,16 +30,16 @@ pub struct ApiError {
 impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> Self {
         let (status, code) = match refusal {
-            Refusal::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            Refusal::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            Refusal::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Refusal::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            Refusal::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            Refusal::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
         };
         ApiError::new(status, code, refusal.to_string())
     }
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -53,11 +54,15 @@ impl ApiError {
     }
 
     pub fn invalid_id(e: InvalidId) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_id", e.to_string())
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidId, e.to_string())
     }
 
     pub fn invalid_parameter(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_parameter", message)
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidParameter,
+            message,
+        )
     }
 
     /// Syntax errors are `invalid_json`; well-formed JSON of the wrong
@@ -66,10 +71,16 @@ impl ApiError {
     pub fn from_json(e: serde_json::Error) -> Self {
         use serde_json::error::Category;
         match e.classify() {
-            Category::Data => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_record", e.to_string())
-            }
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()),
+            Category::Data => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidRecord,
+                e.to_string(),
+            ),
+            _ => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidJson,
+                e.to_string(),
+            ),
         }
     }
 
@@ -77,17 +88,21 @@ impl ApiError {
         match e {
             InvalidRecord::ContentTooLarge { .. } => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "content_too_large",
+                ErrorCode::ContentTooLarge,
                 e.to_string(),
             ),
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_record", e.to_string()),
+            _ => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidRecord,
+                e.to_string(),
+            ),
         }
     }
 
     pub fn not_found(id: &str) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("no archive record {id:?} in this domain"),
         )
         .with("id", id)
@@ -101,7 +116,7 @@ impl ApiError {
         tracing::error!(incident, error = %e, "internal error");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             format!("internal error {incident}: this domain's log says what failed"),
         )
         .with("incident", incident)
@@ -111,16 +126,20 @@ impl ApiError {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ErrorCode::BodyTooLarge,
                 e.body_text(),
             )
         } else {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text())
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidBody,
+                e.body_text(),
+            )
         }
     }
 
     pub fn path(e: PathRejection) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_id", e.body_text())
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidId, e.body_text())
     }
 
     pub fn query(e: QueryRejection) -> Self {
@@ -138,7 +157,7 @@ impl From<DiskFull> for ApiError {
     fn from(e: DiskFull) -> Self {
         ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
-            "insufficient_storage",
+            ErrorCode::InsufficientStorage,
             e.to_string(),
         )
         .with("free_bytes", e.free_bytes)
@@ -151,7 +170,7 @@ impl From<Reopening> for ApiError {
         tracing::warn!(error = %e, "a request met a store being reopened");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
+            ErrorCode::StoreUnavailable,
             "the domain's store is being reopened after an I/O error; nothing was changed, try again",
         )
     }
@@ -162,9 +181,11 @@ impl From<DomainError> for ApiError {
         match e {
             DomainError::Store(StoreError::DiskFull(full)) => full.into(),
             DomainError::Store(StoreError::Reopening(r)) => r.into(),
-            e @ DomainError::VerifyRunning => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
-            }
+            e @ DomainError::VerifyRunning => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Busy,
+                e.to_string(),
+            ),
             e => ApiError::internal(e),
         }
     }
@@ -173,9 +194,11 @@ impl From<DomainError> for ApiError {
 impl From<SearchError> for ApiError {
     fn from(e: SearchError) -> Self {
         match e {
-            SearchError::Key(e) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_key", e.to_string())
-            }
+            SearchError::Key(e) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidKey,
+                e.to_string(),
+            ),
             SearchError::Domain(e) => e.into(),
             // No answer leaves without its audit entry (audit.rs).
             SearchError::Audit(AuditError::DiskFull(full)) => {
@@ -225,7 +248,7 @@ mod tests {
     fn a_write_refused_for_space_is_507_insufficient_storage_saying_nothing_changed() {
         let e = ApiError::from(DomainError::Store(StoreError::DiskFull(full())));
         assert_eq!(e.status, StatusCode::INSUFFICIENT_STORAGE);
-        assert_eq!(e.code, "insufficient_storage");
+        assert_eq!(e.code, ErrorCode::InsufficientStorage);
         assert!(e.message.contains("disk is full") && e.message.contains("nothing was changed"));
         assert_eq!(e.details["reserve_bytes"], 1024);
     }
@@ -245,7 +268,7 @@ mod tests {
         })));
         assert_eq!(
             (e.status, e.code),
-            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::StoreUnavailable)
         );
     }
 }

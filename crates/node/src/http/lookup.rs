@@ -13,7 +13,7 @@ use super::extract::{Params, PathId};
 use crate::cluster::lookup::{Lookup, Outcome, Strategy};
 use crate::local::id::ArchiveId;
 use crate::node::Node;
-use crate::wire::{ClusterView, ErrorBody, LookupBody, RouteBody};
+use crate::wire::{ClusterView, ErrorBody, ErrorCode, LookupBody, RouteBody};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -117,7 +117,11 @@ pub async fn lookup(
                     suggestions.join(", ")
                 ));
             }
-            let mut e = echo(ApiError::new(StatusCode::NOT_FOUND, "not_found", message));
+            let mut e = echo(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::NotFound,
+                message,
+            ));
             if !suggestions.is_empty() {
                 e = e.with("suggestions", suggestions);
             }
@@ -125,7 +129,7 @@ pub async fn lookup(
         }
         Outcome::Unavailable { domains } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             format!(
                 "{said} was not found in the domains that answered; these could not be reached: {}",
                 domains.join(", ")
@@ -136,7 +140,7 @@ pub async fn lookup(
         .into_response(),
         Outcome::NotReady { reason } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
+            ErrorCode::NotReady,
             format!(
                 "{said} was not found in any domain known here, but this domain cannot confirm \
                  the cluster's membership ({reason}), so a domain it does not know of may hold it"

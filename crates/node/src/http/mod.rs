@@ -33,6 +33,7 @@ use crate::config::Limits;
 use crate::local::id::MAX_ID_BYTES;
 use crate::node::Node;
 use crate::security::auth::{Need, Needs, Refusal};
+use crate::wire::ErrorCode;
 use error::ApiError;
 
 /// Runs `f` on the blocking pool: store reads and writes wait on the
@@ -295,13 +296,13 @@ async fn refused(e: tower::BoxError) -> ApiError {
     if e.is::<tower::load_shed::error::Overloaded>() {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
+            ErrorCode::Overloaded,
             "too many requests in flight; try again shortly",
         )
     } else if e.is::<tower::timeout::error::Elapsed>() {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "timeout",
+            ErrorCode::Timeout,
             "the request took longer than the domain allows",
         )
     } else {
@@ -405,13 +406,17 @@ fn cors(node: Arc<Node>) -> tower_http::cors::CorsLayer {
 }
 
 async fn route_not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "no such route")
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::RouteNotFound,
+        "no such route",
+    )
 }
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this route does not take that method",
     )
 }

@@ -9,7 +9,7 @@ use axum::Json;
 
 use super::error::ApiError;
 use crate::node::Node;
-use crate::wire::{ErrorBody, Ready, Stats};
+use crate::wire::{ErrorBody, ErrorCode, Ready, Stats};
 
 /// `GET /v1/stats`: the domain's store and filter, and its cache.
 #[utoipa::path(
@@ -84,7 +84,7 @@ pub async fn readyz(State(node): State<Arc<Node>>) -> Result<Response, ApiError>
     if !connected {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
+            ErrorCode::NotReady,
             "the cluster's membership is not confirmed by the coordinator",
         ));
     }

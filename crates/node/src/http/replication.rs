@@ -19,8 +19,8 @@ use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
-    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, DELTA_WITH_IDS,
-    EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
+    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, ErrorCode,
+    DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
 };
 use xarchive_filter::Delta;
 
@@ -70,7 +70,7 @@ pub async fn contains_many(
     if raw.len() > limit {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_many_ids",
+            ErrorCode::TooManyIds,
             format!("{} IDs sent; the limit is {limit}", raw.len()),
         ));
     }
@@ -206,7 +206,7 @@ fn with_position(err: ApiError, current: Position) -> ApiError {
 
 fn take_a_snapshot(current: Position, why: impl Into<String>) -> ApiError {
     with_position(
-        ApiError::new(StatusCode::CONFLICT, "snapshot_required", why),
+        ApiError::new(StatusCode::CONFLICT, ErrorCode::SnapshotRequired, why),
         current,
     )
 }

@@ -15,7 +15,8 @@ use super::extract::Params;
 use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{
-    AuditIntegrity, AuditPage, ErrorBody, KeyTypesBody, Requester, SearchBody, SearchRequest,
+    AuditIntegrity, AuditPage, ErrorBody, ErrorCode, KeyTypesBody, Requester, SearchBody,
+    SearchRequest,
 };
 
 /// `GET /v1/keys`: the key types records may carry (the page's search
@@ -58,12 +59,12 @@ pub async fn search(
         match e.classify() {
             Category::Data => ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 "a search is {\"key_type\": \"...\", \"value\": \"...\"}",
             ),
             _ => ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_json",
+                ErrorCode::InvalidJson,
                 format!(
                     "the body is not JSON (line {}, column {})",
                     e.line(),
@@ -98,7 +99,7 @@ pub async fn search(
         .map_err(ApiError::from)?;
     let problem = if !found.unreachable.is_empty() {
         Some((
-            "unavailable",
+            ErrorCode::Unavailable,
             format!(
                 "{} records found; these domains could not be reached and may hold more: {}",
                 found.records.len(),
@@ -108,7 +109,7 @@ pub async fn search(
     } else {
         found.unconfirmed.as_ref().map(|reason| {
             (
-                "not_ready",
+                ErrorCode::NotReady,
                 format!(
                     "{} records found in every domain known here, but this domain cannot \
                      confirm the cluster's membership ({reason}), so a domain it does not \
@@ -121,7 +122,7 @@ pub async fn search(
     Ok(match problem {
         None => Json(found).into_response(),
         Some((code, message)) => {
-            found.code = Some(code.to_owned());
+            found.code = Some(code);
             found.message = Some(message);
             (StatusCode::SERVICE_UNAVAILABLE, Json(found)).into_response()
         }
@@ -144,7 +145,8 @@ fn requester(
         role: role.to_owned(),
         domain: me.to_owned(),
     };
-    let forbidden = |message: String| ApiError::new(StatusCode::FORBIDDEN, "forbidden", message);
+    let forbidden =
+        |message: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message);
     match (who, named) {
         // A member answers for the clients it authenticated, no others:
         // its credential names it, and the requester must be its own.
@@ -160,7 +162,7 @@ fn requester(
         (Principal::Member(_), None) => Ok(here("member", "member")),
         (_, Some(_)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             "only member domains name the requester of a search",
         )),
         (

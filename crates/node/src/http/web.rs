@@ -13,6 +13,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use crate::wire::ErrorCode;
 
 /// One embedded file.
 struct Asset {
@@ -181,8 +182,13 @@ pub async fn asset(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let Path(name) =
-        path.map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "asset_not_found", e.body_text()))?;
+    let Path(name) = path.map_err(|e| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::AssetNotFound,
+            e.body_text(),
+        )
+    })?;
     ASSETS
         .iter()
         .find(|a| a.name == name)
@@ -190,7 +196,7 @@ pub async fn asset(
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                "asset_not_found",
+                ErrorCode::AssetNotFound,
                 format!("no asset {name:?}"),
             )
         })

@@ -17,8 +17,66 @@ use crate::local::record::Record;
 /// bad ID in a batch).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
+}
+
+/// The stable `code` of every error this API answers: one list, so that
+/// the OpenAPI document names them all and a client can match on them.
+/// A new code is a new variant here; an existing one is never renamed.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum ErrorCode {
+    AssetNotFound,
+    BodyTooLarge,
+    Busy,
+    ContentTooLarge,
+    CoordinatorUnavailable,
+    Forbidden,
+    InsufficientStorage,
+    Internal,
+    InvalidBody,
+    InvalidId,
+    InvalidJson,
+    InvalidKey,
+    InvalidParameter,
+    InvalidRecord,
+    InvalidRequest,
+    LineTooLarge,
+    MethodNotAllowed,
+    NotFound,
+    NotPublished,
+    NotReady,
+    Overloaded,
+    RateLimited,
+    RouteNotFound,
+    SnapshotRequired,
+    StoreUnavailable,
+    Timeout,
+    TooManyIds,
+    Unauthorized,
+    Unavailable,
+}
+
+impl ErrorCode {
+    /// The code as it is written in a body.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// How a lookup is made.
@@ -58,7 +116,7 @@ pub struct Route {
     /// because the owner's filter copy lagged longer than
     /// `cache.max_lag_ms`; absent without a cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<String>,
+    pub cache: Option<CacheRoute>,
     /// Answered by another lookup of the same ID in flight at the time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub coalesced: bool,
@@ -68,6 +126,19 @@ pub struct Route {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unconfirmed: Option<String>,
     pub elapsed_ms: f64,
+}
+
+/// What the cache did for a lookup (`Route.cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema, strum::Display)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum CacheRoute {
+    /// A cached copy answered.
+    Hit,
+    /// The cache was asked and the lookup went remote.
+    Miss,
+    /// A cached copy was refused: its owner's filter copy lagged too long.
+    Stale,
 }
 
 /// `GET /v1/lookup/{id}`, every status: the record and its owner when
@@ -81,7 +152,7 @@ pub struct LookupBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<ErrorCode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,7 +203,7 @@ pub struct SearchRequest {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SearchBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<ErrorCode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub key_type: String,
@@ -300,7 +371,7 @@ pub struct LineResult {
     /// What a single PUT of the line would have answered.
     pub status: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<ErrorCode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }

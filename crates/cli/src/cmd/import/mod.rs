@@ -24,6 +24,7 @@ use std::time::Instant;
 use anyhow::{anyhow, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
+use xarchive_node::wire::ErrorCode;
 
 use super::ServerArgs;
 use columns::{Cell, Columns, MapEntry};
@@ -521,7 +522,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                 let at = result.line.saturating_sub(1);
                 rejected.push(Rejected {
                     line: chunk.lines.get(at).copied().unwrap_or(0),
-                    code: result.code.clone().unwrap_or_else(|| "?".to_owned()),
+                    code: result.code.map_or("?", ErrorCode::as_str).to_owned(),
                     reason: result.message.clone().unwrap_or_default(),
                     input: chunk.inputs.get(at).cloned().unwrap_or_default(),
                 });
