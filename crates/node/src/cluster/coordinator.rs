@@ -345,7 +345,8 @@ pub trait Coordinator: Send + Sync + 'static {
     /// The membership as last known.
     fn view(&self) -> watch::Receiver<View>;
 
-    /// The own position last confirmed published.
+    /// This domain's own position last recorded in the coordinator
+    /// (published), which writes wait for before they are acknowledged.
     fn published(&self) -> watch::Receiver<Option<Position>>;
 
     /// Every domain's last published position read from the coordinator,

@@ -42,7 +42,8 @@ pub struct Peer {
     /// The copy of its key filter (members only), and its position.
     keys: Option<BloomFilter>,
     pub key_position: Option<Position>,
-    /// What the coordinator says now (None once the domain left).
+    /// Its position recorded in the coordinator now (None once the domain
+    /// left).
     pub published: Option<Position>,
     /// The last position it published while a member.
     pub last_published: Option<Position>,

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::error::ApiError;
 use super::extract::{Params, PathId};
 use crate::local::domain::VerifyReport;
-use crate::local::domain::{DeltaRefusal, Position, Published};
+use crate::local::domain::{DeltaRefusal, FilterView, Position};
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::node::Node;
@@ -117,7 +117,7 @@ fn position_headers(response: &mut Response, epoch: u64, version: u64) {
     ))
 )]
 pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
-    published_response(node.domain.published())
+    filter_view_response(node.domain.filter_view())
 }
 
 /// `GET /v1/filter/keys`: the key filter (members only).
@@ -141,7 +141,7 @@ pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
     )
 )]
 pub async fn key_snapshot(State(node): State<Arc<Node>>) -> Response {
-    let mut response = published_response(node.domain.published_keys());
+    let mut response = filter_view_response(node.domain.key_filter_view());
     key_id_header(&node, &mut response);
     response
 }
@@ -158,8 +158,8 @@ pub fn with_key_id(response: &mut Response, key_id: &str) {
     }
 }
 
-fn published_response(published: Published) -> Response {
-    filter_response(published.bytes, published.kind, published.position)
+fn filter_view_response(view: FilterView) -> Response {
+    filter_response(view.bytes, view.kind, view.position)
 }
 
 /// A whole filter as `GET /v1/filter` and `/v1/filter/keys` answer it:

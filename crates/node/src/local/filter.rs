@@ -274,16 +274,16 @@ impl LocalFilter {
 
     /// What peers and browsers receive: the bit view of a counting filter,
     /// the table of a cuckoo filter.
-    pub fn published(&self) -> Vec<u8> {
+    pub fn peer_view(&self) -> Vec<u8> {
         match self {
             LocalFilter::Counting(f) => f.bit_view().encode(),
             LocalFilter::Cuckoo(f) => f.encode(),
         }
     }
 
-    /// The changes since `since`, as applied to what [`published`] gives.
+    /// The changes since `since`, as applied to what [`peer_view`](Self::peer_view) gives.
     ///
-    /// [`published`]: Self::published
+    /// [`peer_view`](Self::peer_view): Self::published
     pub fn delta_since(&self, since: u64) -> Result<Delta, DeltaError> {
         match self {
             LocalFilter::Counting(f) => f.flips_since(since),

@@ -83,8 +83,10 @@ pub struct Position {
     pub version: u64,
 }
 
-/// What `/v1/filter` serves.
-pub struct Published {
+/// A filter as peers and browsers receive it (`/v1/filter`,
+/// `/v1/filter/keys`): what a copy is made from. Not to be confused with a
+/// *published* position, which is one recorded in the coordinator.
+pub struct FilterView {
     pub kind: FilterKind,
     pub position: Position,
     pub bytes: Vec<u8>,
@@ -497,19 +499,19 @@ impl Domain {
         self.position.subscribe()
     }
 
-    pub fn published(&self) -> Published {
+    pub fn filter_view(&self) -> FilterView {
         let state = self.state.read();
-        Published {
+        FilterView {
             kind: state.filter.kind(),
             position: state.position(),
-            bytes: state.filter.published(),
+            bytes: state.filter.peer_view(),
         }
     }
 
     /// The key filter's bit view, for members.
-    pub fn published_keys(&self) -> Published {
+    pub fn key_filter_view(&self) -> FilterView {
         let state = self.state.read();
-        Published {
+        FilterView {
             kind: FilterKind::Counting,
             position: state.position(),
             bytes: state.keys.bit_view().encode(),
@@ -888,14 +890,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = open_in(dir.path(), small(), keying(Some("secret")));
         d.apply(&[put("a")]).unwrap();
-        let Published {
+        let FilterView {
             position, bytes, ..
-        } = d.published();
+        } = d.filter_view();
         let mut replica = xarchive_filter::BloomFilter::decode(&bytes).unwrap();
         d.apply(&[put("b"), put("a"), del("b")]).unwrap();
         let (delta, changed) = d.delta(position.epoch, position.version).unwrap();
         replica.apply(&delta).unwrap();
-        assert_eq!(replica.encode(), d.published().bytes);
+        assert_eq!(replica.encode(), d.filter_view().bytes);
         let names: Vec<&str> = changed.iter().map(|id| id.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(
@@ -938,7 +940,7 @@ mod tests {
         let element = |card: &str| k.hasher.filter_element(&id_card, card);
         let (one, two) = ("11010519491231002X", "110101199003071235");
         d.apply(&[keyed("a", one)]).unwrap();
-        let start = d.published_keys();
+        let start = d.key_filter_view();
         assert_eq!(start.position, d.position());
         let mut copy = xarchive_filter::BloomFilter::decode(&start.bytes).unwrap();
         assert!(copy.contains(element(one)));
@@ -950,7 +952,7 @@ mod tests {
         let delta = d.key_delta(now.epoch, start.position.version).unwrap();
         assert_eq!(delta.to_version, now.version);
         copy.apply(&delta).unwrap();
-        assert_eq!(copy.encode(), d.published_keys().bytes);
+        assert_eq!(copy.encode(), d.key_filter_view().bytes);
         assert!(copy.contains(element(two)) && !copy.contains(element(one)));
         assert!(d.verify().unwrap().key_filter_consistent);
 
@@ -975,7 +977,7 @@ mod tests {
         let element = new
             .hasher
             .filter_element(new.types.get("id_card").unwrap(), card);
-        let copy = xarchive_filter::BloomFilter::decode(&d.published_keys().bytes).unwrap();
+        let copy = xarchive_filter::BloomFilter::decode(&d.key_filter_view().bytes).unwrap();
         assert!(copy.contains(element));
         assert!(d.verify().unwrap().consistent);
     }
