@@ -16,9 +16,9 @@ use tokio::time::Instant;
 
 use super::backoff::Backoff;
 use super::client::{ClientError, DeltaAnswer};
-use super::coordinator::{Member, MemberChange};
+use super::coordinator::{Member, MemberChange, View};
 use super::relay::{self, Pulled};
-use super::replicas::{covers, Peer, ReplicaError, Replicas};
+use super::replicas::{covers, Peer, Remembered, ReplicaError, Replicas};
 use super::Cluster;
 use crate::local::domain::Position;
 use crate::wire::RelayPart;
@@ -32,44 +32,87 @@ use tokio_util::sync::CancellationToken;
 /// change cost most of a core (docs/SCALING.md).
 pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
     let mut view = cluster.coordinator.view();
-    let stop_peers = CancellationToken::new();
-    let mut tasks: BTreeMap<String, watch::Sender<Option<Member>>> = BTreeMap::new();
-    let mut remembered = BTreeMap::new();
-    // The view's revision taken in, and the removals seen while it did
-    // not follow the coordinator: a peer is marked gone only by a view
-    // that does, so those are taken in again once it follows.
-    let mut seen = 0;
-    let mut unconfirmed: BTreeSet<String> = BTreeSet::new();
-    let mut followers = relay::Followers::default();
-    let mut layout = Layout::default();
     let grace = cluster.relay_grace();
-    // Copies behind, and since when (relaying on): a peer's task is woken
-    // only once its copy has been behind for the grace period.
-    let mut behind: HashMap<String, Instant> = HashMap::new();
     let mut sweep = tokio::time::interval(grace.unwrap_or(Duration::from_secs(1)) / 4);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sync = Sync::new(cluster);
     loop {
+        sync.on_view_changed(&mut view);
+        tokio::select! {
+            changed = view.changed() => if changed.is_err() { break },
+            _ = sweep.tick(), if grace.is_some() => sync.on_sweep(),
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    sync.stop_peers.cancel();
+}
+
+/// What the sync loop keeps between events; one method per event.
+struct Sync {
+    cluster: Arc<Cluster>,
+    /// Stops every peer's task and every relay follower.
+    stop_peers: CancellationToken,
+    /// Each peer's task, told the member as the view says it now.
+    tasks: BTreeMap<String, watch::Sender<Option<Member>>>,
+    /// The peers last written to the file of peers remembered.
+    remembered: BTreeMap<String, Remembered>,
+    /// The view's revision taken in.
+    seen: u64,
+    /// The removals seen while the view did not follow the coordinator:
+    /// a peer is marked gone only by a view that does, so those are taken
+    /// in again once it follows.
+    unconfirmed: BTreeSet<String>,
+    followers: relay::Followers,
+    layout: Layout,
+    grace: Option<Duration>,
+    /// Copies behind, and since when (relaying on): a peer's task is woken
+    /// only once its copy has been behind for the grace period.
+    behind: HashMap<String, Instant>,
+}
+
+impl Sync {
+    fn new(cluster: Arc<Cluster>) -> Self {
+        Sync {
+            grace: cluster.relay_grace(),
+            cluster,
+            stop_peers: CancellationToken::new(),
+            tasks: BTreeMap::new(),
+            remembered: BTreeMap::new(),
+            seen: 0,
+            unconfirmed: BTreeSet::new(),
+            followers: relay::Followers::default(),
+            layout: Layout::default(),
+            behind: HashMap::new(),
+        }
+    }
+
+    /// The view moved: takes in the members changed since the revision
+    /// seen, lays the relay tree out again if the names changed, and tells
+    /// each changed peer's task.
+    fn on_view_changed(&mut self, view: &mut watch::Receiver<View>) {
+        let cluster = self.cluster.clone();
         let (changes, connected, known_changed, neighbours) = {
             let current = view.borrow_and_update();
             let recheck = if current.connected {
-                std::mem::take(&mut unconfirmed)
+                std::mem::take(&mut self.unconfirmed)
             } else {
                 BTreeSet::new()
             };
-            let changes = current.changes_since(seen, &cluster.me, recheck);
-            seen = current.revision();
+            let changes = current.changes_since(self.seen, &cluster.me, recheck);
+            self.seen = current.revision();
             if !current.connected {
-                unconfirmed.extend(changes.iter().filter_map(|c| match c {
-                    MemberChange::Gone(name) => Some(name.clone()),
-                    MemberChange::Present(..) => None,
-                }));
+                self.unconfirmed
+                    .extend(changes.iter().filter_map(|c| match c {
+                        MemberChange::Gone(name) => Some(name.clone()),
+                        MemberChange::Present(..) => None,
+                    }));
             }
             let known_changed = cluster.replicas.write().update_view(&current, &changes);
             // The tree changes with the membership (rarely): the O(N)
             // layout is redone only then. (This domain's own arrival
             // counts: the changes leave it out.)
             let placed = current.members.contains_key(&cluster.me);
-            let membership = layout.changed(placed, &changes);
+            let membership = self.layout.changed(placed, &changes);
             let neighbours = (membership || known_changed).then(|| {
                 relay::neighbours(
                     current.members.keys().map(String::as_str),
@@ -86,58 +129,88 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
             (changes, current.connected, known_changed, neighbours)
         };
         if let Some(neighbours) = neighbours {
-            followers.set(&cluster, neighbours, &stop_peers);
+            self.followers.set(&cluster, neighbours, &self.stop_peers);
         }
         if known_changed {
-            cluster.remember_peers(&mut remembered);
+            cluster.remember_peers(&mut self.remembered);
         }
         for change in changes {
-            let (name, member) = match change {
-                MemberChange::Present(name, member) => (name, Some(member)),
-                MemberChange::Gone(name) => (name, None),
-            };
-            match (tasks.get(&name), member) {
-                (Some(tx), Some(member)) => {
-                    // With relaying on, a copy held of a domain that is not
-                    // a tree neighbour waits for the relay (the sweep below
-                    // wakes it if that takes too long): a wake-up per change
-                    // and peer cost most of the CPU at national scale.
-                    let wake = {
-                        let replicas = cluster.replicas.read();
-                        let copy = replicas.peer(&name).and_then(Peer::copy_position);
-                        (grace.is_none() || followers.follows(&name) || copy.is_none())
-                            && needs_sync(&replicas, &name, member.position())
-                    };
-                    tx.send_if_modified(|slot| {
-                        *slot = Some(member);
-                        wake
-                    });
-                }
-                (None, Some(member)) => {
-                    let (tx, rx) = watch::channel(Some(member));
-                    cluster.tasks.spawn(peer(
-                        cluster.clone(),
-                        name.clone(),
-                        rx,
-                        stop_peers.child_token(),
-                    ));
-                    tasks.insert(name, tx);
-                }
-                (Some(tx), None) if connected => {
-                    tx.send_replace(None);
-                }
-                (_, None) => {}
-            }
-        }
-        tokio::select! {
-            changed = view.changed() => if changed.is_err() { break },
-            _ = sweep.tick(), if grace.is_some() => {
-                wake_laggards(&cluster, &tasks, &mut behind, grace.unwrap_or_default());
-            }
-            _ = shutdown.cancelled() => break,
+            self.on_member_changed(change, connected);
         }
     }
-    stop_peers.cancel();
+
+    /// One member changed: its task is told (and woken if its copy must
+    /// be pulled now), started if it has none, or told the member left.
+    fn on_member_changed(&mut self, change: MemberChange, connected: bool) {
+        let (name, member) = match change {
+            MemberChange::Present(name, member) => (name, Some(member)),
+            MemberChange::Gone(name) => (name, None),
+        };
+        match (self.tasks.get(&name), member) {
+            (Some(tx), Some(member)) => {
+                // With relaying on, a copy held of a domain that is not
+                // a tree neighbour waits for the relay (the sweep
+                // wakes it if that takes too long): a wake-up per change
+                // and peer cost most of the CPU at national scale.
+                let wake = {
+                    let replicas = self.cluster.replicas.read();
+                    let copy = replicas.peer(&name).and_then(Peer::copy_position);
+                    (self.grace.is_none() || self.followers.follows(&name) || copy.is_none())
+                        && needs_sync(&replicas, &name, member.position())
+                };
+                tx.send_if_modified(|slot| {
+                    *slot = Some(member);
+                    wake
+                });
+            }
+            (None, Some(member)) => {
+                let (tx, rx) = watch::channel(Some(member));
+                self.cluster.tasks.spawn(peer(
+                    self.cluster.clone(),
+                    name.clone(),
+                    rx,
+                    self.stop_peers.child_token(),
+                ));
+                self.tasks.insert(name, tx);
+            }
+            (Some(tx), None) if connected => {
+                tx.send_replace(None);
+            }
+            (_, None) => {}
+        }
+    }
+
+    /// Every quarter of the grace period: wakes the task of each peer
+    /// whose copy has been behind its published position for the grace
+    /// period, noting since when the others are behind.
+    fn on_sweep(&mut self) {
+        let Some(grace) = self.grace else { return };
+        let now = Instant::now();
+        let mut woken = Vec::new();
+        {
+            let replicas = self.cluster.replicas.read();
+            for (name, tx) in &self.tasks {
+                let lagging = tx
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|m| needs_sync(&replicas, name, m.position()));
+                if !lagging {
+                    self.behind.remove(name);
+                    continue;
+                }
+                let since = *self.behind.entry(name.clone()).or_insert(now);
+                if now.duration_since(since) >= grace {
+                    tx.send_modify(|_| {});
+                    woken.push(name.as_str());
+                }
+            }
+        }
+        // Counted for /v1/cluster and /metrics: a steady count means the
+        // relay tree does not carry that peer's changes here.
+        if !woken.is_empty() {
+            self.cluster.replicas.write().pulled_after_grace(&woken);
+        }
+    }
 }
 
 /// When the relay tree must be laid out again: it depends only on which
@@ -208,41 +281,6 @@ pub enum SyncError {
     Peer(#[from] ClientError),
     #[error(transparent)]
     Replica(#[from] ReplicaError),
-}
-
-/// Wakes the task of each peer whose copy has been behind its published
-/// position for `grace`, noting since when the others are behind.
-fn wake_laggards(
-    cluster: &Cluster,
-    tasks: &BTreeMap<String, watch::Sender<Option<Member>>>,
-    behind: &mut HashMap<String, Instant>,
-    grace: Duration,
-) {
-    let now = Instant::now();
-    let mut woken = Vec::new();
-    {
-        let replicas = cluster.replicas.read();
-        for (name, tx) in tasks {
-            let lagging = tx
-                .borrow()
-                .as_ref()
-                .is_some_and(|m| needs_sync(&replicas, name, m.position()));
-            if !lagging {
-                behind.remove(name);
-                continue;
-            }
-            let since = *behind.entry(name.clone()).or_insert(now);
-            if now.duration_since(since) >= grace {
-                tx.send_modify(|_| {});
-                woken.push(name.as_str());
-            }
-        }
-    }
-    // Counted for /v1/cluster and /metrics: a steady count means the
-    // relay tree does not carry that peer's changes here.
-    if !woken.is_empty() {
-        cluster.replicas.write().pulled_after_grace(&woken);
-    }
 }
 
 /// Whether either copy of `name`'s filters is behind `published`.

@@ -5,7 +5,8 @@
 //! ledger, `/xarchive/<cluster>/positions/<group>` (`ledger.rs`): written
 //! at registration, at every publication and at a clean departure, so
 //! that peers know of a domain that is down or paused, and can tell
-//! whether their copy of it covers everything it acknowledged.
+//! whether their copy of it covers everything it acknowledged. What a
+//! registered session does at each event is in `session.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tokio::time::{sleep, sleep_until, timeout, Instant};
+use tokio::time::{sleep, timeout, Instant};
 use zookeeper_client as zk;
 
 use super::backoff::Backoff;
@@ -78,6 +79,10 @@ const MAX_RETRY: Duration = Duration::from_millis(500);
 /// How often a domain refused by the cluster (other key types or another
 /// ID profile) tries to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
+
+mod session;
+
+use session::Session;
 
 /// The session's connection, as the run loop knows it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -824,11 +829,11 @@ impl ZooKeeperCoordinator {
         let own = format!("{folder}/{name}");
         let position = *positions.borrow_and_update();
         (member.epoch, member.version) = (position.epoch, position.version);
-        let mut watcher = client
+        let watcher = client
             .watch(&folder, zk::AddWatchMode::PersistentRecursive)
             .await
             .map_err(failed)?;
-        let mut state = client.state_watcher();
+        let state = client.state_watcher();
         // The loop below may wait on ZooKeeper (a read, a publish) while
         // the connection drops. The view must say so at once: a lookup
         // trusts cached records only while the view follows every change,
@@ -869,149 +874,23 @@ impl ZooKeeperCoordinator {
         self.reread(&client).await?;
         tracing::info!(domain = name, session = ?client.session_id(), "registered in ZooKeeper at {}", self.full_path(&own));
 
-        let mut dirty = false;
-        let mut last_publish = Instant::now();
-        let mut link = Link::Up;
-        let mut gathering = false;
-        let mut last_read: Option<Instant> = None;
-        let mut probe = tokio::time::interval(PROBE_EVERY);
-        loop {
-            let publish_at = last_publish + s.publish_interval;
-            tokio::select! {
-                _ = probe.tick(), if link != Link::Up => {
-                    // The client library waits longer and longer between
-                    // reconnection attempts (up to the session timeout),
-                    // and writes are refused meanwhile. Once ZooKeeper has
-                    // accepted connections for a moment while this session
-                    // is still disconnected, a new session is opened
-                    // instead (registering again is safe; see register).
-                    if self.reachable().await {
-                        let since = match link {
-                            Link::Down { answering_since: Some(since) } => since,
-                            _ => Instant::now(),
-                        };
-                        link = Link::Down { answering_since: Some(since) };
-                        if since.elapsed() >= GIVE_UP_AFTER {
-                            tracing::info!("ZooKeeper is back; opening a new session instead of waiting for this one");
-                            return Ok(End::Lost);
-                        }
-                    } else {
-                        link = Link::Down { answering_since: None };
-                    }
-                }
-                _ = shutdown.cancelled() => {
-                    let _ = timeout(Duration::from_secs(2), self.depart(&client, name, &own, member)).await;
-                    return Ok(End::Shutdown);
-                }
-                changed = positions.changed() => {
-                    if changed.is_err() {
-                        return Ok(End::Shutdown);
-                    }
-                    dirty = true;
-                }
-                _ = sleep_until(publish_at), if dirty => {
-                    let position = *positions.borrow_and_update();
-                    (member.epoch, member.version) = (position.epoch, position.version);
-                    let data = self.sealed(name, member)?;
-                    last_publish = Instant::now();
-                    match self.publish(&client, name, &own, member, Registration::Set(&data)).await {
-                        Ok(_) => {
-                            dirty = false;
-                            self.published.send_replace(Some(position));
-                        }
-                        Err(Unpublished::Unregistered | Unpublished::AlreadyRegistered) => {
-                            self.register(&client, name, &own, member, &data).await?;
-                            dirty = false;
-                            self.published.send_replace(Some(position));
-                        }
-                        Err(Unpublished::SessionLost(e)) => {
-                            tracing::warn!(error = %e, "ZooKeeper session lost while publishing");
-                            return Ok(End::Lost);
-                        }
-                        Err(Unpublished::Failed(e)) => tracing::warn!(error = %e, "cannot publish the filter position; will retry"),
-                    }
-                }
-                event = watcher.changed() => {
-                    // The watcher also reports the session; after a terminal
-                    // state it must not be polled again (it would panic).
-                    if event.event_type == zk::EventType::Session {
-                        if event.session_state.is_terminated() {
-                            tracing::warn!(state = ?event.session_state, "ZooKeeper session ended");
-                            return Ok(End::Lost);
-                        }
-                        continue;
-                    }
-                    // Take in all the events that came. While they come
-                    // faster than they are read (the last read, just now,
-                    // found more than one), first let those of one publish
-                    // interval gather: one read instead of ten at national
-                    // scale. An event after a quiet spell is read at once.
-                    let mut events = vec![event];
-                    let busy = last_read.is_some_and(|at: Instant| at.elapsed() < 2 * s.publish_interval);
-                    if gathering && busy {
-                        tokio::time::sleep(s.publish_interval).await;
-                    }
-                    let mut ended = None;
-                    while let Some(event) = watcher.changed().now_or_never() {
-                        if event.event_type == zk::EventType::Session {
-                            ended = Some(event);
-                            break;
-                        }
-                        events.push(event);
-                    }
-                    if let Some(session) = ended.filter(|e| e.session_state.is_terminated()) {
-                        tracing::warn!(state = ?session.session_state, "ZooKeeper session ended");
-                        return Ok(End::Lost);
-                    }
-                    gathering = events.len() > 1;
-                    last_read = Some(Instant::now());
-                    if let Err(e) = self.on_events(&client, &events).await {
-                        // The view may have missed a change: read it all
-                        // again, or start over in a new session.
-                        self.view.send_modify(View::lose);
-                        tracing::warn!(error = %e, "cannot read a member's znode; reading the membership again");
-                        if self.reread(&client).await.is_err() {
-                            return Ok(End::Lost);
-                        }
-                    }
-                }
-                changed = state.changed() => match changed {
-                    zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
-                        // The persistent watch is not set again on the new
-                        // connection by zookeeper-client 0.11 (its
-                        // resend_watches sends persistent watches only when
-                        // its `index` grows, and it never does), and the
-                        // server may drop events across a reconnection
-                        // (ZOOKEEPER-4698): set the watch again ourselves,
-                        // then read everything. Without both, the view
-                        // would freeze while looking connected. If either
-                        // fails, a new session starts from scratch.
-                        tracing::info!("ZooKeeper connection restored");
-                        link = Link::Up;
-                        match client.watch(&folder, zk::AddWatchMode::PersistentRecursive).await {
-                            Ok(again) => watcher = again,
-                            Err(e) => {
-                                tracing::warn!(error = %e, "cannot watch the membership again");
-                                return Ok(End::Lost);
-                            }
-                        }
-                        if let Err(e) = self.reread(&client).await {
-                            tracing::warn!(error = %e, "cannot reread the membership");
-                            return Ok(End::Lost);
-                        }
-                    }
-                    zk::SessionState::Disconnected => {
-                        // The state follower has marked the view lost.
-                        tracing::warn!("ZooKeeper connection lost; serving from the replicas held");
-                        link = Link::Down { answering_since: None };
-                    }
-                    other => {
-                        tracing::warn!(state = ?other, "ZooKeeper session ended");
-                        return Ok(End::Lost);
-                    }
-                },
-            }
+        Session {
+            coordinator: self,
+            client,
+            name,
+            own,
+            folder,
+            member,
+            watcher,
+            state,
+            dirty: false,
+            last_publish: Instant::now(),
+            link: Link::Up,
+            gathering: false,
+            last_read: None,
         }
+        .run(positions, shutdown)
+        .await
     }
 }
 
