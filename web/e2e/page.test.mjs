@@ -19,7 +19,8 @@
 //   - a person is found in every domain holding their records, by identity number, grouped by
 //     archive, without the number in any URL.
 //
-// Screenshots go to test-artifacts/ (page.png, and one per step).
+// Screenshots go to test-artifacts/ (page.png, and one per step). The
+// page at a cluster whose filters exceed its budget: budget.test.mjs.
 //
 //   npm ci --prefix web/e2e && cargo build -p xarchive && node --test web/e2e/
 //

@@ -506,6 +506,12 @@ impl Domain {
         }
     }
 
+    /// The size of the published filter as a reader holds it
+    /// ([`LocalFilter::published_bytes`]), without encoding it.
+    pub fn published_bytes(&self) -> u64 {
+        self.state.read().filter.published_bytes()
+    }
+
     /// The key filter's bit view, for members.
     pub fn published_keys(&self) -> Published {
         let state = self.state.read();
