@@ -6,12 +6,14 @@
 //   dom.js      building and showing elements; the busy button
 //   api.js      requests to a domain's API, with the API token
 //   cluster.js  the state of the domains: refreshing and drawing it
+//   budget.js   which domains' filters fit the page's budget (pure)
 //   search.js   a search, answered by the filters here or by a server
 //   person.js   a search by key (an identity number) in every domain
 //   forms.js    adding and deleting records
 //
-// Imports go one way only: app → forms → person → search → cluster → api
-// → dom (and each may import those further along, never those before).
+// Imports go one way only: app → forms → person → search → cluster →
+// budget → api → dom (and each may import those further along, never
+// those before; util.js and xarchive-filter.js, pure, by any).
 
 import { $, busy } from './dom.js';
 import { startTokenForm } from './api.js';

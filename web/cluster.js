@@ -1,11 +1,14 @@
 // The cluster as this page knows it: the one place that holds the state of the domains, refreshes it and draws it.
 //
-// The page reads the cluster from the serving domain (/v1/cluster), then
-// each domain's stats and filter at its address. The filters are kept
-// current with deltas; search.js reads them from `state` here.
+// The page reads the cluster from the serving domain (/v1/cluster), with
+// the page's budget and every filter's size; it holds the filters that fit
+// the budget (budget.js chooses them), fetched from each domain at its
+// address and kept current with deltas, and asks domains for their stats a
+// budget's worth at a time. search.js reads them from `state` here.
 
 import { DomainRequestError, FilterFormatError, syncFilter } from './xarchive-filter.js';
 import { formatAgo, formatBytes, formatCount, formatPercent, formatRate, plainApiError } from './util.js';
+import { DEFAULT_BUDGET, budgetSummary, chooseFilters, filterSize, readBudget } from './budget.js';
 import { $, h } from './dom.js';
 import { TIMEOUT_MS, apiError, callApi, fetchWithToken } from './api.js';
 
@@ -22,10 +25,22 @@ export const state = {
   clusterError: null,
   /** Whether the serving domain's coordinator confirms its list of domains. */
   membershipConfirmed: false,
-  /** name -> { name, address, self, info, stats, statsError, filter, filterError, syncedAt, syncing } */
+  /** name -> { name, address, self, info, stats, statsError, statsAt, filter, filterError, syncedAt, syncing } */
   domains: new Map(),
   refreshing: false,
+  /** What the serving domain lets the page hold (budget.js readBudget). */
+  budget: DEFAULT_BUDGET,
+  /** The filters held within it (budget.js chooseFilters), chosen again with every list of domains read. */
+  choice: { held: [], bytes: 0, left: [], unknown: [], wanted: 0, everything: false },
 };
+
+/** Names whose filters this browser holds, as `state.choice.held`. */
+let heldNames = new Set();
+
+/** Whether this browser holds (or is fetching) domain `name`'s filter: it is within the budget. */
+export function holds(name) {
+  return heldNames.has(name);
+}
 
 /** The address of domain `name`, or null when it is not in the cluster view. */
 export function addressOf(name) {
@@ -59,6 +74,7 @@ async function refreshCluster() {
       syncedAt: 0,
       stats: null,
       statsError: null,
+      statsAt: 0,
       syncing: null,
     };
     if (d.address && d.address !== info.address) {
@@ -71,10 +87,40 @@ async function refreshCluster() {
     state.domains.set(info.name, d);
   }
   for (const name of [...state.domains.keys()]) if (!seen.has(name)) state.domains.delete(name);
+  state.budget = readBudget(answer.body.page);
+  choose();
+}
+
+/**
+ * Chooses the filters to hold within the budget, from the sizes known now;
+ * a copy no longer chosen is dropped (its memory is the budget's).
+ */
+function choose() {
+  const domains = [...state.domains.values()];
+  state.choice = chooseFilters(domains.map((d) => ({ name: d.name, bytes: filterSize(d) })), state.budget);
+  heldNames = new Set(state.choice.held);
+  for (const d of domains) {
+    if (holds(d.name)) continue;
+    d.filter = null;
+    d.filterError = null;
+    d.syncedAt = 0;
+  }
+}
+
+/**
+ * The domains to ask for their stats this refresh: those asked longest
+ * ago (never, first), as many as a search may make filter requests (at
+ * least one), so that a province's page does not ask a hundred domains
+ * every few seconds; each is asked in turn.
+ */
+function statsDue(domains) {
+  const n = Math.max(1, state.budget.filterRequests);
+  return [...domains].sort((a, b) => a.statsAt - b.statsAt || (a.name < b.name ? -1 : 1)).slice(0, n);
 }
 
 /** One domain's stats, from the domain itself. */
 async function refreshStats(d) {
+  d.statsAt = Date.now();
   try {
     const answer = await callApi(d.address, '/v1/stats');
     if (answer.status === 200 && answer.body) {
@@ -90,10 +136,12 @@ async function refreshStats(d) {
 
 /**
  * Brings the browser's copy of a domain's filter up to date (a delta, or
- * the snapshot the first time). One sync per domain at a time: a caller
- * arriving during one waits for it.
+ * the snapshot the first time), if it is held within the budget (else
+ * nothing). One sync per domain at a time: a caller arriving during one
+ * waits for it.
  */
 export function refreshFilter(d, timeout = TIMEOUT_MS) {
+  if (!holds(d.name)) return Promise.resolve();
   if (d.syncing) return d.syncing;
   const started = Date.now();
   const controller = new AbortController();
@@ -104,6 +152,8 @@ export function refreshFilter(d, timeout = TIMEOUT_MS) {
         signal: controller.signal,
         fetch: fetchWithToken,
       });
+      // Chosen out of the budget meanwhile: not kept.
+      if (!holds(d.name)) return;
       d.filter = filter;
       d.filterError = null;
       // The copy is as of the request, not of its answer.
@@ -128,13 +178,17 @@ function filterProblem(name, e) {
   return `${what}: ${e && e.message ? e.message : e}`;
 }
 
-/** The cluster view, then every domain's stats and filter; then draws it all. One at a time. */
+/**
+ * The cluster view, then the filters held and a budget's worth of
+ * domains' stats; then draws it all. One at a time.
+ */
 export async function refreshAll() {
   if (state.refreshing) return;
   state.refreshing = true;
   try {
     await refreshCluster();
-    await Promise.all([...state.domains.values()].map((d) => Promise.all([refreshStats(d), refreshFilter(d)])));
+    const domains = [...state.domains.values()];
+    await Promise.all([...statsDue(domains).map(refreshStats), ...domains.map((d) => refreshFilter(d))]);
   } finally {
     state.refreshing = false;
     renderCluster();
@@ -188,6 +242,13 @@ export function renderCluster() {
         h('span', { class: d.filterError || ago > FRESH_MS ? 'warn' : 'ok' },
           `v${d.filter.version} · ${formatBytes(d.filter.byteLength)}`),
         h('div', { class: 'muted tiny' }, `synced ${formatAgo(ago)}`));
+    } else if (!holds(d.name)) {
+      const why = state.choice.unknown.includes(d.name)
+        ? 'its size is not known yet 大小未知'
+        : "over the page's budget 超出预算";
+      copy = h('div', { 'data-held': 'no' },
+        h('span', { class: 'muted' }, 'not held 未保存'),
+        h('div', { class: 'muted tiny' }, `${why} · asked of ${served ?? 'the server'} 由服务器检索`));
     } else {
       copy = h('span', { class: 'warn' }, d.filterError ? 'not loaded 未加载' : 'loading… 加载中');
     }
@@ -215,6 +276,9 @@ export function renderCluster() {
     ? (state.clusterError ? 'No domains known. 未知档案域。' : 'Loading… 加载中…')
     : `${domains.length} domains · ${formatCount(records)} records · filters of ${loaded} of ${domains.length} domains held in this browser (${formatBytes(bytes)}). ` +
       `${domains.length} 个档案域，共 ${formatCount(records)} 条记录。`;
+  const budget = $('cluster-budget');
+  budget.textContent = domains.length === 0 ? '' : budgetSummary(state.choice, state.budget, served, domains.length);
+  budget.hidden = budget.textContent === '';
 
   // The domain choices change only with the cluster (not every second,
   // which would close the list while someone is choosing).

@@ -1,8 +1,10 @@
 // Searching for an archive number: answered by this browser when its filters can say "in no domain", otherwise asked of the serving domain.
 //
 // A search first brings the filters held here up to date (small delta
-// requests), then asks them (`localAnswer`). Only a certain "no" from every
-// domain is answered here; anything else is a lookup at the serving domain
+// requests, at most the page's budget of them: only the filters within it
+// are held), then asks them (`localAnswer`). Only a certain "no" from every
+// domain is answered here; anything else, and every search while some
+// domain's filter is beyond the budget, is a lookup at the serving domain
 // (/v1/lookup), shown with its route and timing, or as the record found.
 
 import {
@@ -19,7 +21,8 @@ import {
 } from './util.js';
 import { $, h, show } from './dom.js';
 import { apiError, callApi } from './api.js';
-import { FRESH_MS, addressOf, refreshFilter, state } from './cluster.js';
+import { FRESH_MS, addressOf, holds, refreshFilter, state } from './cluster.js';
+import { budgetReason } from './budget.js';
 
 /** A filter copy synced longer ago than this is not trusted for a "not here". */
 const LOCAL_FRESH_MS = 5000;
@@ -29,13 +32,20 @@ const SEARCH_SYNC_MS = 1500;
 // ---------------------------------------------------------------- filters
 
 /**
- * Before a search: every copy synced in the last moment, so that a record
- * written anywhere before the search is seen. Small delta requests, never
- * a lookup.
+ * Before a search: every copy held synced in the last moment, so that a
+ * record written anywhere before the search is seen. Small delta requests
+ * (one per filter held, so at most the budget's), never a lookup. Nothing
+ * while some domain's filter is not held: the browser cannot answer by
+ * itself then, and the search is asked of the serving domain anyway (the
+ * copies held still name the domains that may hold it, as of the last
+ * refresh, a few seconds ago at most).
  */
 async function freshen() {
   const started = performance.now();
-  const stale = [...state.domains.values()].filter((d) => !d.filter || d.filterError || Date.now() - d.syncedAt > 300);
+  if (!state.choice.everything) return { ms: 0, synced: 0 };
+  const stale = [...state.domains.values()]
+    .filter((d) => holds(d.name))
+    .filter((d) => !d.filter || d.filterError || Date.now() - d.syncedAt > 300);
   await Promise.all(stale.map((d) => refreshFilter(d, SEARCH_SYNC_MS)));
   return { ms: performance.now() - started, synced: stale.length };
 }
@@ -62,8 +72,9 @@ async function readProfile() {
 /**
  * What the filters held here say about the forms of an archive number
  * (`ids`: the normalised one and the one typed): 'absent' only when the
- * cluster view is fresh and every domain's filter is loaded, fresh and
- * says no to every form. Otherwise 'ask', with the reasons.
+ * cluster view is fresh and every domain's filter is held, loaded, fresh
+ * and says no to every form. Otherwise 'ask', with the reasons (the budget
+ * named for the domains whose filters it leaves out).
  */
 function localAnswer(ids) {
   const started = performance.now();
@@ -77,12 +88,22 @@ function localAnswer(ids) {
     reasons.push(`domain ${state.served ?? ''} cannot confirm the list of domains with its coordinator`);
   }
   if (domains.length === 0) reasons.push('no domain is known yet');
+  // Beyond the budget: no "no" from those domains here, so no local
+  // answer at all; the held copies only name the domains that may hold it.
+  const notHeld = domains.filter((d) => !holds(d.name));
+  const partial = notHeld.length > 0;
+  if (partial) {
+    reasons.push(budgetReason(state.choice, state.budget) ?? `the filters of ${notHeld.length} domains are not held in this browser`);
+  }
   for (const d of domains) {
+    if (!holds(d.name)) continue;
     if (!d.filter) {
-      reasons.push(d.filterError || `domain ${d.name}'s filter is still loading`);
+      if (!partial) reasons.push(d.filterError || `domain ${d.name}'s filter is still loading`);
       continue;
     }
-    if (d.filterError) {
+    if (partial) {
+      // Not brought up to date for this search (freshen): no reason to give.
+    } else if (d.filterError) {
       reasons.push(d.filterError);
     } else if (Date.now() - d.syncedAt > LOCAL_FRESH_MS) {
       reasons.push(`domain ${d.name}'s filter in this browser was last brought up to date ${formatAgo(Date.now() - d.syncedAt)}`);

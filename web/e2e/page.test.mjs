@@ -19,7 +19,8 @@
 //   - a person is found in every domain holding their records, by identity number, grouped by
 //     archive, without the number in any URL.
 //
-// Screenshots go to test-artifacts/ (page.png, and one per step).
+// Screenshots go to test-artifacts/ (page.png, and one per step). The
+// page at a cluster whose filters exceed its budget: budget.test.mjs.
 //
 //   npm ci --prefix web/e2e && cargo build -p xarchive && node --test web/e2e/
 //
@@ -27,160 +28,35 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, openSync, closeSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
 
-const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
-const BINARY = process.env.XARCHIVE_BIN ?? join(ROOT, 'target', 'debug', 'xarchive');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const ARTIFACTS = join(ROOT, 'test-artifacts');
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const STEP_MS = 20_000;
+import {
+  BINARY,
+  getJson,
+  openBrowser,
+  prerequisites,
+  requestsDuring,
+  seeText as see,
+  segment,
+  shot as snap,
+  startCluster,
+  stopCluster,
+} from './harness.mjs';
 
-let chromium;
-let server = null; // { child, port, log }
-let context = null;
+let server = null; // { child, port, log, data }
+let browser = null;
 let page = null;
-const temporary = [];
-const pageErrors = [];
+let pageErrors = [];
 
 // ---------------------------------------------------------------- helpers
 
-function portFree(port) {
-  return new Promise((done) => {
-    const probe = createServer();
-    probe.once('error', () => done(false));
-    probe.listen(port, '127.0.0.1', () => probe.close(() => done(true)));
-  });
-}
-
-/** A first port with the two after it also free (domains A, B, C). */
-async function freePorts() {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = 20000 + Math.floor(Math.random() * 40000);
-    if ((await portFree(port)) && (await portFree(port + 1)) && (await portFree(port + 2))) return port;
-  }
-  throw new Error('no three consecutive free loopback ports found');
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function getJson(url) {
-  const response = await fetch(url, { signal: AbortSignal.timeout(5000) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
-
-/** The ID as one path segment, as the Rust client writes it. */
-const segment = (id) => encodeURIComponent(id).replace(/[.!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-
-/** Starts `xarchive up` and waits until every domain answers and sees the others. */
-async function startCluster() {
-  const data = mkdtempSync(join(tmpdir(), 'xarchive-e2e-data-'));
-  temporary.push(data);
-  const port = await freePorts();
-  const log = join(ARTIFACTS, 'xarchive-up.log');
-  const fd = openSync(log, 'w');
-  const child = spawn(BINARY, ['up', '--data', data, '--port', String(port), '--records', '2000'], {
-    cwd: ROOT,
-    stdio: ['ignore', fd, fd],
-    env: { ...process.env, XARCHIVE_LOG: process.env.XARCHIVE_LOG ?? 'warn' },
-  });
-  closeSync(fd);
-  let exited = null;
-  child.on('exit', (code, signal) => {
-    exited = { code, signal };
-  });
-  server = { child, port, log };
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (exited) {
-      throw new Error(`xarchive up exited early (${JSON.stringify(exited)}); its output:\n${readFileSync(log, 'utf8')}`);
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`xarchive up did not become ready within 90 s; its output:\n${readFileSync(log, 'utf8')}`);
-    }
-    try {
-      const { status, body } = await getJson(`http://127.0.0.1:${port}/v1/cluster`);
-      const domains = body?.domains ?? [];
-      const ready = status === 200 && domains.length === 3 && domains.every((d) => d.up && (d.self || d.current));
-      if (ready) {
-        const stats = await Promise.all([0, 1, 2].map((i) => getJson(`http://127.0.0.1:${port + i}/v1/stats`)));
-        if (stats.every((s) => s.status === 200 && s.body.records === 2000)) return;
-      }
-    } catch {
-      // not listening yet
-    }
-    await sleep(200);
-  }
-}
-
-async function stopCluster() {
-  if (!server) return;
-  const { child } = server;
-  if (child.exitCode === null && child.signalCode === null) {
-    const gone = new Promise((r) => child.once('exit', r));
-    process.kill(child.pid, 'SIGTERM');
-    const stopped = await Promise.race([gone.then(() => true), sleep(10_000).then(() => false)]);
-    if (!stopped) {
-      process.kill(child.pid, 'SIGKILL');
-      await gone;
-    }
-  }
-  server = null;
-}
-
-/**
- * Waits until `locator` is visible and its rendered text (innerText: what
- * is laid out on screen, not hidden markup) matches every pattern.
- */
-async function seeText(locator, patterns, timeout = STEP_MS) {
-  const deadline = Date.now() + timeout;
-  let text = '';
-  for (;;) {
-    if (await locator.isVisible()) {
-      text = await locator.innerText();
-      if (patterns.every((p) => (typeof p === 'string' ? text.includes(p) : p.test(text)))) return text;
-    }
-    if (Date.now() > deadline) {
-      await shot('failure');
-      assert.fail(`expected to see ${patterns.map(String).join(' and ')} but the page shows:\n${text || '(nothing visible)'}`);
-    }
-    await sleep(100);
-  }
-}
-
-async function shot(name) {
-  if (page) await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
-}
+const seeText = (locator, patterns, timeout) => see(page, locator, patterns, timeout);
+const shot = (name) => snap(page, name);
 
 /** Lookup requests for `id` that the page sends while `work` runs. */
 async function lookupsDuring(id, work) {
-  const seen = [];
   const path = `/v1/lookup/${segment(id)}`;
-  const listener = (request) => {
-    if (new URL(request.url()).pathname === path) seen.push(request.url());
-  };
-  page.on('request', listener);
-  try {
-    await work();
-  } finally {
-    page.off('request', listener);
-  }
-  return seen;
+  return (await requestsDuring(page, (url) => url.pathname === path, work)).map(String);
 }
 
 async function search(id) {
@@ -191,40 +67,18 @@ async function search(id) {
 // ---------------------------------------------------------------- setup
 
 before(async () => {
-  mkdirSync(ARTIFACTS, { recursive: true });
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`Chromium is not at ${CHROMIUM}: run scripts/install-deps.sh (Debian's chromium package), or set CHROMIUM`);
-  }
-  if (!existsSync(BINARY)) {
-    throw new Error(`the xarchive binary is not at ${BINARY}: run cargo build -p xarchive first (scripts/test.sh does)`);
-  }
-  try {
-    ({ chromium } = await import('playwright-core'));
-  } catch (e) {
-    throw new Error(`playwright-core is not installed: run npm ci --prefix web/e2e (${e.message})`);
-  }
-  await startCluster();
-  const profile = mkdtempSync(join(tmpdir(), 'xarchive-e2e-chromium-'));
-  temporary.push(profile);
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-    viewport: { width: 1360, height: 1000 },
-    locale: 'zh-CN',
-  });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.setDefaultTimeout(STEP_MS);
-  page.on('pageerror', (e) => pageErrors.push(e.message));
+  const chromium = await prerequisites();
+  server = await startCluster();
+  browser = await openBrowser(chromium);
+  ({ page, pageErrors } = browser);
   await page.goto(`http://127.0.0.1:${server.port}/`);
 });
 
 after(async () => {
   try {
-    if (context) await context.close();
+    if (browser) await browser.close();
   } finally {
-    await stopCluster();
-    for (const dir of temporary) rmSync(dir, { recursive: true, force: true });
+    await stopCluster(server);
   }
 });
 

@@ -13,6 +13,7 @@ use crate::local::id_profile::IdProfile;
 use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
 use crate::security::auth::AuthConfig;
 use crate::security::tls::TlsConfig;
+use crate::wire::PageBudget;
 
 /// Limits on what one request may ask.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,68 @@ impl Default for Limits {
     }
 }
 
+/// What the page this domain serves at `/` may hold and ask in a browser
+/// (`[page]`): the filters of as many domains as fit, smallest first, in
+/// `filter_bytes` and `filter_requests` (web/budget.js chooses them); the
+/// other domains it asks this one about. Told to the page in
+/// `/v1/cluster`'s `page`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PageConfig {
+    /// Bytes of filters a browser holds, in all (the bits of each filter
+    /// as the page holds them: `filter_bytes` in `/v1/cluster`).
+    pub filter_bytes: u64,
+    /// Filter and delta requests a search may make to bring the filters
+    /// held up to date: also the most domains whose filters are held (one
+    /// request each; two for a filter rebuilt since, read whole). A
+    /// refresh of the page (every 3 s) asks as many domains for their
+    /// figures (`/v1/stats`).
+    pub filter_requests: u32,
+}
+
+impl Default for PageConfig {
+    fn default() -> Self {
+        PageConfig {
+            filter_bytes: 20 * 1024 * 1024,
+            filter_requests: 24,
+        }
+    }
+}
+
+/// The largest integer a JavaScript number holds exactly (2^53 − 1): the
+/// page reads `filter_bytes` as one.
+const MAX_PAGE_FILTER_BYTES: u64 = (1 << 53) - 1;
+
+impl PageConfig {
+    /// Refuses what the page could not honour: a byte budget it cannot
+    /// read exactly, or one of the two limits zero without the other (both
+    /// zero: no filters in browsers, every search asked of this domain).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.filter_bytes > MAX_PAGE_FILTER_BYTES {
+            return Err(ConfigError::Invalid(format!(
+                "page.filter_bytes {} is more than a browser can be told exactly (at most {MAX_PAGE_FILTER_BYTES})",
+                self.filter_bytes
+            )));
+        }
+        if (self.filter_bytes == 0) != (self.filter_requests == 0) {
+            return Err(ConfigError::Invalid(format!(
+                "page.filter_bytes ({}) and page.filter_requests ({}) must both be 0 \
+                 (no filters held in browsers) or both positive",
+                self.filter_bytes, self.filter_requests
+            )));
+        }
+        Ok(())
+    }
+
+    /// As `/v1/cluster` tells the page.
+    pub fn budget(&self) -> PageBudget {
+        PageBudget {
+            filter_bytes: self.filter_bytes,
+            filter_requests: self.filter_requests,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
@@ -72,6 +135,8 @@ pub struct NodeConfig {
     /// How an archive number a person typed is read before a lookup
     /// (`[ids]`), the same at every domain of a cluster.
     pub ids: IdProfile,
+    /// What the page may hold in a browser (`[page]`).
+    pub page: PageConfig,
 }
 
 /// The key types a domain declares unless its configuration says
@@ -105,6 +170,7 @@ impl Default for NodeConfig {
             tls: TlsConfig::default(),
             keys: default_key_types(),
             ids: IdProfile::default(),
+            page: PageConfig::default(),
         }
     }
 }
@@ -179,6 +245,7 @@ impl NodeConfig {
                 self.filter.fpr
             )));
         }
+        self.page.check()?;
         Ok(())
     }
 }
@@ -198,6 +265,42 @@ mod tests {
         assert_eq!(c.limits, Limits::default());
         assert!(NodeConfig::from_toml("nmae = \"A\"").is_err());
         assert!(NodeConfig::from_toml("name = \"a b\"").is_err());
+    }
+
+    #[test]
+    fn the_page_budget_is_read_and_a_budget_the_page_could_not_honour_is_refused_saying_why() {
+        let c =
+            NodeConfig::from_toml("[page]\nfilter_bytes = 6000\nfilter_requests = 2\n").unwrap();
+        assert_eq!(
+            c.page.budget(),
+            PageBudget {
+                filter_bytes: 6000,
+                filter_requests: 2
+            }
+        );
+        let none = NodeConfig::from_toml("[page]\nfilter_bytes = 0\nfilter_requests = 0\n");
+        assert_eq!(none.unwrap().page.filter_bytes, 0, "no filters in browsers");
+
+        let refused = |text: &str| match NodeConfig::from_toml(text) {
+            Ok(c) => panic!("{text:?} was taken: {:?}", c.page),
+            Err(e) => e.to_string(),
+        };
+        let half = refused("[page]\nfilter_bytes = 0\n");
+        assert!(
+            half.contains("page.filter_bytes (0)") && half.contains("both"),
+            "{half}"
+        );
+        let half = refused("[page]\nfilter_requests = 0\n");
+        assert!(half.contains("page.filter_requests (0)"), "{half}");
+        let huge = refused("[page]\nfilter_bytes = 9007199254740992\n");
+        assert!(
+            huge.contains("page.filter_bytes 9007199254740992"),
+            "{huge}"
+        );
+        assert!(refused("[page]\nfilter_requests = -1\n").contains("filter_requests"));
+        assert!(refused("[page]\nfilter_requests = 4294967296\n").contains("filter_requests"));
+        assert!(refused("[page]\nfilter_bytes = \"20 MB\"\n").contains("filter_bytes"));
+        assert!(refused("[page]\nbytes = 1\n").contains("bytes"));
     }
 
     /// The Debian package's config file shows every setting commented out

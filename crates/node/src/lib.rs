@@ -28,7 +28,7 @@ pub mod shutdown;
 pub mod wire;
 
 pub use cluster::client::{Client, ClientError};
-pub use config::{Limits, NodeConfig};
+pub use config::{Limits, NodeConfig, PageConfig};
 pub use http::router;
 /// The answers of the routes peers call, built as the router builds them,
 /// for a stand-in that must answer as a domain does (the light domains of

@@ -368,16 +368,18 @@ impl Node {
         )
     }
 
-    /// Every domain this one knows, itself first (`/v1/cluster`).
+    /// Every domain this one knows, itself first, and what the page may
+    /// hold in a browser (`/v1/cluster`).
     pub fn cluster_view(&self) -> ClusterView {
         let me = self.domain.position();
-        self.cluster.view(DomainView {
+        let mut view = self.cluster.view(DomainView {
             name: self.cluster.me.clone(),
             address: self.cluster.address.clone(),
             is_self: true,
             up: true,
             reachable: true,
             kind: self.domain.settings().kind,
+            filter_bytes: Some(self.domain.filter_view_bytes()),
             epoch: Some(me.epoch),
             version: Some(me.version),
             replica_epoch: None,
@@ -389,6 +391,8 @@ impl Node {
             last_error: None,
             behind_ms: None,
             grace_pulls: None,
-        })
+        });
+        view.page = Some(self.config.page.budget());
+        view
     }
 }

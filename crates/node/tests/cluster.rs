@@ -15,11 +15,11 @@ use xarchive_node::cluster::{
 };
 use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::wire::{
-    AuditHead, CacheRoute, ErrorCode, LookupBody, SearchBody, SearchRequest,
+    AuditHead, CacheRoute, ErrorCode, LookupBody, PageBudget, SearchBody, SearchRequest,
 };
 use xarchive_node::Client;
 use xarchive_node::Position;
-use xarchive_node::{Node, NodeConfig};
+use xarchive_node::{FilterKind, Node, NodeConfig};
 
 struct Domain {
     node: Arc<Node>,
@@ -227,6 +227,71 @@ async fn a_departed_domain_is_named_not_reported_empty() {
     // for IDs it never had, so they are still a plain 404.
     let (status, answer) = lookup(&c.domains[1], "NOWHERE-1").await;
     assert_eq!(status, 404, "{answer:?}");
+}
+
+/// The page reads one `/v1/cluster` from the domain serving it and learns
+/// what it may hold in the browser (that domain's `[page]`) and how large
+/// every domain's filter is there, before it fetches any filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_view_tells_the_page_its_budget_and_every_filter_s_size_before_it_fetches_one()
+{
+    let c = Cluster::start_with(3, |config| {
+        if config.name == "A" {
+            config.page.filter_bytes = 6_000;
+            config.page.filter_requests = 2;
+        }
+        if config.name == "C" {
+            config.filter.kind = FilterKind::Cuckoo;
+        }
+    })
+    .await;
+    c.settle().await;
+    let a = c.domains[0].client.cluster().await.unwrap();
+    assert_eq!(
+        a.page,
+        Some(PageBudget {
+            filter_bytes: 6_000,
+            filter_requests: 2
+        })
+    );
+    let defaults = NodeConfig::default().page;
+    let b = c.domains[1].client.cluster().await.unwrap();
+    assert_eq!(
+        b.page,
+        Some(PageBudget {
+            filter_bytes: defaults.filter_bytes,
+            filter_requests: defaults.filter_requests
+        })
+    );
+
+    // What each domain's /v1/filter holds once read: its bits or its
+    // table, the published bytes less their envelope (docs/FORMAT.md).
+    let mut held = BTreeMap::new();
+    for d in &c.domains {
+        let filter = d.client.filter().await.unwrap();
+        let envelope = if filter.kind == FilterKind::Cuckoo {
+            60
+        } else {
+            52
+        };
+        held.insert(
+            d.node.config().name.clone(),
+            filter.bytes.len() as u64 - envelope,
+        );
+    }
+    for d in &c.domains {
+        let view = d.client.cluster().await.unwrap();
+        assert_eq!(view.domains.len(), 3);
+        for shown in &view.domains {
+            assert_eq!(
+                shown.filter_bytes,
+                Some(held[&shown.name]),
+                "{} as seen by {}",
+                shown.name,
+                view.domain
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use xarchive_node::cluster::{Coordinator, Hub};
-use xarchive_node::sample;
+use xarchive_node::{sample, NodeConfig};
 
 use xarchive::local::{domain_name, LocalCluster, Plan};
 
@@ -24,17 +24,32 @@ pub struct UpArgs {
     /// Port of the first domain; the others follow.
     #[arg(long, default_value_t = 7700)]
     port: u16,
+    /// Settings every domain shares (as `serve --config`), with any
+    /// `XARCHIVE_<SECTION>__<KEY>` in the environment over them; each
+    /// domain's name, address and data directory are its own, and they
+    /// follow each other through this process, not ZooKeeper.
+    #[arg(long, env = "XARCHIVE_CONFIG")]
+    config: Option<PathBuf>,
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!((1..=64).contains(&args.domains), "--domains must be 1..=64");
+    let shared = super::serve::layered(args.config.as_deref())?;
     let hub = Hub::new();
     let cluster = LocalCluster::start(Plan {
         domains: args.domains,
         data: args.data.clone(),
         port: args.port,
         records: args.records,
-        tune: &|_| {},
+        // Each domain's own name, address and data, the shared rest.
+        tune: &|config| {
+            *config = NodeConfig {
+                name: std::mem::take(&mut config.name),
+                listen: config.listen,
+                data: std::mem::take(&mut config.data),
+                ..shared.clone()
+            }
+        },
         coordinator: &|_| hub.coordinator() as std::sync::Arc<dyn Coordinator>,
     })
     .await?;
@@ -54,9 +69,14 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
     use std::fmt::Write as _;
     let nodes = &cluster.nodes;
     let mut out = String::new();
+    let transport = if nodes[0].config().tls.serves_tls() {
+        "HTTPS on loopback"
+    } else {
+        "plain HTTP on loopback (no TLS: for one machine)"
+    };
     writeln!(
         out,
-        "xarchive: {} domains up, in-process coordinator, plain HTTP on loopback (no TLS: for one machine)",
+        "xarchive: {} domains up, in-process coordinator, {transport}",
         nodes.len()
     )?;
     for node in nodes {

@@ -14,10 +14,22 @@ use xarchive_testkit::tempdir;
 /// (Ctrl-C). Returns everything it printed. `--port 0` lets it pick free
 /// ports: three fixed consecutive ones could be taken by parallel tests.
 fn run_up(data: &Path) -> String {
+    run_up_with(data, |_| {}, |_| {})
+}
+
+/// [`run_up`], the command first changed by `configure`, and `while_up`
+/// called with the first domain's address once it has printed its lookup.
+fn run_up_with(
+    data: &Path,
+    configure: impl FnOnce(&mut Command),
+    while_up: impl FnOnce(&str),
+) -> String {
     let log = data.with_extension("stderr");
-    let mut child = Command::new(bin())
-        .args(["up", "--records", "300", "--port", "0", "--data"])
-        .arg(data)
+    let mut up = Command::new(bin());
+    up.args(["up", "--records", "300", "--port", "0", "--data"])
+        .arg(data);
+    configure(&mut up);
+    let mut child = up
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -52,6 +64,7 @@ fn run_up(data: &Path) -> String {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("found in domain C"), "{err}");
+    while_up(server);
 
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -92,4 +105,62 @@ fn up_serves_three_domains_and_keeps_their_data() {
     // The second run finds the records and loads nothing more.
     let second = run_up(&data);
     assert_eq!(second.matches("    300 records").count(), 3, "{second}");
+}
+
+/// The page's budget (`[page]`) comes from the file `--config` names,
+/// a variable `XARCHIVE_PAGE__…` over it, as `serve` reads them: every
+/// domain started tells its page the same budget.
+#[test]
+fn up_gives_every_domain_the_settings_of_its_config_file_and_the_environment() {
+    let dir = tempdir().unwrap();
+    let config = dir.path().join("shared.toml");
+    std::fs::write(
+        &config,
+        "name = \"ignored\"\n[page]\nfilter_bytes = 6000\nfilter_requests = 2\n",
+    )
+    .unwrap();
+    let printed = run_up_with(
+        &dir.path().join("xarchive-data"),
+        |up| {
+            up.arg("--config")
+                .arg(&config)
+                .env("XARCHIVE_PAGE__FILTER_REQUESTS", "3");
+        },
+        |first| {
+            let out = Command::new(bin())
+                .args(["cluster", "--json", "--server", first])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let addresses: Vec<String> = view["domains"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["address"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(addresses.len(), 3, "{view}");
+            for address in addresses {
+                let out = Command::new(bin())
+                    .args(["cluster", "--json", "--server", &address])
+                    .output()
+                    .unwrap();
+                let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(
+                    view["page"],
+                    serde_json::json!({"filter_bytes": 6000, "filter_requests": 3}),
+                    "{address}"
+                );
+            }
+        },
+    );
+    assert!(printed.contains("3 domains up"), "{printed}");
+    assert!(
+        printed.contains("  A "),
+        "each domain keeps its own name: {printed}"
+    );
 }

@@ -355,6 +355,7 @@ impl Cluster {
             coordinator: self.coordinator.describe(),
             connected: self.coordinator.view().borrow().connected,
             domains,
+            page: None,
         }
     }
 

@@ -19,7 +19,7 @@ use super::coordinator::{MemberChange, View};
 use super::sliced::{Sliced, MIN_SLICED};
 use crate::cluster::client::{FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
-use crate::local::filter::FilterKind;
+use crate::local::filter::{bloom_bytes, cuckoo_bytes, FilterKind};
 use crate::wire::DomainView;
 
 #[derive(Debug)]
@@ -85,6 +85,17 @@ impl Peer {
 
     pub fn holds_copy(&self) -> bool {
         !matches!(self.held, Held::None)
+    }
+
+    /// The size of the copy held as a reader holds it (`/v1/cluster`'s
+    /// `filter_bytes`): the peer's published filter has the copy's geometry.
+    pub fn copy_bytes(&self) -> Option<u64> {
+        match &self.held {
+            Held::None => None,
+            Held::Slot(geometry, _) => Some(bloom_bytes(*geometry)),
+            Held::Bloom(f) => Some(bloom_bytes(f.geometry())),
+            Held::Cuckoo(f) => Some(cuckoo_bytes(f.geometry())),
+        }
     }
 
     /// The copy includes everything the domain last published.
@@ -329,6 +340,7 @@ impl Replicas {
                 up: peer.registered(),
                 reachable: peer.reachable,
                 kind: peer.kind,
+                filter_bytes: peer.copy_bytes(),
                 epoch: peer.last_published.map(|p| p.epoch),
                 version: peer.last_published.map(|p| p.version),
                 replica_epoch: peer.position.map(|p| p.epoch),
@@ -632,7 +644,7 @@ mod tests {
     use crate::cluster::coordinator::Member;
     use crate::local::filter::FilterKind;
     use bytes::Bytes;
-    use xarchive_filter::CountingBloomFilter;
+    use xarchive_filter::{CountingBloomFilter, CuckooGeometry};
 
     fn view(names: &[(&str, u64, u64)]) -> View {
         View::of(
@@ -861,5 +873,64 @@ mod tests {
             .unwrap();
         assert!(!r.candidates("D01-1").contains(&"D01".to_string()));
         assert!(r.candidates("D01-9").contains(&"D01".to_string()));
+    }
+
+    /// `/v1/cluster`'s `filter_bytes`, which the page weighs against its
+    /// budget before fetching a filter, is what the page then holds: the
+    /// published bytes less the envelope and header (docs/FORMAT.md: 52
+    /// bytes around an XABL's bits, 60 around an XACK's table).
+    #[test]
+    fn every_copy_is_shown_with_the_size_a_reader_of_its_published_filter_holds() {
+        let small = BloomGeometry::for_capacity(1_024, 0.01).unwrap();
+        let large = BloomGeometry::for_capacity(4_096, 0.01).unwrap();
+        let names: Vec<String> = (0..MIN_SLICED + 2).map(|i| format!("D{i:02}")).collect();
+        let members: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 7, 0)).collect();
+        let mut r = Replicas::new("A", "key");
+        r.update_view_all(&view(&members));
+        assert!(
+            r.views().iter().all(|v| v.filter_bytes.is_none()),
+            "no copy yet"
+        );
+
+        let mut published = BTreeMap::new();
+        for (i, name) in names.iter().enumerate() {
+            // Enough small copies to be bit-sliced, one large, one cuckoo.
+            let (kind, bytes) = if i < MIN_SLICED {
+                (
+                    FilterKind::Counting,
+                    CountingBloomFilter::new(small).bit_view().encode(),
+                )
+            } else if i == MIN_SLICED {
+                (
+                    FilterKind::Counting,
+                    CountingBloomFilter::new(large).bit_view().encode(),
+                )
+            } else {
+                let g = CuckooGeometry::new(1_000, 12, 3).unwrap();
+                (FilterKind::Cuckoo, CuckooFilter::new(g).encode())
+            };
+            let fetched = FetchedFilter {
+                kind,
+                position: Position {
+                    epoch: 0,
+                    version: 0,
+                },
+                bytes: Bytes::from(bytes.clone()),
+            };
+            r.install(name, &fetched).unwrap();
+            let envelope = if kind == FilterKind::Cuckoo { 60 } else { 52 };
+            published.insert(name.clone(), bytes.len() as u64 - envelope);
+        }
+        assert!(r.sliced.contains_key(&small));
+        for shown in r.views() {
+            assert_eq!(
+                shown.filter_bytes,
+                Some(published[&shown.name]),
+                "{}",
+                shown.name
+            );
+        }
+        assert_eq!(published["D00"], small.num_bits() / 8);
+        assert_eq!(published[&names[MIN_SLICED + 1]], (4 * 1_000 * 12) / 8);
     }
 }

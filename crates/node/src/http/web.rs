@@ -56,6 +56,11 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../../../../web/search.js"),
     },
     Asset {
+        name: "budget.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/budget.js"),
+    },
+    Asset {
         name: "forms.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../../../web/forms.js"),
@@ -264,6 +269,7 @@ mod tests {
             ("api.js", "text/javascript; charset=utf-8"),
             ("cluster.js", "text/javascript; charset=utf-8"),
             ("search.js", "text/javascript; charset=utf-8"),
+            ("budget.js", "text/javascript; charset=utf-8"),
             ("forms.js", "text/javascript; charset=utf-8"),
             ("person.js", "text/javascript; charset=utf-8"),
             ("util.js", "text/javascript; charset=utf-8"),
@@ -325,6 +331,29 @@ mod tests {
             methods.contains("DELETE") && methods.contains("PUT"),
             "{methods}"
         );
+    }
+
+    /// A script added to `web/` but not embedded would be a 404 for every
+    /// page that imports it: each one there is served.
+    #[test]
+    fn every_file_of_the_page_in_web_is_served() {
+        let web = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&web).unwrap() {
+            let path = entry.unwrap().path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if !path.is_file() || name == "index.html" {
+                continue;
+            }
+            let served = ASSETS.iter().find(|a| a.name == name);
+            let served =
+                served.unwrap_or_else(|| panic!("web/{name} is not served under /assets/"));
+            assert_eq!(served.body, std::fs::read(&path).unwrap(), "{name}");
+            files += 1;
+        }
+        assert_eq!(files, ASSETS.len());
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 use xarchive_filter::{
-    CountingBloomFilter, CuckooFilter, DecodeError, Delta, DeltaError, ErasableFilter, Filter,
-    Full, GeometryError, NotPresent, Versioned,
+    BloomGeometry, CountingBloomFilter, CuckooFilter, CuckooGeometry, DecodeError, Delta,
+    DeltaError, ErasableFilter, Filter, Full, GeometryError, NotPresent, Versioned,
 };
 
 use crate::local::id::ArchiveId;
@@ -281,9 +281,18 @@ impl LocalFilter {
         }
     }
 
-    /// The changes since `since`, as applied to what [`peer_view`](Self::peer_view) gives.
-    ///
-    /// [`peer_view`](Self::peer_view): Self::published
+    /// The size of what [`peer_view`](Self::peer_view) gives as a reader
+    /// holds it (its bits or its table, without the envelope):
+    /// `/v1/cluster`'s `filter_bytes`.
+    pub fn peer_view_bytes(&self) -> u64 {
+        match self {
+            LocalFilter::Counting(f) => bloom_bytes(f.geometry()),
+            LocalFilter::Cuckoo(f) => cuckoo_bytes(f.geometry()),
+        }
+    }
+
+    /// The changes since `since`, as applied to what
+    /// [`peer_view`](Self::peer_view) gives.
     pub fn delta_since(&self, since: u64) -> Result<Delta, DeltaError> {
         match self {
             LocalFilter::Counting(f) => f.flips_since(since),
@@ -331,7 +340,7 @@ impl LocalFilter {
                     cells: g.num_slots(),
                     hashes: None,
                     fingerprint_bits: Some(g.fingerprint_bits()),
-                    bytes: (g.num_slots() * u64::from(g.fingerprint_bits())).div_ceil(8),
+                    bytes: cuckoo_bytes(g),
                     items: f.items(),
                     fill_ratio: f.load_factor(),
                     estimated_fpr: g.theoretical_fpr(f.items()),
@@ -343,6 +352,18 @@ impl LocalFilter {
             }
         }
     }
+}
+
+/// The bits of a Bloom filter (or a counting filter's bit view) of this
+/// geometry, in bytes: what a reader of its published form holds.
+pub fn bloom_bytes(g: BloomGeometry) -> u64 {
+    g.num_bits() / 8
+}
+
+/// The table of a cuckoo filter of this geometry, in bytes (its slots'
+/// fingerprints packed): what a reader of its published form holds.
+pub fn cuckoo_bytes(g: CuckooGeometry) -> u64 {
+    (g.num_slots() * u64::from(g.fingerprint_bits())).div_ceil(8)
 }
 
 /// A counting filter's figures (the domain's filter, or its key filter).

@@ -261,6 +261,24 @@ pub struct ClusterView {
     /// Whether the coordinator confirms this list now (see `/readyz`).
     pub connected: bool,
     pub domains: Vec<DomainView>,
+    /// What the page served by the domain answering may hold in a browser
+    /// (its `[page]` settings); absent from domains older than the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageBudget>,
+}
+
+/// The page's budget in a browser (`[page]` of the serving domain's
+/// configuration): the filters it holds are at most `filter_bytes` in all
+/// and at most `filter_requests` (each kept current by one delta request
+/// before a search); every other domain is asked of the serving domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PageBudget {
+    /// Bytes of filters held, in all (summed as each domain's
+    /// `filter_bytes`).
+    pub filter_bytes: u64,
+    /// Filter and delta requests a search may make: the most domains
+    /// whose filters are held.
+    pub filter_requests: u32,
 }
 
 impl ClusterView {
@@ -290,6 +308,13 @@ pub struct DomainView {
     pub up: bool,
     pub reachable: bool,
     pub kind: FilterKind,
+    /// The size of its published filter as a reader holds it: the bits of
+    /// a Bloom filter's bit view, or a cuckoo filter's table, without the
+    /// envelope (docs/FORMAT.md); what the page weighs against its budget
+    /// before fetching the filter. From the copy held here (absent while
+    /// none is held), or the domain's own filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_bytes: Option<u64>,
     /// The position it last published.
     #[serde(with = "crate::local::epoch::opt_u64_string")]
     #[schema(value_type = Option<String>)]

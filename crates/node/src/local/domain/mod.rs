@@ -508,6 +508,12 @@ impl Domain {
         }
     }
 
+    /// The size of the published filter as a reader holds it
+    /// ([`LocalFilter::peer_view_bytes`]), without encoding it.
+    pub fn filter_view_bytes(&self) -> u64 {
+        self.state.read().filter.peer_view_bytes()
+    }
+
     /// The key filter's bit view, for members.
     pub fn key_filter_view(&self) -> FilterView {
         let state = self.state.read();
