@@ -14,6 +14,7 @@ mod peers;
 pub(crate) mod relay;
 pub(crate) mod replicas;
 pub(crate) mod search;
+mod ruled_out;
 mod sliced;
 pub(crate) mod sync;
 pub(crate) mod zookeeper;

@@ -330,7 +330,7 @@ impl ZooKeeperCoordinator {
     /// acknowledged (a write is acknowledged only once published). So a
     /// domain that crashed, was paused past its session or is cut off can
     /// be ruled out by a copy that covers that position
-    /// (`lookup::not_ruled_out`), instead of being asked, and answering
+    /// (`ruled_out::not_ruled_out`), instead of being asked, and answering
     /// 503, for every absent ID anywhere while it is down.
     ///
     /// The ledger znode is written by compare-and-set on the version last

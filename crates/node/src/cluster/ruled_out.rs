@@ -1,0 +1,301 @@
+//! Who can be ruled out: the domains a "not found" or a search must still
+//! ask, because the copies held here do not cover what the coordinator
+//! says they last published. The rule that makes "not found" safe, shared
+//! by lookups (`lookup.rs`) and searches by key (`search.rs`).
+
+use super::coordinator::{Known, Member, Roster};
+use super::replicas::{covers, PeerInfo};
+use super::Cluster;
+use crate::local::domain::Position;
+
+/// The other domains whose copies held here cannot rule an ID out, with
+/// their addresses, given the positions just read from the coordinator:
+/// - a domain with an entry in the positions ledger (registered now or
+///   not: left cleanly, or down, paused or cut off past its session),
+///   unless the copy covers the position the entry holds: that is the last
+///   one it published, since it publishes into its entry in the
+///   transaction that publishes into its registration (`zookeeper.rs`
+///   `publish`; the in-process hub keeps both together too), and a write
+///   is acknowledged only once its position is published, so the entry's
+///   position bounds every write it ever acknowledged. Why this cannot
+///   give a false "not found": a copy covering it holds every such write;
+///   a domain that comes back writes its entry (at its new position)
+///   before it acknowledges another write (`register`), and a lookup
+///   reads the ledger after `sync`, so a write acknowledged before the
+///   lookup began is within the position read;
+/// - a domain retired by `cluster forget`: never (the operator retired
+///   its records with it; it could not be registered then);
+/// - a domain known only here (the coordinator lost its data): always.
+///
+/// A copy is consulted before this (its "maybe" makes a candidate); this
+/// is the rule for trusting its "no". `peers` were read together with the
+/// candidates, so a copy updated since cannot pass as covering.
+pub(crate) fn not_ruled_out(
+    roster: &Roster,
+    peers: &[PeerInfo],
+    me: &str,
+) -> Vec<(String, String)> {
+    not_ruled_out_by(roster, peers, me, |p| p.position)
+}
+
+/// [`not_ruled_out`] by the copies whose positions `copy` picks: a peer's
+/// filter or its key filter.
+fn not_ruled_out_by(
+    roster: &Roster,
+    peers: &[PeerInfo],
+    me: &str,
+    copy: impl Fn(&PeerInfo) -> Option<Position>,
+) -> Vec<(String, String)> {
+    let peer = |name: &str| peers.iter().find(|p| p.name == name);
+    let covered = |name: &str, published: &Member| {
+        peer(name).is_some_and(|p| covers(copy(p), Some(published.position())))
+    };
+    everyone(roster, peers, me)
+        .into_iter()
+        .filter(|(name, _)| match roster.known.get(name) {
+            Some(known) => !covered(name, &known.member),
+            None => true,
+        })
+        .collect()
+}
+
+impl Cluster {
+    /// Every domain's last published position, read after this call began
+    /// (shared with the lookups and searches waiting at the same time).
+    pub(super) async fn confirmed(&self) -> Result<std::sync::Arc<Roster>, super::CoordError> {
+        self.confirmations
+            .confirm(|| self.coordinator.read_current())
+            .await
+    }
+
+    /// Drops the copies of the domains `roster` says were retired, and
+    /// returns those names.
+    pub(super) fn retire(&self, roster: &Roster) -> Vec<String> {
+        let retired: Vec<String> = roster
+            .known
+            .iter()
+            .filter(|(_, k)| k.retired)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if retired
+            .iter()
+            .any(|n| self.replicas.read().peer(n).is_some())
+        {
+            let mut replicas = self.replicas.write();
+            for name in &retired {
+                if replicas.retire(name) {
+                    tracing::info!(domain = %name, "dropped the copy of a retired domain");
+                }
+            }
+        }
+        retired
+    }
+
+    /// Every other domain, with its address: the membership read from the
+    /// coordinator and the copies held here; while the coordinator cannot
+    /// be read, every domain known here, and why it could not be read
+    /// (then a domain not known here may exist).
+    pub(super) async fn everyone_now(&self) -> (Vec<(String, String)>, Option<String>) {
+        let peers = self.replicas.read().infos();
+        match self.confirmed().await {
+            Ok(roster) => (everyone(&roster, &peers, &self.me), None),
+            Err(e) => (everyone_known(self, &peers), Some(e.to_string())),
+        }
+    }
+}
+
+impl Cluster {
+    /// The other domains a search by key must ask: `candidates` (whose
+    /// key filter copies may hold the key, read with `peers`), and those
+    /// whose key filter copies cannot rule it out by the membership read
+    /// now (the rule of [`not_ruled_out`]); while the coordinator cannot
+    /// be read, every domain known, and why it could not be read.
+    pub(super) async fn search_targets(
+        &self,
+        candidates: &[String],
+        peers: &[PeerInfo],
+    ) -> (Vec<(String, String)>, Option<String>) {
+        match self.confirmed().await {
+            Ok(roster) => {
+                self.retire(&roster);
+                let mut targets = not_ruled_out_by(&roster, peers, &self.me, |p| p.key_position);
+                let all = everyone(&roster, peers, &self.me);
+                targets.extend(
+                    all.into_iter()
+                        .filter(|(name, _)| candidates.contains(name)),
+                );
+                targets.sort();
+                targets.dedup();
+                (targets, None)
+            }
+            Err(e) => (everyone_known(self, peers), Some(e.to_string())),
+        }
+    }
+}
+
+/// Every other domain in the roster or held as a copy, with its address,
+/// but those retired: the seed paper's broadcast asks them all.
+fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
+    let mut all: std::collections::BTreeMap<String, String> = peers
+        .iter()
+        .map(|p| (p.name.clone(), p.address.clone()))
+        .collect();
+    for (name, known) in &roster.known {
+        all.insert(name.clone(), known.member.address.clone());
+    }
+    all.remove(me);
+    all.retain(|name, _| !roster.known.get(name).is_some_and(|k| k.retired));
+    all.into_iter().collect()
+}
+
+/// Every other domain this one knows of without the coordinator: the
+/// last view of the membership and the copies held.
+pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
+    let members = cluster.coordinator.view().borrow().members.clone();
+    let known = members
+        .into_iter()
+        .map(|(name, member)| {
+            let known = Known {
+                member,
+                departed: false,
+                retired: false,
+            };
+            (name, known)
+        })
+        .collect();
+    everyone(&Roster { known }, peers, &cluster.me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::filter::FilterKind;
+
+    fn member(name: &str, version: u64) -> Member {
+        Member {
+            address: format!("http://{name}"),
+            kind: FilterKind::Counting,
+            epoch: 7,
+            version,
+            keys: String::new(),
+        }
+    }
+
+    fn copy(name: &str, version: Option<u64>) -> PeerInfo {
+        PeerInfo {
+            name: name.into(),
+            address: format!("http://{name}"),
+            lagging: None,
+            position: version.map(|version| Position { epoch: 7, version }),
+            key_position: None,
+            registered: true,
+        }
+    }
+
+    /// A ledger of these (name, position published, departed, retired).
+    fn roster(entries: &[(&str, u64, bool, bool)]) -> Roster {
+        let known = entries
+            .iter()
+            .map(|&(name, version, departed, retired)| {
+                let known = Known {
+                    member: member(name, version),
+                    departed,
+                    retired,
+                };
+                (name.to_owned(), known)
+            })
+            .collect();
+        Roster { known }
+    }
+
+    fn registered(entries: &[(&str, u64)]) -> Roster {
+        let all: Vec<_> = entries.iter().map(|&(n, v)| (n, v, false, false)).collect();
+        roster(&all)
+    }
+
+    fn names(out: Vec<(String, String)>) -> Vec<String> {
+        out.into_iter().map(|(n, _)| n).collect()
+    }
+
+    #[test]
+    fn a_member_is_ruled_out_only_by_a_copy_covering_what_it_published() {
+        let roster = registered(&[("B", 10), ("C", 10), ("D", 10), ("E", 10)]);
+        let peers = [
+            copy("B", Some(10)),
+            copy("C", Some(12)),
+            copy("D", Some(9)),
+            copy("E", None),
+        ];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["D", "E"]);
+    }
+
+    #[test]
+    fn a_search_trusts_only_key_filter_copies_that_cover_what_was_published() {
+        let roster = registered(&[("B", 10), ("C", 10)]);
+        let b = PeerInfo {
+            key_position: Some(Position {
+                epoch: 7,
+                version: 10,
+            }),
+            ..copy("B", Some(10))
+        };
+        // C's filter copy is current, its key filter copy is not.
+        let peers = [b, copy("C", Some(10))];
+        assert!(not_ruled_out(&roster, &peers, "A").is_empty());
+        let by_keys = not_ruled_out_by(&roster, &peers, "A", |p| p.key_position);
+        assert_eq!(names(by_keys), ["C"]);
+    }
+
+    #[test]
+    fn a_member_without_any_copy_here_is_asked() {
+        // Just started: no copies yet, every member must be asked.
+        let roster = registered(&[("A", 1), ("B", 10), ("C", 3)]);
+        assert_eq!(names(not_ruled_out(&roster, &[], "A")), ["B", "C"]);
+    }
+
+    #[test]
+    fn a_clean_departure_is_ruled_out_by_a_copy_covering_its_last_position() {
+        let roster = roster(&[
+            ("B", 10, true, false),
+            ("C", 10, true, false),
+            ("D", 10, true, false),
+        ]);
+        // D left while this domain held no copy of it: it may hold anything.
+        let peers = [copy("B", Some(10)), copy("C", Some(9))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["C", "D"]);
+    }
+
+    #[test]
+    fn a_domain_that_vanished_without_leaving_is_ruled_out_by_a_copy_covering_its_last_publication()
+    {
+        // Killed, paused or cut off past its session: its ledger entry
+        // holds the last position it published (B: 10, D: 12), which
+        // bounds what it acknowledged. B's copy covers it; D's is behind;
+        // C was never copied here at all (this domain has just started).
+        let roster = registered(&[("B", 10), ("C", 4), ("D", 12)]);
+        let peers = [copy("B", Some(10)), copy("D", Some(11))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["C", "D"]);
+    }
+
+    #[test]
+    fn a_retired_domain_is_neither_asked_nor_counted() {
+        // C was forgotten with its copy here behind: still not asked.
+        let roster = roster(&[("B", 10, false, false), ("C", 10, true, true)]);
+        let peers = [copy("B", Some(9)), copy("C", Some(3))];
+        assert_eq!(names(not_ruled_out(&roster, &peers, "A")), ["B"]);
+        assert_eq!(names(everyone(&roster, &peers, "A")), ["B"]);
+    }
+
+    #[test]
+    fn a_domain_known_only_here_is_always_asked() {
+        // The coordinator lost its data and B has not registered again.
+        let peers = [copy("B", Some(10))];
+        assert_eq!(names(not_ruled_out(&Roster::default(), &peers, "A")), ["B"]);
+    }
+
+    #[test]
+    fn this_domain_is_never_asked() {
+        let roster = registered(&[("A", 10)]);
+        assert!(not_ruled_out(&roster, &[copy("A", None)], "A").is_empty());
+    }
+}
