@@ -15,6 +15,16 @@ use crate::security::auth::AuthConfig;
 use crate::security::tls::TlsConfig;
 use crate::wire::PageBudget;
 
+/// Whether `name` can name a domain: 1..=64 of A-Z a-z 0-9 - _ (it is a
+/// znode's name and a path segment as it is).
+pub fn is_domain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// Limits on what one request may ask.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -200,13 +210,7 @@ impl NodeConfig {
 
     /// Checks what serde cannot: names and limits that make sense.
     pub fn check(&self) -> Result<(), ConfigError> {
-        let name_ok = !self.name.is_empty()
-            && self.name.len() <= 64
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !name_ok {
+        if !is_domain_name(&self.name) {
             return Err(ConfigError::Invalid(format!(
                 "domain name {:?} must be 1..=64 of A-Z a-z 0-9 - _",
                 self.name

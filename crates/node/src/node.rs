@@ -391,6 +391,7 @@ impl Node {
             last_error: None,
             behind_ms: None,
             grace_pulls: None,
+            first_copy_from: None,
         });
         view.page = Some(self.config.page.budget());
         view

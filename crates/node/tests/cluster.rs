@@ -51,24 +51,39 @@ impl Cluster {
         tweak: impl Fn(&mut NodeConfig),
         coordinator: impl Fn(&str) -> Arc<C>,
     ) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let mut domains = Vec::new();
-        for i in 0..n {
-            let name = ["A", "B", "C", "D"][i].to_string();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let address = format!("http://{}", listener.local_addr().unwrap());
-            let mut config = NodeConfig {
-                name: name.clone(),
-                data: dir.path().join(&name),
-                ..NodeConfig::default()
-            };
-            config.filter.expected_items = 10_000;
-            config.cluster.peer_timeout_ms = 1_000;
-            tweak(&mut config);
-            let node = Node::open_in(config, coordinator(&name), &address).unwrap();
-            let stop = CancellationToken::new();
-            let shutdown = stop.child_token();
-            let server = tokio::spawn({
+        let mut cluster = Cluster {
+            domains: Vec::new(),
+            _dir: tempfile::tempdir().unwrap(),
+        };
+        for name in &["A", "B", "C", "D"][..n] {
+            cluster.join(name, &tweak, coordinator(name)).await;
+        }
+        cluster
+    }
+
+    /// Starts domain `name`, its config changed by `tweak`, joined
+    /// through `coordinator`.
+    async fn join<C: Coordinator>(
+        &mut self,
+        name: &str,
+        tweak: impl Fn(&mut NodeConfig),
+        coordinator: Arc<C>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        let mut config = NodeConfig {
+            name: name.to_owned(),
+            data: self._dir.path().join(name),
+            ..NodeConfig::default()
+        };
+        config.filter.expected_items = 10_000;
+        config.cluster.peer_timeout_ms = 1_000;
+        tweak(&mut config);
+        let node = Node::open_in(config, coordinator, &address).unwrap();
+        let stop = CancellationToken::new();
+        let shutdown = stop.child_token();
+        let server =
+            tokio::spawn({
                 let node = node.clone();
                 async move {
                     xarchive_node::server::serve(node, listener, async move {
@@ -78,14 +93,12 @@ impl Cluster {
                     .unwrap();
                 }
             });
-            domains.push(Domain {
-                client: Client::new(&address, Duration::from_secs(10)).unwrap(),
-                node,
-                stop,
-                server: Some(server),
-            });
-        }
-        Cluster { domains, _dir: dir }
+        self.domains.push(Domain {
+            client: Client::new(&address, Duration::from_secs(10)).unwrap(),
+            node,
+            stop,
+            server: Some(server),
+        });
     }
 
     /// Waits until every domain's copies (of filters and key filters)
@@ -591,6 +604,49 @@ async fn a_change_travels_along_the_relay_tree_to_domains_that_never_pull_it_fro
     assert!(d.node.cluster().candidates("RELAYED-1").is_empty());
     let (status, answer) = lookup(d, "RELAYED-2").await;
     assert_eq!((status, answer.route.remote_calls), (200, 1), "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_joining_takes_its_first_copies_from_its_relay_tree_neighbour_not_from_each_origin(
+) {
+    // Degree 1: the tree is the chain A - B - C - D, so D, joining last,
+    // has C alone for a neighbour.
+    let hub = Hub::new();
+    let chain = |config: &mut NodeConfig| {
+        config.cluster.relay_fanout = 1;
+        config.cluster.relay_grace_ms = 3_600_000;
+    };
+    let mut c = Cluster::start_on(3, chain, |_| hub.coordinator()).await;
+    let person = |i: u16| xarchive_node::id_card_number(110105, 1949, 12, 31, i);
+    for (i, d) in (0..).zip(&c.domains) {
+        put_person(d, &format!("NEARBY-{i}"), &person(i)).await;
+    }
+    c.settle().await;
+    c.join("D", chain, hub.coordinator()).await;
+    c.settle().await;
+
+    let d = &c.domains[3];
+    let view = d.node.cluster_view();
+    let from = |name: &str| {
+        let peer = view.domains.iter().find(|p| p.name == name);
+        peer.and_then(|p| p.first_copy_from.clone())
+    };
+    assert_eq!(
+        [from("A"), from("B"), from("C")],
+        [Some("C".into()), Some("C".into()), Some("C".into())],
+        "{view:?}"
+    );
+    // The copies taken from C route as those from A and B would.
+    for i in 0..3 {
+        let (status, answer) = lookup(d, &format!("NEARBY-{i}")).await;
+        assert_eq!((status, answer.route.remote_calls), (200, 1), "{answer:?}");
+    }
+    assert_eq!(lookup(d, "NEARBY-9").await.0, 404);
+    let (status, found) = search(d, "id_card", &person(0)).await;
+    assert_eq!(
+        (status, ids(&found)),
+        (200, vec![("A".into(), "NEARBY-0".into())])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

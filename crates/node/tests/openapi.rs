@@ -303,6 +303,21 @@ async fn every_answer_matches_the_openapi_document() {
         let r = api.get("/v1/filter/keys/delta", &uri).await;
         assert_eq!(r.status, status, "{uri}");
     }
+    // A domain alone holds no copies; a name that is no domain's is refused.
+    for template in ["/v1/copies/{name}", "/v1/copies/{name}/keys"] {
+        for (name, status, code) in [
+            ("B", StatusCode::NOT_FOUND, "copy_not_held"),
+            ("a%20b", StatusCode::BAD_REQUEST, "invalid_parameter"),
+        ] {
+            let uri = template.replace("{name}", name);
+            let r = api.get(template, &uri).await;
+            assert_eq!(
+                (r.status, r.json()["code"].as_str()),
+                (status, Some(code)),
+                "{uri}"
+            );
+        }
+    }
     let r = api.get("/v1/filter/verify", "/v1/filter/verify").await;
     assert_eq!(r.json()["consistent"], true);
     // A first read of the relay answers at once: no page, and where it ends.

@@ -487,9 +487,25 @@ impl Client {
 
     /// The key filter (this domain must be a member).
     pub async fn key_filter(&self) -> Result<FetchedKeys, ClientError> {
-        let (filter, key_id) = self.fetch_filter("/v1/filter/keys").await?;
+        self.fetch_keys("/v1/filter/keys").await
+    }
+
+    /// This domain's copy of `name`'s filter (`/v1/copies/{name}`; this
+    /// domain must be a member).
+    pub async fn copy_of(&self, name: &str) -> Result<FetchedFilter, ClientError> {
+        Ok(self.fetch_filter(&format!("/v1/copies/{name}")).await?.0)
+    }
+
+    /// This domain's copy of `name`'s key filter.
+    pub async fn key_copy_of(&self, name: &str) -> Result<FetchedKeys, ClientError> {
+        self.fetch_keys(&format!("/v1/copies/{name}/keys")).await
+    }
+
+    /// A key filter at `path`, with the filter key that built it.
+    async fn fetch_keys(&self, path: &str) -> Result<FetchedKeys, ClientError> {
+        let (filter, key_id) = self.fetch_filter(path).await?;
         let key_id = key_id.ok_or_else(|| ClientError::Decode {
-            url: self.url("/v1/filter/keys"),
+            url: self.url(path),
             detail: format!("missing header {KEY_ID_HEADER}"),
         })?;
         Ok(FetchedKeys { filter, key_id })

@@ -13,8 +13,8 @@ pub(crate) mod lookup;
 mod peers;
 pub(crate) mod relay;
 pub(crate) mod replicas;
-pub(crate) mod search;
 mod ruled_out;
+pub(crate) mod search;
 mod sliced;
 pub(crate) mod sync;
 pub(crate) mod zookeeper;
@@ -36,7 +36,7 @@ pub use sliced::MIN_SLICED;
 pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
 
 use crate::cluster::cache::Cache;
-use crate::cluster::client::{Client, ClientError};
+use crate::cluster::client::{Client, ClientError, FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
@@ -153,6 +153,9 @@ pub struct Cluster {
     snapshots: tokio::sync::Semaphore,
     /// The changes this domain passes on to its relay tree neighbours.
     pub(crate) relay: relay::Relay,
+    /// The relay tree neighbours now (name, address): a first copy is
+    /// taken from one of them where it can be (`sync.rs`).
+    pub(crate) neighbours: RwLock<Vec<(String, String)>>,
 }
 
 /// See [`Cluster::snapshots`].
@@ -201,6 +204,7 @@ impl Cluster {
             cache,
             snapshots: tokio::sync::Semaphore::new(SNAPSHOTS_AT_ONCE),
             relay: relay::Relay::default(),
+            neighbours: RwLock::new(Vec::new()),
             flights: Default::default(),
             confirmations: Default::default(),
             tasks: TaskTracker::new(),
@@ -364,6 +368,16 @@ impl Cluster {
     pub async fn on_changed(&self, peer: &str, ids: &[ArchiveId]) {
         let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
         self.cache.evict(peer, &ids).await;
+    }
+
+    /// The copy held of `name`'s filter, as its origin publishes it.
+    pub fn copy_of(&self, name: &str) -> Option<FetchedFilter> {
+        self.replicas.read().copy_view(name)
+    }
+
+    /// The copy held of `name`'s key filter, as its origin publishes it.
+    pub fn key_copy_of(&self, name: &str) -> Option<FetchedKeys> {
+        self.replicas.read().key_copy_view(name)
     }
 
     /// A peer's copy was replaced by a snapshot: which records changed is

@@ -56,6 +56,9 @@ pub struct Peer {
     /// Times the copy stayed behind for the relay's grace period and was
     /// pulled from the peer itself (the sync's sweep woke its pull).
     pub grace_pulls: u64,
+    /// Where the first copy came from: the peer itself or a tree
+    /// neighbour (`first_copy_from` in `/v1/cluster`).
+    first_copy_from: Option<String>,
 }
 
 impl Peer {
@@ -75,6 +78,7 @@ impl Peer {
             last_synced: None,
             last_error: None,
             grace_pulls: 0,
+            first_copy_from: None,
         }
     }
 
@@ -360,6 +364,7 @@ impl Replicas {
                     .filter(|_| !peer.current())
                     .map(|t| t.elapsed().as_millis() as u64),
                 grace_pulls: Some(peer.grace_pulls),
+                first_copy_from: peer.first_copy_from.clone(),
             })
             .collect()
     }
@@ -391,6 +396,13 @@ impl Replicas {
                 grace_pulls: p.grace_pulls,
             })
             .collect()
+    }
+
+    /// Notes where the first copy of `name` was taken from.
+    pub fn first_copy_from(&mut self, name: &str, from: &str) {
+        if let Some(peer) = self.peers.get_mut(name) {
+            peer.first_copy_from = Some(from.to_owned());
+        }
     }
 
     /// The outcome of a sync with `name`: `None` when it succeeded.
@@ -461,6 +473,48 @@ impl Replicas {
             }
         }
         self.sliced.insert(geometry, sliced);
+    }
+
+    /// The copy held of `name`'s filter, encoded as its origin publishes
+    /// it (`/v1/copies/{name}`), for a domain joining nearby.
+    ///
+    /// Correctness: a copy holds exactly the origin's bits at its position
+    /// (it is built only from what the origin published, whole or by
+    /// deltas, and a delta is applied only to the copy it starts from), so
+    /// a copy taken from this one at that position is as exact as one
+    /// taken from the origin, and may rule the origin out as such. Only the
+    /// item count is not kept in a bit-sliced index; no copy uses it.
+    pub fn copy_view(&self, name: &str) -> Option<FetchedFilter> {
+        let peer = self.peers.get(name)?;
+        let position = peer.position?;
+        let (kind, bytes) = match &peer.held {
+            Held::None => return None,
+            Held::Slot(geometry, slot) => (
+                FilterKind::Counting,
+                self.sliced.get(geometry)?.index().filter(*slot).encode(),
+            ),
+            Held::Bloom(f) => (FilterKind::Counting, f.encode()),
+            Held::Cuckoo(f) => (FilterKind::Cuckoo, f.encode()),
+        };
+        Some(FetchedFilter {
+            kind,
+            position,
+            bytes: bytes.into(),
+        })
+    }
+
+    /// The copy held of `name`'s key filter, under this cluster's filter
+    /// key (`/v1/copies/{name}/keys`); exact as [`Self::copy_view`] is.
+    pub fn key_copy_view(&self, name: &str) -> Option<FetchedKeys> {
+        let peer = self.peers.get(name)?;
+        Some(FetchedKeys {
+            filter: FetchedFilter {
+                kind: FilterKind::Counting,
+                position: peer.key_position?,
+                bytes: peer.keys.as_ref()?.encode().into(),
+            },
+            key_id: self.key_id.clone(),
+        })
     }
 
     /// Replaces the copy of `name` with a published snapshot.

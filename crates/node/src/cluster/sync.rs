@@ -8,6 +8,7 @@
 //! loop also keeps a follower of each tree neighbour's relay.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
-use super::client::{ClientError, DeltaAnswer};
+use super::client::{Client, ClientError, DeltaAnswer};
 use super::coordinator::{Member, MemberChange, View};
 use super::relay::{self, Pulled};
 use super::replicas::{covers, Peer, Remembered, ReplicaError, Replicas};
@@ -129,6 +130,7 @@ impl Sync {
             (changes, current.connected, known_changed, neighbours)
         };
         if let Some(neighbours) = neighbours {
+            cluster.neighbours.write().clone_from(&neighbours);
             self.followers.set(&cluster, neighbours, &self.stop_peers);
         }
         if known_changed {
@@ -391,7 +393,14 @@ async fn sync_keys_once(
         }
     }
     let _turn = cluster.snapshots.acquire().await;
-    let fetched = client.key_filter().await?;
+    let nearby = match held_keys(cluster, name) {
+        None => from_nearby(cluster, name, |c| async move { c.key_copy_of(name).await }).await,
+        Some(_) => None,
+    };
+    let fetched = match nearby {
+        Some((copy, _)) => copy,
+        None => client.key_filter().await?,
+    };
     cluster.replicas.write().install_keys(name, &fetched)?;
     let whole = Pulled::Whole(&fetched.filter, Some(&fetched.key_id));
     pass(cluster, pass_on, name, RelayPart::Keys, whole);
@@ -429,9 +438,20 @@ async fn sync_once(
         }
     }
     let _turn = cluster.snapshots.acquire().await;
-    let fetched = client.filter().await?;
+    let nearby = match held(cluster, name) {
+        None => from_nearby(cluster, name, |c| async move { c.copy_of(name).await }).await,
+        Some(_) => None,
+    };
+    let (fetched, from) = match nearby {
+        Some(copy) => copy,
+        None => (client.filter().await?, name.to_owned()),
+    };
     cluster.on_snapshot(name);
-    cluster.replicas.write().install(name, &fetched)?;
+    {
+        let mut replicas = cluster.replicas.write();
+        replicas.install(name, &fetched)?;
+        replicas.first_copy_from(name, &from);
+    }
     pass(
         cluster,
         pass_on,
@@ -440,6 +460,57 @@ async fn sync_once(
         Pulled::Whole(&fetched, None),
     );
     Ok(())
+}
+
+/// A first copy of `name` from a relay tree neighbour holding one (each
+/// tried in turn), and which neighbour; None: ask `name` itself.
+///
+/// A domain joining a nation takes its thousands of first copies from
+/// nearby instead of from every origin (a county on a slow link); the
+/// origin is then asked only for what the copy lacks, by a delta. A copy
+/// from a neighbour is as exact as the origin's filter at its position
+/// (`Replicas::copy_view`), so nothing routed from it can be wrong.
+async fn from_nearby<T, Fut>(
+    cluster: &Cluster,
+    name: &str,
+    fetch: impl Fn(Client) -> Fut,
+) -> Option<(T, String)>
+where
+    Fut: Future<Output = Result<T, ClientError>>,
+{
+    let mut neighbours = cluster.neighbours.read().clone();
+    // Each neighbour asked first for a share of the copies, not the first
+    // one for all of them.
+    if !neighbours.is_empty() {
+        let first = name.bytes().map(usize::from).sum::<usize>() % neighbours.len();
+        neighbours.rotate_left(first);
+    }
+    for (neighbour, address) in neighbours {
+        // A neighbour down or cut off is not asked again for each of
+        // thousands of copies: its own sync marks it reachable again.
+        let reachable = cluster
+            .replicas
+            .read()
+            .peer(&neighbour)
+            .is_some_and(|p| p.reachable && p.registered());
+        if neighbour == name || !reachable {
+            continue;
+        }
+        let fetched = match cluster.peer_client(&address) {
+            Ok(client) => fetch(client).await,
+            Err(e) => Err(e),
+        };
+        match fetched {
+            Ok(copy) => return Some((copy, neighbour)),
+            Err(e) => {
+                tracing::debug!(peer = name, %neighbour, error = %e, "no first copy from this neighbour");
+                if e.code().is_none() {
+                    cluster.replicas.write().mark(&neighbour, Some(&e));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Whether a pull that moves a copy from `held` is passed on to the

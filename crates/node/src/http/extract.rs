@@ -5,6 +5,7 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 
 use super::error::ApiError;
+use crate::config::is_domain_name;
 use crate::local::id::ArchiveId;
 
 /// The archive ID in the path, checked: `invalid_id` (400) otherwise.
@@ -20,6 +21,26 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
         ArchiveId::parse(&raw)
             .map(PathId)
             .map_err(ApiError::invalid_id)
+    }
+}
+
+/// A domain's name in the path, checked: `invalid_parameter` (400)
+/// otherwise.
+pub struct PathName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::invalid_parameter(e.body_text()))?;
+        if !is_domain_name(&name) {
+            return Err(ApiError::invalid_parameter(format!(
+                "{name:?} is not a domain name (1..=64 of A-Z a-z 0-9 - _)"
+            )));
+        }
+        Ok(PathName(name))
     }
 }
 

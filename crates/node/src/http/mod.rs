@@ -212,6 +212,16 @@ fn timed_routes(limits: &Limits) -> Vec<Route> {
             compressed(get(replication::key_delta)),
         ),
         route(
+            "/v1/copies/{name}",
+            Needs::read(Member),
+            compressed(get(replication::copy)),
+        ),
+        route(
+            "/v1/copies/{name}/keys",
+            Needs::read(Member),
+            compressed(get(replication::key_copy)),
+        ),
+        route(
             "/v1/filter/verify",
             Needs::read(Read),
             get(replication::verify),

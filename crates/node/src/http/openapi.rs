@@ -37,6 +37,8 @@ use crate::wire::ErrorBody;
         replication::delta,
         replication::key_snapshot,
         replication::key_delta,
+        replication::copy,
+        replication::key_copy,
         replication::relay,
         replication::verify,
         lookup::lookup,

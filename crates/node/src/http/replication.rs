@@ -12,7 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::extract::{Params, PathId};
+use super::extract::{Params, PathId, PathName};
 use crate::local::domain::VerifyReport;
 use crate::local::domain::{DeltaRefusal, FilterView, Position};
 use crate::local::filter::FilterKind;
@@ -146,6 +146,85 @@ pub async fn key_snapshot(State(node): State<Arc<Node>>) -> Response {
     response
 }
 
+/// `GET /v1/copies/{name}`: this domain's copy of another domain's filter
+/// (members only), for a domain joining nearby: the same bytes `name`
+/// published at that position.
+#[utoipa::path(
+    get,
+    path = "/v1/copies/{name}",
+    tag = "filter",
+    params(("name" = String, Path, description = "The domain whose filter the copy is of")),
+    responses(
+        (
+            status = 200,
+            description = "The copy as its domain published it: `XABL` (counting) or `XACK` (cuckoo), docs/FORMAT.md, at the copy's position",
+            content_type = "application/octet-stream",
+            headers(
+                ("x-xarchive-epoch" = String, description = "The copy's epoch"),
+                ("x-xarchive-version" = u64, description = "The copy's version"),
+                ("x-xarchive-filter-kind" = String, description = "`counting` or `cuckoo`"),
+            )
+        ),
+        (status = 400, description = "`invalid_parameter`: not a domain name", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a member", body = ErrorBody),
+        (status = 404, description = "`copy_not_held`", body = ErrorBody),
+    )
+)]
+pub async fn copy(
+    State(node): State<Arc<Node>>,
+    PathName(name): PathName,
+) -> Result<Response, ApiError> {
+    let copy = node.cluster.copy_of(&name).ok_or_else(|| no_copy(&name))?;
+    Ok(filter_response(copy.bytes, copy.kind, copy.position))
+}
+
+/// `GET /v1/copies/{name}/keys`: this domain's copy of another domain's
+/// key filter (members only), under the cluster's filter key.
+#[utoipa::path(
+    get,
+    path = "/v1/copies/{name}/keys",
+    tag = "filter",
+    params(("name" = String, Path, description = "The domain whose key filter the copy is of")),
+    responses(
+        (
+            status = 200,
+            description = "The copy as its domain published it, `XABL` (docs/FORMAT.md), at the copy's position",
+            content_type = "application/octet-stream",
+            headers(
+                ("x-xarchive-epoch" = String, description = "The copy's epoch"),
+                ("x-xarchive-version" = u64, description = "The copy's version"),
+                ("x-xarchive-key-id" = String, description = "Which filter key built it"),
+            )
+        ),
+        (status = 400, description = "`invalid_parameter`: not a domain name", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a member", body = ErrorBody),
+        (status = 404, description = "`copy_not_held`", body = ErrorBody),
+    )
+)]
+pub async fn key_copy(
+    State(node): State<Arc<Node>>,
+    PathName(name): PathName,
+) -> Result<Response, ApiError> {
+    let copy = node
+        .cluster
+        .key_copy_of(&name)
+        .ok_or_else(|| no_copy(&name))?;
+    let filter = copy.filter;
+    let mut response = filter_response(filter.bytes, filter.kind, filter.position);
+    with_key_id(&mut response, &copy.key_id);
+    Ok(response)
+}
+
+fn no_copy(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::CopyNotHeld,
+        format!("this domain holds no copy of domain {name:?}'s filter"),
+    )
+}
+
 fn key_id_header(node: &Node, response: &mut Response) {
     with_key_id(response, &node.domain.keying().hasher.filter_key_id());
 }
@@ -164,9 +243,12 @@ fn filter_view_response(view: FilterView) -> Response {
 
 /// A whole filter as `GET /v1/filter` and `/v1/filter/keys` answer it:
 /// its bytes, its kind and position in headers.
-pub fn filter_response(bytes: Vec<u8>, kind: FilterKind, position: Position) -> Response {
-    let mut response =
-        ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
+pub fn filter_response(bytes: impl Into<Bytes>, kind: FilterKind, position: Position) -> Response {
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        bytes.into(),
+    )
+        .into_response();
     position_headers(&mut response, position.epoch, position.version);
     response
         .headers_mut()

@@ -46,6 +46,7 @@ pub enum ErrorCode {
     Busy,
     ContentTooLarge,
     CoordinatorUnavailable,
+    CopyNotHeld,
     Forbidden,
     InsufficientStorage,
     Internal,
@@ -354,6 +355,11 @@ pub struct DomainView {
     /// changes do not reach this one along the relay tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_pulls: Option<u64>,
+    /// Where the first copy was taken from: the domain itself, or a relay
+    /// tree neighbour's copy (a domain joining takes the nation's copies
+    /// from nearby).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_copy_from: Option<String>,
 }
 
 /// `GET /readyz` when ready: open to anyone, so nothing more (the
