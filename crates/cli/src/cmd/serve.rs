@@ -348,6 +348,25 @@ mod tests {
     }
 
     #[test]
+    fn a_province_code_or_a_cluster_name_of_digits_is_taken_from_the_environment_as_written() {
+        for (group, read) in [
+            ("44", "44"),
+            ("01", "01"),
+            ("7", "07"),
+            ("east-1", "east-1"),
+        ] {
+            figment::Jail::expect_with(|jail| {
+                jail.set_env("XARCHIVE_CLUSTER__GROUP", group);
+                jail.set_env("XARCHIVE_CLUSTER__NAME", "2026");
+                let config = layered(None).map_err(|e| format!("{group}: {e:#}"))?;
+                assert_eq!(config.cluster.group, read);
+                assert_eq!(config.cluster.name, "2026");
+                Ok(())
+            });
+        }
+    }
+
+    #[test]
     fn a_bad_value_names_where_it_came_from() {
         figment::Jail::expect_with(|jail| {
             jail.create_file("domain.toml", "[limits]\nmax_bulk_lines = \"many\"\n")?;

@@ -28,16 +28,25 @@ const SESSION_MS: u64 = 3_000;
 impl Cluster {
     /// `connect` turns the server's address into the connect string used.
     async fn start(connect: impl Fn(&ZooKeeperServer) -> String) -> Cluster {
+        Cluster::start_named(connect, &["A", "B", "C"], |_, spawn| spawn).await
+    }
+
+    /// The domains `names`, each started as `more` adds to its command.
+    async fn start_named(
+        connect: impl Fn(&ZooKeeperServer) -> String,
+        names: &[&str],
+        more: impl Fn(&str, Spawn) -> Spawn,
+    ) -> Cluster {
         let zk = ZooKeeperServer::start();
         let dir = tempdir().unwrap();
-        let domains = ["A", "B", "C"]
+        let domains = names
             .iter()
             .map(|name| {
-                Spawn::new(bin(), name, &dir.path().join(name))
+                let spawn = Spawn::new(bin(), name, &dir.path().join(name))
                     .args(["--zk", &connect(&zk), "--cluster", "test"])
                     .args(["--session-timeout-ms", &SESSION_MS.to_string()])
-                    .args(["--expected-items", "20000"])
-                    .start()
+                    .args(["--expected-items", "20000"]);
+                more(name, spawn).start()
             })
             .collect();
         let cluster = Cluster {
@@ -56,7 +65,7 @@ impl Cluster {
     /// Waits until every running domain sees the others up, connected,
     /// with current copies.
     async fn wait_converged(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         'polling: loop {
             for i in 0..self.domains.len() {
                 let state = self.client(i).cluster().await;
@@ -615,4 +624,134 @@ async fn a_dead_domain_forgotten_by_the_operator_no_longer_turns_not_found_into_
         assert!(Instant::now() < deadline, "C's records never found again");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Sixteen real domains in two groups (provinces 11 and 44), so that the
+/// relay tree (degree 3) has paths of several hops and the positions
+/// ledger two znodes, under writes that never stop: a record acknowledged
+/// at one end of the tree is found at once at the other, an absent ID is
+/// "not found" (never 503) while every domain is up, and with an interior
+/// domain of the tree killed past its session the others still answer
+/// "not found" for nearly every absent ID, and never for its records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_domains_in_two_groups_under_continuous_writes_find_every_record_at_the_far_end() {
+    let names: Vec<String> = ["11", "44"]
+        .iter()
+        .flat_map(|group| (1..=8).map(move |i| format!("{group}-{i:02}")))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let cluster = Arc::new(
+        Cluster::start_named(
+            |zk| zk.connect_string(),
+            &names,
+            |name, spawn| spawn.env("XARCHIVE_CLUSTER__GROUP", &name[..2]),
+        )
+        .await,
+    );
+    let n = names.len();
+    // Writes at every domain but the one killed, all along.
+    const NONE: usize = usize::MAX;
+    let (writing, dead) = (
+        Arc::new(AtomicUsize::new(1)),
+        Arc::new(AtomicUsize::new(NONE)),
+    );
+    let background = {
+        let (cluster, writing, dead) = (cluster.clone(), writing.clone(), dead.clone());
+        tokio::spawn(async move {
+            let mut i = 0;
+            while writing.load(Ordering::SeqCst) == 1 {
+                let at = i % n;
+                i += 1;
+                if at == dead.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let id = format!("{}-bg-{i}", cluster.domains[at].spawn.name);
+                let written = cluster.client(at).put(&id, &json!({"title": "t"})).await;
+                // A write under way while its domain is killed may fail.
+                assert!(
+                    written.is_ok() || dead.load(Ordering::SeqCst) == at,
+                    "{id}: {written:?}"
+                );
+            }
+            i
+        })
+    };
+    // The heap lays the names out in order: the first is the root, the
+    // last a leaf; the far end of a write at domain w is read at n - 1 - w.
+    for k in 0..4 * n {
+        let (w, r) = (k % n, n - 1 - k % n);
+        let id = format!("{}-far-{k}", names[w]);
+        cluster
+            .client(w)
+            .put(&id, &json!({"title": "t"}))
+            .await
+            .unwrap();
+        let (status, answer) = lookup(&cluster.client(r), &id).await;
+        assert_eq!(
+            (status, answer.owner.as_deref()),
+            (200, Some(names[w])),
+            "{id} at {}: {answer:?}",
+            names[r]
+        );
+        let (status, answer) = lookup(&cluster.client(r), &format!("absent-{k}")).await;
+        assert_eq!(status, 404, "absent-{k} at {}: {answer:?}", names[r]);
+    }
+
+    // 11-02 is interior: its children are 11-05, 11-06 and 11-07. Its
+    // writes stop a moment before it is killed, so that its copies
+    // elsewhere can cover the last position it published (what a copy
+    // never received cannot rule it out: those lookups answer 503).
+    let victim = 1;
+    let pid = cluster.domains[victim].pid().to_string();
+    dead.store(victim, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -9 {pid}");
+    tokio::time::sleep(Duration::from_millis(SESSION_MS + 1_500)).await;
+    let (mut not_found, mut asked) = (0, 0);
+    for k in 0..4 * n {
+        let (w, r) = (k % n, n - 1 - k % n);
+        if w == victim || r == victim {
+            continue;
+        }
+        let id = format!("{}-after-{k}", names[w]);
+        cluster
+            .client(w)
+            .put(&id, &json!({"title": "t"}))
+            .await
+            .unwrap();
+        let (status, answer) = lookup(&cluster.client(r), &id).await;
+        assert_eq!(
+            (status, answer.owner.as_deref()),
+            (200, Some(names[w])),
+            "{id}: {answer:?}"
+        );
+        let (status, answer) = lookup(&cluster.client(r), &format!("gone-{k}")).await;
+        asked += 1;
+        match status {
+            404 => not_found += 1,
+            503 => assert_eq!(answer.unavailable, [names[victim]], "{answer:?}"),
+            _ => panic!("gone-{k} at {}: {status} {answer:?}", names[r]),
+        }
+        let (status, answer) = lookup(
+            &cluster.client(r),
+            &format!("{}-far-{victim}", names[victim]),
+        )
+        .await;
+        assert_eq!(status, 503, "a record of the dead domain: {answer:?}");
+    }
+    writing.store(0, Ordering::SeqCst);
+    let written = background.await.unwrap();
+    assert!(written > 0);
+    eprintln!(
+        "{not_found} of {asked} absent IDs answered 404 with {} killed; {written} writes beside",
+        names[victim]
+    );
+    assert!(
+        not_found * 10 >= asked * 9,
+        "only {not_found} of {asked} absent IDs answered 404 with {} dead",
+        names[victim]
+    );
 }

@@ -46,6 +46,33 @@ use replicas::Replicas;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// A text setting as a file or an environment variable gives it: an
+/// environment variable that reads as a number (`XARCHIVE_CLUSTER__GROUP=44`)
+/// reaches serde as that number.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TextOrNumber {
+    Text(String),
+    Number(u64),
+}
+
+fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match TextOrNumber::deserialize(d)? {
+        TextOrNumber::Text(text) => text,
+        TextOrNumber::Number(n) => n.to_string(),
+    })
+}
+
+/// A group: a province's two-digit administrative code. Given as a
+/// number, it is written with two digits (`XARCHIVE_CLUSTER__GROUP=01`
+/// reads as the number 1: its group is `01`).
+fn group_code<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match TextOrNumber::deserialize(d)? {
+        TextOrNumber::Text(text) => text,
+        TextOrNumber::Number(n) => format!("{n:02}"),
+    })
+}
+
 /// How a domain takes part in its cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -55,11 +82,13 @@ pub struct ClusterConfig {
     /// domains of `xarchive up`).
     pub zk: Option<String>,
     /// The cluster's name (its ZooKeeper folder is `/xarchive/<name>`).
+    #[serde(deserialize_with = "text_or_number")]
     pub name: String,
     /// This domain's group: its province's two-digit administrative code
     /// in a nation. The positions every "not found" reads are kept in one
     /// znode per group (`ledger.rs`); one group holds up to about 3 600
     /// domains, so a small cluster keeps the default.
+    #[serde(deserialize_with = "group_code")]
     pub group: String,
     /// The URL peers use to reach this domain (default: http://<listen>).
     pub advertise: Option<String>,
