@@ -244,6 +244,28 @@ impl CountingBloomFilter {
     }
 
     /// Same geometry, counters and item count (versions and logs aside).
+    /// Whether this filter holds what `rebuilt`, built afresh from the
+    /// same IDs, holds: the same geometry and item count, and every
+    /// counter the same, but where this one is stuck at [`COUNTER_MAX`]
+    /// (a counter that reached it stays there, whatever is removed later,
+    /// so it may count more than the IDs held now; it only errs towards
+    /// "maybe"). A filter whose IDs were inserted at most 14 times per
+    /// counter matches its rebuild exactly.
+    pub fn matches_rebuild(&self, rebuilt: &CountingBloomFilter) -> bool {
+        self.geometry == rebuilt.geometry
+            && self.items == rebuilt.items
+            && self
+                .words
+                .iter()
+                .zip(&rebuilt.words)
+                .all(|(&live, &fresh)| {
+                    (0..PER_WORD).all(|i| {
+                        let (a, b) = ((live >> (4 * i)) & 0xf, (fresh >> (4 * i)) & 0xf);
+                        a == b || a == u64::from(COUNTER_MAX)
+                    })
+                })
+    }
+
     pub fn same_contents(&self, other: &CountingBloomFilter) -> bool {
         self.geometry == other.geometry && self.items == other.items && self.words == other.words
     }

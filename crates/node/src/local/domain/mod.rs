@@ -649,10 +649,10 @@ impl Domain {
         )?;
         drop(writer);
         let same = match (&filter, &rebuilt) {
-            (LocalFilter::Counting(a), LocalFilter::Counting(b)) => a.same_contents(b),
+            (LocalFilter::Counting(a), LocalFilter::Counting(b)) => a.matches_rebuild(b),
             _ => filter.items() == records,
         };
-        let key_filter_consistent = rebuilt_keys.same_contents(&keys);
+        let key_filter_consistent = keys.matches_rebuild(&rebuilt_keys);
         Ok(VerifyReport {
             consistent: same && missing == 0 && key_filter_consistent,
             store_records: records,
