@@ -4,6 +4,7 @@
 //! where clients and peers already look for it. With a [`Network`], each
 //! process runs in a network namespace of its own instead (phase 2).
 
+use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -277,6 +278,10 @@ fn domain_spawn(
             &config.session_timeout_ms.to_string(),
         ])
         .args(["--expected-items", &config.expected_items.to_string()]);
+    let spawn = match crate::run::group_of(name) {
+        Some(group) => spawn.env("XARCHIVE_CLUSTER__GROUP", group),
+        None => spawn,
+    };
     Ok(match config.cache_max_lag_ms {
         None => spawn.env("XARCHIVE_CACHE", "none"),
         Some(max_lag_ms) => {
@@ -313,29 +318,52 @@ fn disks(config: &ClusterConfig) -> Result<Vec<Tmpfs>, Error> {
         .collect()
 }
 
-/// Whether every domain answers `/v1/cluster` showing itself connected and
-/// all `urls.len()` domains up with current replicas. `Err` says which
-/// domain is not there yet, and why.
-pub fn converged_now(client: &Client, urls: &[String]) -> Result<(), String> {
-    for url in urls {
-        let state: ClusterView =
-            http::get_typed(client, url, "/v1/cluster").map_err(|e| format!("{url}: {e}"))?;
-        if !state.converged(urls.len()) {
-            let text = serde_json::to_string(&state).unwrap_or_else(|e| e.to_string());
-            return Err(format!("{url}: not converged: {text}"));
-        }
-    }
-    Ok(())
-}
-
-/// Polls [`converged_now`] until it holds (`Ok` with when) or `patience`
-/// runs out (`Err` with the last reason).
+/// Waits until every domain has shown, since this call began, each other
+/// domain up with its copies (filter and key filter) current, while
+/// connected and seeing all `urls.len()` domains (`Ok` with when), or
+/// until `patience` runs out (`Err` with what is still missing).
+///
+/// A copy current at a moment after the call began holds everything its
+/// domain published before: so this is "every write made before the wait
+/// reached every domain". Each copy may be current at its own moment:
+/// under writes that never stop, a dozen domains are seldom all current
+/// at the same instant, and asking that would wait for a lull, not for
+/// the cluster to keep up.
 pub fn wait_converged(
     client: &Client,
     urls: &[String],
     patience: Duration,
 ) -> Result<Instant, String> {
-    poll(patience, || converged_now(client, urls))
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    let pairs = urls.len() * urls.len().saturating_sub(1);
+    poll(patience, || {
+        let mut waiting = Vec::new();
+        for url in urls {
+            let state: ClusterView =
+                http::get_typed(client, url, "/v1/cluster").map_err(|e| format!("{url}: {e}"))?;
+            if !state.connected || state.domains.len() != urls.len() {
+                let text = serde_json::to_string(&state).unwrap_or_else(|e| e.to_string());
+                return Err(format!("{url}: not connected to all: {text}"));
+            }
+            for peer in state.domains.iter().filter(|d| !d.is_self) {
+                let pair = (state.domain.clone(), peer.name.clone());
+                if peer.up && peer.current == Some(true) && peer.keys_current == Some(true) {
+                    seen.insert(pair);
+                } else if !seen.contains(&pair) {
+                    let text = serde_json::to_string(peer).unwrap_or_else(|e| e.to_string());
+                    waiting.push(format!("{} of {}: {text}", state.domain, peer.name));
+                }
+            }
+        }
+        if seen.len() >= pairs {
+            Ok(())
+        } else {
+            Err(format!(
+                "copies not yet current since the wait began: {}",
+                waiting.join("; ")
+            ))
+        }
+    })
 }
 
 /// Polls `check` every 50 ms until it holds (`Ok` with when) or

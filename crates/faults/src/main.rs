@@ -18,9 +18,9 @@ fn parse_kind(s: &str) -> Result<FaultKind, String> {
 
 /// Randomized faults (kill -9, SIGSTOP, ZooKeeper crashes and fresh
 /// restarts; with --ensemble, leader kills; with --netns, cut links and
-/// pairwise partitions) against three real `xarchive serve` domains and
-/// real ZooKeeper, with a workload recorded as a history and checked at
-/// the end.
+/// pairwise partitions) against real `xarchive serve` domains (three, or
+/// --domains in --groups) and real ZooKeeper, with a workload recorded as
+/// a history and checked at the end.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
@@ -76,6 +76,14 @@ struct Args {
     /// default: every kind the mode allows.
     #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
     kinds: Vec<FaultKind>,
+    /// How many domains (3: A, B and C; more, or more than one group:
+    /// named by group and number, `11-01`, `12-01`, …).
+    #[arg(long, default_value_t = 3)]
+    domains: usize,
+    /// How many groups (provinces) the domains are in, taking turns; each
+    /// group's positions are one znode of the ledger.
+    #[arg(long, default_value_t = 1)]
+    groups: usize,
     /// With --check: the `cache.max_lag_ms` the run had (its domains'
     /// cache on).
     #[arg(long, requires = "check")]
@@ -109,7 +117,8 @@ fn main() -> ExitCode {
             false,
         ),
     };
-    let mut config = RunConfig::new(bin, dir.clone(), args.duration, seed);
+    let mut config = RunConfig::new(bin, dir.clone(), args.duration, seed)
+        .with_domains(args.domains.max(2), args.groups.max(1));
     config.clients = args.clients.max(1);
     config.overlap = args.overlap;
     if args.netns {

@@ -680,19 +680,7 @@ async fn sixteen_domains_in_two_groups_under_continuous_writes_find_every_record
     // last a leaf; the far end of a write at domain w is read at n - 1 - w.
     for k in 0..4 * n {
         let (w, r) = (k % n, n - 1 - k % n);
-        let id = format!("{}-far-{k}", names[w]);
-        cluster
-            .client(w)
-            .put(&id, &json!({"title": "t"}))
-            .await
-            .unwrap();
-        let (status, answer) = lookup(&cluster.client(r), &id).await;
-        assert_eq!(
-            (status, answer.owner.as_deref()),
-            (200, Some(names[w])),
-            "{id} at {}: {answer:?}",
-            names[r]
-        );
+        found_at_once_far_away(&cluster, &names, (w, r), &format!("{}-far-{k}", names[w])).await;
         let (status, answer) = lookup(&cluster.client(r), &format!("absent-{k}")).await;
         assert_eq!(status, 404, "absent-{k} at {}: {answer:?}", names[r]);
     }
@@ -716,18 +704,7 @@ async fn sixteen_domains_in_two_groups_under_continuous_writes_find_every_record
         if w == victim || r == victim {
             continue;
         }
-        let id = format!("{}-after-{k}", names[w]);
-        cluster
-            .client(w)
-            .put(&id, &json!({"title": "t"}))
-            .await
-            .unwrap();
-        let (status, answer) = lookup(&cluster.client(r), &id).await;
-        assert_eq!(
-            (status, answer.owner.as_deref()),
-            (200, Some(names[w])),
-            "{id}: {answer:?}"
-        );
+        found_at_once_far_away(&cluster, &names, (w, r), &format!("{}-after-{k}", names[w])).await;
         let (status, answer) = lookup(&cluster.client(r), &format!("gone-{k}")).await;
         asked += 1;
         match status {
@@ -753,5 +730,27 @@ async fn sixteen_domains_in_two_groups_under_continuous_writes_find_every_record
         not_found * 10 >= asked * 9,
         "only {not_found} of {asked} absent IDs answered 404 with {} dead",
         names[victim]
+    );
+}
+
+/// Writes `id` at domain `w` and looks it up at once at domain `r`: found,
+/// and owned by `w`.
+async fn found_at_once_far_away(
+    cluster: &Cluster,
+    names: &[&str],
+    (w, r): (usize, usize),
+    id: &str,
+) {
+    cluster
+        .client(w)
+        .put(id, &json!({"title": "t"}))
+        .await
+        .unwrap();
+    let (status, answer) = lookup(&cluster.client(r), id).await;
+    assert_eq!(
+        (status, answer.owner.as_deref()),
+        (200, Some(names[w])),
+        "{id} at {}: {answer:?}",
+        names[r]
     );
 }
