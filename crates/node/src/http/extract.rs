@@ -3,10 +3,12 @@
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
+use axum::http::StatusCode;
 
 use super::error::ApiError;
 use crate::config::is_domain_name;
 use crate::local::id::ArchiveId;
+use crate::wire::ErrorCode;
 
 /// The archive ID in the path, checked: `invalid_id` (400) otherwise.
 pub struct PathId(pub ArchiveId);
@@ -41,6 +43,27 @@ impl<S: Send + Sync> FromRequestParts<S> for PathName {
             )));
         }
         Ok(PathName(name))
+    }
+}
+
+/// An asset's file name in the path: `asset_not_found` (404) when the
+/// path cannot be read (no such asset can be named so).
+pub struct AssetName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for AssetName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    ErrorCode::AssetNotFound,
+                    e.body_text(),
+                )
+            })?;
+        Ok(AssetName(name))
     }
 }
 

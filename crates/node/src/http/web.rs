@@ -7,8 +7,7 @@
 
 use std::sync::OnceLock;
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::Path;
+use super::extract::AssetName;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -183,17 +182,7 @@ pub async fn index(headers: HeaderMap) -> Response {
         (status = 404, description = "`asset_not_found`", body = crate::wire::ErrorBody),
     )
 )]
-pub async fn asset(
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let Path(name) = path.map_err(|e| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorCode::AssetNotFound,
-            e.body_text(),
-        )
-    })?;
+pub async fn asset(AssetName(name): AssetName, headers: HeaderMap) -> Result<Response, ApiError> {
     ASSETS
         .iter()
         .find(|a| a.name == name)
