@@ -3,6 +3,7 @@
 //! them (nor their dependencies).
 
 mod child;
+mod domains;
 mod lookup;
 mod memory;
 mod nation;
@@ -48,6 +49,10 @@ enum BenchCommand {
     /// step of one domain among N of realistic sizes, for three layouts of
     /// its copies of their filters.
     Nation(nation::NationBenchArgs),
+    /// Real domains in groups on one ZooKeeper under steady writes: a
+    /// write's acknowledgement, its lag to the far end of the relay tree,
+    /// ZooKeeper's packets per write and domain, each domain's CPU.
+    Domains(domains::DomainsBenchArgs),
 }
 
 /// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
@@ -67,6 +72,7 @@ async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Sync(args) => sync::run(args).await,
         BenchCommand::Memory(args) => memory::run(args).await,
         BenchCommand::Nation(args) => nation::run(args).await,
+        BenchCommand::Domains(args) => domains::run(args).await,
     }
 }
 

@@ -99,7 +99,7 @@ impl ClusterRow {
 
 /// ZooKeeper's `mntr` figures (four-letter word; it must be allowed by
 /// `4lw.commands.whitelist`, as scripts/zookeeper.sh does).
-async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String>> {
+pub(crate) async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String>> {
     let host = connect
         .split('/')
         .next()
@@ -121,14 +121,14 @@ async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String>> {
         .collect())
 }
 
-fn figure(m: &HashMap<String, String>, name: &str) -> u64 {
+pub(crate) fn figure(m: &HashMap<String, String>, name: &str) -> u64 {
     m.get(name)
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
 
 /// CPU time of a process so far (user + system), from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let path = format!("/proc/{pid}/stat");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
     // Fields after the command name (which may hold spaces) in parentheses.

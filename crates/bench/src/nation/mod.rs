@@ -40,7 +40,7 @@ use xarchive_node::{capacity_for, FilterSettings};
 use crate::quantile;
 use crate::svg::{Chart, Series};
 
-mod cluster;
+pub(crate) mod cluster;
 mod light;
 
 /// The archive levels at N = 3 301 (national comprehensive archives at the

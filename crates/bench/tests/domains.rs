@@ -1,0 +1,45 @@
+//! `xarchive-bench domains` end to end, at a small size: real `xarchive
+//! serve` domains in two groups on a real ZooKeeper under steady writes.
+//! Its JSON must count every write, each routed at the far end of the
+//! relay tree, and ZooKeeper's packets. No timing is asserted.
+//!
+//! `xarchive-bench` runs the `xarchive` binary beside it in `target/debug`:
+//! `cargo build -p xarchive` first (`cargo test --workspace` builds it).
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use xarchive_testkit::{stdout_of, tempdir, ZooKeeperServer};
+
+#[test]
+fn bench_domains_routes_every_write_at_the_far_end_of_real_domains_in_two_groups() {
+    let zk = ZooKeeperServer::start();
+    let dir = tempdir().unwrap();
+    let json = dir.path().join("d.json");
+    let text = stdout_of(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive-bench")))
+            .args(["domains", "--domains", "4", "--groups", "2"])
+            .args(["--rate", "20", "--duration", "1s"])
+            .args(["--zk", &zk.connect_string()])
+            .arg("--json")
+            .arg(&json)
+            .current_dir(dir.path()),
+    );
+    assert!(text.contains("4 domains in 2 groups, 20 writes"), "{text}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["writes"], 20, "{report}");
+    assert_eq!(report["not_routed_within_10_s"], 0, "{report}");
+    for figure in ["ack_ms", "far_end_lag_ms"] {
+        assert!(
+            report[figure]["p99"].as_f64().is_some_and(|ms| ms >= 0.0),
+            "{report}"
+        );
+    }
+    assert!(
+        report["zk_packets_sent_per_write_per_domain"]
+            .as_f64()
+            .is_some_and(|p| p > 0.0),
+        "{report}"
+    );
+}
