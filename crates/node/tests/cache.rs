@@ -296,8 +296,13 @@ async fn a_stopped_redis_costs_no_lookup_and_is_used_again_when_back() {
     }
 }
 
+/// Lookups of an ID under way at the same time share one fetch, and the
+/// record is cached before that fetch leaves the table of those under way
+/// once the ID has been looked up twice (the cache's admission). So 100
+/// lookups make one fetch, or two when the first ended before a second
+/// one arrived (it was not yet admitted then): never one each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_lookups_of_one_cold_id_make_one_fetch() {
+async fn a_hundred_lookups_of_one_cold_id_make_at_most_two_fetches() {
     let p = Arc::new(Pair::start("memory").await);
     p.at_b.put("COLD-1", &json!({"title": "t"})).await.unwrap();
     p.settle().await;
@@ -312,10 +317,10 @@ async fn a_hundred_lookups_of_one_cold_id_make_one_fetch() {
         let (status, answer) = l.await.unwrap();
         assert_eq!(status, 200, "{answer:?}");
     }
-    assert_eq!(
-        p.fetches_at_b() - before,
-        1,
-        "one remote fetch for 100 lookups"
+    let fetches = p.fetches_at_b() - before;
+    assert!(
+        (1..=2).contains(&fetches),
+        "{fetches} remote fetches for 100 lookups"
     );
 }
 
