@@ -6,8 +6,8 @@
 # ZooKeeper) and GET /v1/contains under wrk. Prints each figure's median
 # per build and the ratio after ÷ before (docs/BENCHMARKS.md).
 #   scripts/zookeeper.sh scripts/redis.sh scripts/bench-compare.sh BEFORE_DIR AFTER_DIR [ROUNDS]
-# Each DIR holds a release `xarchive` and, from issue 26 on, `xarchive-bench`
-# (without it, `xarchive bench` is used: the benchmarks were a subcommand).
+# Each DIR holds a release `xarchive` and, if that build has one,
+# `xarchive-bench` (older builds ran the benchmarks as `xarchive bench`).
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n 2,10p "$0" >&2; exit 2; }
 : "${XARCHIVE_ZK:?run under scripts/zookeeper.sh}" "${XARCHIVE_REDIS:?run under scripts/redis.sh}"

@@ -1,7 +1,7 @@
 //! `xarchive-bench domains`: real `xarchive serve` domains in groups on
-//! one ZooKeeper, under steady writes (issue 24, point 6): what a write's
-//! acknowledgement takes, how long until the domain at the far end of the
-//! relay tree routes it, what ZooKeeper sends per write and domain, and
+//! one ZooKeeper, under steady writes: what a write's acknowledgement
+//! takes, how long until the domain at the far end of the relay tree
+//! routes it, what ZooKeeper sends per write and domain, and
 //! each domain's CPU. Light publishers (`nation`) stand in for a nation;
 //! these are full domains, each following all the others.
 
@@ -58,7 +58,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     for name in &names {
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, format!("[cluster]\ngroup = \"{}\"\n", &name[..2]))?;
-        let args = [
+        let serve_args = [
             "--zk",
             &args.zk,
             "--cluster",
@@ -72,7 +72,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         .chain([config.display().to_string()])
         .collect::<Vec<_>>();
         let log = dir.path().join(format!("{name}.log"));
-        domains.push(ServeChild::start(name, &dir.path().join(name), &args, &log).await?);
+        domains.push(ServeChild::start(name, &dir.path().join(name), &serve_args, &log).await?);
     }
     let clients: Vec<Client> = domains
         .iter()
@@ -147,7 +147,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     }
     bar.finish_and_clear();
     let zk_after = mntr(&args.zk).await?;
-    let cpu: Vec<f64> = domains
+    let mut cpus: Vec<f64> = domains
         .iter()
         .zip(&cpu_before)
         .map(|(d, before)| cpu_seconds(d.pid()).map(|now| (now - before) / writing * 100.0))
@@ -157,7 +157,6 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     }
     acks.sort_by(f64::total_cmp);
     lags.sort_by(f64::total_cmp);
-    let mut cpus = cpu.clone();
     cpus.sort_by(f64::total_cmp);
     let per = |name: &str| {
         (figure(&zk_after, name) - figure(&zk_before, name)) as f64
