@@ -108,6 +108,11 @@ impl ApiError {
         .with("id", id)
     }
 
+    /// No page asset is named so (or the name cannot be read).
+    pub fn asset_not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::AssetNotFound, message)
+    }
+
     /// A failure of this domain, not of the request: logged in full with
     /// an incident number, and answered with that number alone (what
     /// failed inside may name paths, peers or stored data).

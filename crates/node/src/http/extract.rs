@@ -3,12 +3,10 @@
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
 
 use super::error::ApiError;
 use crate::config::is_domain_name;
 use crate::local::id::ArchiveId;
-use crate::wire::ErrorCode;
 
 /// The archive ID in the path, checked: `invalid_id` (400) otherwise.
 pub struct PathId(pub ArchiveId);
@@ -56,13 +54,7 @@ impl<S: Send + Sync> FromRequestParts<S> for AssetName {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    ErrorCode::AssetNotFound,
-                    e.body_text(),
-                )
-            })?;
+            .map_err(|e| ApiError::asset_not_found(e.body_text()))?;
         Ok(AssetName(name))
     }
 }

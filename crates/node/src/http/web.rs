@@ -7,12 +7,11 @@
 
 use std::sync::OnceLock;
 
-use super::extract::AssetName;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use crate::wire::ErrorCode;
+use super::extract::AssetName;
 
 /// One embedded file.
 struct Asset {
@@ -187,13 +186,7 @@ pub async fn asset(AssetName(name): AssetName, headers: HeaderMap) -> Result<Res
         .iter()
         .find(|a| a.name == name)
         .map(|a| serve(a, &headers))
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                ErrorCode::AssetNotFound,
-                format!("no asset {name:?}"),
-            )
-        })
+        .ok_or_else(|| ApiError::asset_not_found(format!("no asset {name:?}")))
 }
 
 #[cfg(test)]
