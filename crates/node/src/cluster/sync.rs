@@ -130,7 +130,6 @@ impl Sync {
             (changes, current.connected, known_changed, neighbours)
         };
         if let Some(neighbours) = neighbours {
-            cluster.neighbours.write().clone_from(&neighbours);
             self.followers.set(&cluster, neighbours, &self.stop_peers);
         }
         if known_changed {

@@ -47,13 +47,16 @@ impl Followers {
         self.running.contains_key(name)
     }
 
-    /// Follows exactly `wanted` (name, address).
+    /// Follows exactly `wanted` (name, address), and makes them the
+    /// cluster's neighbours (`Cluster::neighbours`, where first copies are
+    /// asked for).
     pub fn set(
         &mut self,
         cluster: &Arc<Cluster>,
         wanted: Vec<(String, String)>,
         stop: &CancellationToken,
     ) {
+        cluster.neighbours.write().clone_from(&wanted);
         let wanted: BTreeMap<String, String> = wanted.into_iter().collect();
         self.running.retain(|name, (address, token)| {
             let keep = wanted.get(name) == Some(address);
