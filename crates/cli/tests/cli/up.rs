@@ -1,6 +1,6 @@
 //! `xarchive up`: the README's first command, as a real process.
 
-use crate::common::bin;
+use crate::common::{bin, text, xarchive};
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -127,15 +127,8 @@ fn up_gives_every_domain_the_settings_of_its_config_file_and_the_environment() {
                 .env("XARCHIVE_PAGE__FILTER_REQUESTS", "3");
         },
         |first| {
-            let out = Command::new(bin())
-                .args(["cluster", "--json", "--server", first])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let out = xarchive(&["cluster", "--json"], first);
+            assert!(out.status.success(), "{}", text(&out));
             let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             let addresses: Vec<String> = view["domains"]
                 .as_array()
@@ -145,10 +138,7 @@ fn up_gives_every_domain_the_settings_of_its_config_file_and_the_environment() {
                 .collect();
             assert_eq!(addresses.len(), 3, "{view}");
             for address in addresses {
-                let out = Command::new(bin())
-                    .args(["cluster", "--json", "--server", &address])
-                    .output()
-                    .unwrap();
+                let out = xarchive(&["cluster", "--json"], &address);
                 let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
                 assert_eq!(
                     view["page"],
