@@ -11,6 +11,7 @@ use crate::cluster::ClusterConfig;
 use crate::local::filter::FilterSettings;
 use crate::local::id_profile::IdProfile;
 use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
+use crate::local::release::ReleasePolicy;
 use crate::security::auth::AuthConfig;
 use crate::security::tls::TlsConfig;
 use crate::wire::PageBudget;
@@ -147,6 +148,9 @@ pub struct NodeConfig {
     pub ids: IdProfile,
     /// What the page may hold in a browser (`[page]`).
     pub page: PageConfig,
+    /// Cross-archive requests: which records this domain releases to
+    /// another archive's request without review (`[requests]`).
+    pub requests: ReleasePolicy,
 }
 
 /// The key types a domain declares unless its configuration says
@@ -181,6 +185,7 @@ impl Default for NodeConfig {
             keys: default_key_types(),
             ids: IdProfile::default(),
             page: PageConfig::default(),
+            requests: ReleasePolicy::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 //!   routes' answers are lent out as [`peer_answers`]);
 //! - [`node`], [`config`], [`metrics`]: a domain put together: its local
 //!   part, its place in the cluster, its tokens and its counters;
+//!   [`exchange`]: cross-archive requests between domains;
 //! - [`cluster`]: membership (coordinators), replicas of peers' filters,
 //!   sync, routed lookups, the peer client and the cache of remote records;
 //! - [`security`]: tokens, roles, rate limits, TLS;
@@ -18,6 +19,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod exchange;
 mod http;
 pub(crate) mod local;
 pub mod metrics;

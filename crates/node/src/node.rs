@@ -18,10 +18,12 @@ use crate::local::domain::{Domain, DomainError};
 use crate::local::id::ArchiveId;
 use crate::local::id_profile::cluster_fingerprint;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
+use crate::local::requests::{BookError, RequestBook};
 use crate::local::space::DiskSpace;
 use crate::metrics::Metrics;
 use crate::security::auth::{AuthError, Authority};
 use crate::security::member::Admission;
+use crate::security::signing::{Signer, SigningError};
 use crate::security::tls::TlsError;
 use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
@@ -49,6 +51,10 @@ pub enum NodeError {
     Keys(#[from] KeyTypesError),
     #[error(transparent)]
     Audit(#[from] AuditError),
+    #[error(transparent)]
+    Requests(#[from] BookError),
+    #[error(transparent)]
+    Signing(#[from] SigningError),
 }
 
 /// Why a search could not be made.
@@ -69,6 +75,11 @@ pub struct Node {
     pub(crate) auth: Authority,
     pub(crate) metrics: Metrics,
     pub(crate) audit: AuditLog,
+    /// Cross-archive requests, both sides (`exchange.rs`).
+    pub(crate) requests: RequestBook,
+    pub(crate) signer: Signer,
+    /// Wakes the outbox of requests when one is registered.
+    pub(crate) outbox: tokio::sync::Notify,
 }
 
 impl Node {
@@ -154,7 +165,9 @@ impl Node {
             keying,
             space.clone(),
         )?;
-        let audit = AuditLog::open(&config.data, space)?;
+        let audit = AuditLog::open(&config.data, space.clone())?;
+        let requests = RequestBook::open(&config.data, space)?;
+        let signer = Signer::open(&config.data)?;
         let cluster = Arc::new(cluster);
         let metrics = Metrics::for_domain(&cluster, domain.settings().fpr);
         Ok(Arc::new(Node {
@@ -164,6 +177,9 @@ impl Node {
             auth,
             metrics,
             audit,
+            requests,
+            signer,
+            outbox: tokio::sync::Notify::new(),
         }))
     }
 
@@ -180,10 +196,12 @@ impl Node {
             // What a member must share to join: the key types and the ID
             // profile (local/id_profile.rs says why the default adds nothing).
             cluster_fingerprint(&self.key_types().fingerprint(), &self.config.ids),
+            self.signer.public_hex(),
             self.domain.subscribe(),
             stop,
         );
         tokio::spawn(self.clone().anchor_audit_log(stop.clone()));
+        tokio::spawn(self.clone().run_outbox(stop.clone()));
     }
 
     /// Checks the audit log's chain and, if the coordinator answers, that
@@ -327,6 +345,8 @@ impl Node {
                     requester: mine.requester.unwrap_or_default(),
                     key_type: mine.key_type,
                     records: records.iter().map(|r| r.id.to_string()).collect(),
+                    action: None,
+                    request: None,
                     prev: String::new(),
                     hash: String::new(),
                 })?;

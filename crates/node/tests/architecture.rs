@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["local"],
     &["wire", "security"],
     &["cluster"],
-    &["config", "metrics", "node"],
+    &["config", "metrics", "node", "exchange"],
     &["http"],
     &["server"],
     &["lib"],

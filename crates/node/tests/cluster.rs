@@ -15,7 +15,8 @@ use xarchive_node::cluster::{
 };
 use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::wire::{
-    AuditHead, CacheRoute, ErrorCode, LookupBody, PageBudget, SearchBody, SearchRequest,
+    AuditHead, CacheRoute, Decision, Delivery, ErrorCode, HoldingState, LookupBody, PageBudget,
+    RequestStatus, RequestView, SearchBody, SearchRequest,
 };
 use xarchive_node::Client;
 use xarchive_node::Position;
@@ -915,4 +916,164 @@ async fn a_peer_that_registers_again_is_followed_at_its_publications_again_while
         assert!(writer.await.unwrap() > 0);
     }
     c.settle().await;
+}
+
+/// Puts record `id` at `d`: of `category`, open, about the person `card`.
+async fn put_file(d: &Domain, id: &str, category: &str, card: &str) {
+    let record = json!({
+        "title": "婚姻登记",
+        "metadata": {"category": category, "access": "open"},
+        "content": "5ama5ae75LmL6K6w",
+        "keys": {"id_card": card},
+    });
+    d.client.put(id, &record).await.unwrap();
+}
+
+/// Asks `d` about request `id` until `done` holds of it.
+async fn request_until(d: &Domain, id: &str, done: impl Fn(&RequestView) -> bool) -> RequestView {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let view = d.client.request(id).await.unwrap();
+        if done(&view) {
+            return view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "request never got there: {view:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const APPLICANT: &str = "11010519491231002X";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_the_applicant_s_own_open_marriage_record_comes_back_signed_without_review() {
+    let c = Cluster::start(2).await;
+    let (a, b) = (&c.domains[0], &c.domains[1]);
+    put_file(b, "M-1", "marriage", APPLICANT).await;
+    c.settle().await;
+    let submitted = a
+        .client
+        .submit_request(&json!({
+            "applicant_id": APPLICANT,
+            "applicant_name": "张三",
+            "purpose": "贷款",
+        }))
+        .await
+        .unwrap();
+    assert_eq!(submitted.holdings.len(), 1);
+    assert_eq!(submitted.holdings[0].domain, "B");
+    let done = request_until(a, &submitted.id, |r| r.status == RequestStatus::Answered).await;
+    let copy = &done.holdings[0].copies[0];
+    assert_eq!(
+        (
+            copy.archive_number.as_str(),
+            copy.holding.as_str(),
+            copy.request_id.as_str()
+        ),
+        ("M-1", "B", submitted.id.as_str())
+    );
+    assert_eq!(copy.content.as_deref(), Some("5ama5ae75LmL6K6w"));
+    // Both archives logged their steps, with the applicant as a digest.
+    for d in [a, b] {
+        let page = d.client.audit(None).await.unwrap();
+        let steps: Vec<&str> = page
+            .entries
+            .iter()
+            .filter(|e| e.request.as_deref() == Some(submitted.id.as_str()))
+            .filter_map(|e| e.action.as_deref())
+            .collect();
+        assert!(!steps.is_empty(), "no step of the request logged");
+        let text = serde_json::to_string(&page).unwrap();
+        assert!(
+            !text.contains(APPLICANT),
+            "the identity number is in the log"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_policy_does_not_release_waits_for_a_reviewer_who_approves_or_refuses_it() {
+    let c = Cluster::start(2).await;
+    let (a, b) = (&c.domains[0], &c.domains[1]);
+    put_file(b, "C-1", "court", APPLICANT).await;
+    put_file(b, "C-2", "court", APPLICANT).await;
+    c.settle().await;
+    let ask = |record: &str| {
+        json!({
+            "applicant_id": APPLICANT,
+            "applicant_name": "张三",
+            "purpose": "诉讼",
+            "records": [record],
+        })
+    };
+    let first = a.client.submit_request(&ask("C-1")).await.unwrap();
+    let second = a.client.submit_request(&ask("C-2")).await.unwrap();
+    for id in [&first.id, &second.id] {
+        request_until(a, id, |r| r.holdings[0].state == HoldingState::InReview).await;
+    }
+    let queue = b.client.reviews().await.unwrap().reviews;
+    assert_eq!(queue.len(), 2);
+    assert!(queue.iter().all(|r| r.reason.contains("court")));
+    let approve = Decision {
+        approve: true,
+        reason: String::new(),
+    };
+    b.client.decide("A", &first.id, &approve).await.unwrap();
+    let refuse = Decision {
+        approve: false,
+        reason: "涉及第三人隐私".into(),
+    };
+    b.client.decide("A", &second.id, &refuse).await.unwrap();
+    // Decided once: a second decision is refused.
+    let again = b
+        .client
+        .decide("A", &second.id, &approve)
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Some("already_decided"));
+    let approved = request_until(a, &first.id, |r| r.status == RequestStatus::Answered).await;
+    assert_eq!(approved.holdings[0].copies[0].archive_number, "C-1");
+    let refused = request_until(a, &second.id, |r| r.status == RequestStatus::Refused).await;
+    assert_eq!(
+        refused.holdings[0].reason.as_deref(),
+        Some("涉及第三人隐私")
+    );
+    assert!(b.client.reviews().await.unwrap().reviews.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_delivered_twice_is_taken_in_once_and_answered_the_same() {
+    let c = Cluster::start(2).await;
+    let b = &c.domains[1];
+    put_file(b, "M-1", "marriage", APPLICANT).await;
+    let digest = b
+        .node
+        .auth()
+        .key_hasher()
+        .audit_digest("id_card", APPLICANT);
+    let delivery = Delivery {
+        request_id: "00ff".into(),
+        receiving: "A".into(),
+        applicant_digest: digest,
+        applicant_name: "张三".into(),
+        purpose: "贷款".into(),
+        records: vec!["M-1".into(), "M-404".into()],
+    };
+    let once = b.client.deliver_request(&delivery).await.unwrap();
+    let twice = b.client.deliver_request(&delivery).await.unwrap();
+    assert_eq!(once.state, HoldingState::Released);
+    assert_eq!(once.missing, vec!["M-404".to_owned()]);
+    assert_eq!(once, twice);
+    let released = b
+        .client
+        .audit(None)
+        .await
+        .unwrap()
+        .entries
+        .iter()
+        .filter(|e| e.action.as_deref() == Some("request_released"))
+        .count();
+    assert_eq!(released, 1);
 }

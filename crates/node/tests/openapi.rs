@@ -419,6 +419,57 @@ async fn every_answer_matches_the_openapi_document() {
         assert_eq!(r.status, status, "{uri}");
     }
 
+    // A cross-archive request for a record held here, both sides.
+    let ask = r#"{"applicant_id": "11010519491231002X", "applicant_name": "张三",
+                  "purpose": "贷款", "records": ["J-1"]}"#;
+    let r = api
+        .call(M::POST, "/v1/requests", "/v1/requests", ask, None)
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let id = r.json()["id"].as_str().unwrap().to_owned();
+    let r = api.get("/v1/requests", "/v1/requests").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = api
+        .get("/v1/requests/{id}", &format!("/v1/requests/{id}"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = api.get("/v1/requests/{id}", "/v1/requests/00").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let delivery = serde_json::json!({
+        "request_id": "00ff", "receiving": "elsewhere", "applicant_digest": "00",
+        "applicant_name": "张三", "purpose": "贷款", "records": ["J-1"],
+    });
+    let r = api
+        .call(
+            M::POST,
+            "/v1/peer/requests",
+            "/v1/peer/requests",
+            delivery.to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["state"], "in_review");
+    let r = api.get("/v1/reviews", "/v1/reviews").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let refuse = r#"{"approve": false, "reason": "不是本人档案"}"#;
+    for (path, status) in [
+        ("/v1/reviews/elsewhere/00ff", StatusCode::OK),
+        ("/v1/reviews/elsewhere/00ff", StatusCode::CONFLICT),
+        ("/v1/reviews/elsewhere/01", StatusCode::NOT_FOUND),
+    ] {
+        let r = api
+            .call(
+                M::POST,
+                "/v1/reviews/{receiving}/{request}",
+                path,
+                refuse,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, status);
+    }
+
     let r = api
         .call(
             M::DELETE,

@@ -36,6 +36,7 @@ fn member(i: usize) -> Member {
         epoch: 7,
         version: i as u64,
         keys: String::new(),
+        signing_key: String::new(),
     }
 }
 

@@ -451,6 +451,59 @@ impl Client {
         Err(Self::api_error(response, &url).await)
     }
 
+    /// `POST /v1/requests`: registers a cross-archive request (`body` as
+    /// [`NewRequest`](crate::wire::NewRequest) reads it).
+    pub async fn submit_request(
+        &self,
+        body: &serde_json::Value,
+    ) -> Result<crate::wire::RequestView, ClientError> {
+        let url = self.url("/v1/requests");
+        let response = self.send(self.http.post(&url).json(body), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/requests/{id}`.
+    pub async fn request(&self, id: &str) -> Result<crate::wire::RequestView, ClientError> {
+        let url = self.url(&format!("/v1/requests/{}", encode_id(id)));
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/reviews`: the requests waiting for a reviewer here.
+    pub async fn reviews(&self) -> Result<crate::wire::ReviewQueue, ClientError> {
+        let url = self.url("/v1/reviews");
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `POST /v1/reviews/{receiving}/{request}`: a reviewer's decision.
+    pub async fn decide(
+        &self,
+        receiving: &str,
+        request: &str,
+        decision: &crate::wire::Decision,
+    ) -> Result<crate::wire::Answer, ClientError> {
+        let url = self.url(&format!(
+            "/v1/reviews/{}/{}",
+            encode_id(receiving),
+            encode_id(request)
+        ));
+        let response = self.send(self.http.post(&url).json(decision), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `POST /v1/peer/requests`: a part of a cross-archive request, sent
+    /// to the archive holding its records; answered the same however
+    /// often it is sent.
+    pub async fn deliver_request(
+        &self,
+        delivery: &crate::wire::Delivery,
+    ) -> Result<crate::wire::Answer, ClientError> {
+        let url = self.url("/v1/peer/requests");
+        let response = self.send(self.http.post(&url).json(delivery), &url).await?;
+        Self::json(response, &url).await
+    }
+
     /// `GET /v1/audit`: a page of the searches by private key logged, from
     /// `since` (RFC 3339, or the `next` of the page before).
     pub async fn audit(&self, since: Option<&str>) -> Result<AuditPage, ClientError> {

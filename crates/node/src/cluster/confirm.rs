@@ -69,6 +69,7 @@ mod tests {
                     epoch: 0,
                     version: i as u64,
                     keys: String::new(),
+                    signing_key: String::new(),
                 };
                 let known = crate::cluster::Known {
                     member,

@@ -30,6 +30,10 @@ pub struct Member {
     /// empty from a domain older than keys).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub keys: String,
+    /// The public half of its key for signed copies (hex Ed25519), sealed
+    /// with the rest: what a receiving archive checks a copy against.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signing_key: String,
 }
 
 impl Member {
@@ -436,6 +440,7 @@ mod tests {
             epoch: 1,
             version: 1,
             keys: keys.into(),
+            signing_key: String::new(),
         }
     }
 

@@ -298,11 +298,13 @@ impl Cluster {
     /// Starts the coordinator and the replica sync; both end when
     /// `stop` is cancelled (the coordinator after deregistering).
     /// `keys` is the fingerprint of the key types this domain declares:
-    /// it refuses to join a cluster whose members declare others.
+    /// it refuses to join a cluster whose members declare others;
+    /// `signing_key` the public key its signed copies verify under.
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         keys: String,
+        signing_key: String,
         positions: watch::Receiver<Position>,
         stop: &CancellationToken,
     ) {
@@ -313,6 +315,7 @@ impl Cluster {
             epoch: position.epoch,
             version: position.version,
             keys,
+            signing_key,
         };
         self.tasks.spawn(self.coordinator.clone().run(
             self.me.clone(),

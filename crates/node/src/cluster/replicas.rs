@@ -713,6 +713,7 @@ mod tests {
                             epoch: *e,
                             version: *v,
                             keys: String::new(),
+                            signing_key: String::new(),
                         },
                     )
                 })

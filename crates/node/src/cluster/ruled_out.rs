@@ -178,6 +178,7 @@ mod tests {
             epoch: 7,
             version,
             keys: String::new(),
+            signing_key: String::new(),
         }
     }
 

@@ -559,6 +559,7 @@ mod tests {
             epoch: 1,
             version: 1,
             keys: String::new(),
+            signing_key: String::new(),
         };
         let up = |n: &str| MemberChange::Present(n.to_owned(), member.clone());
         let gone = |n: &str| MemberChange::Gone(n.to_owned());

@@ -10,6 +10,7 @@ pub(crate) mod lookup;
 pub(crate) mod openapi;
 pub(crate) mod ops;
 pub(crate) mod replication;
+pub(crate) mod requests;
 pub(crate) mod search;
 pub(crate) mod web;
 
@@ -161,7 +162,10 @@ fn bulk() -> Route {
 /// deltas, membership checks, record fetches) and `Member` (key filters,
 /// the relay), which no client role opens.
 fn timed_routes(limits: &Limits) -> Vec<Route> {
-    use Need::{Audit, Backup, Member, MemberOrRead, MemberOrSearch, Metrics, Open, Read, Write};
+    use Need::{
+        Audit, Backup, Clerk, Member, MemberOrRead, MemberOrSearch, Metrics, Open, Read, Reviewer,
+        Write,
+    };
     vec![
         route(
             "/v1/archives",
@@ -260,6 +264,27 @@ fn timed_routes(limits: &Limits) -> Vec<Route> {
         route("/v1/stats", Needs::read(Read), get(ops::stats)),
         // Not compressed: a stream a client checks as it arrives.
         route("/v1/backup", Needs::read(Backup), get(backup::backup)),
+        route(
+            "/v1/requests",
+            Needs::any(Clerk),
+            compressed(get(requests::list).post(requests::submit)),
+        ),
+        route(
+            "/v1/requests/{id}",
+            Needs::read(Clerk),
+            compressed(get(requests::get)),
+        ),
+        route(
+            "/v1/peer/requests",
+            Needs::any(Member),
+            compressed(post(requests::deliver)),
+        ),
+        route("/v1/reviews", Needs::read(Reviewer), get(requests::reviews)),
+        route(
+            "/v1/reviews/{receiving}/{request}",
+            Needs::any(Reviewer),
+            post(requests::decide),
+        ),
         route(
             "/v1/openapi.json",
             Needs::any(Open),
@@ -478,6 +503,13 @@ mod tests {
         assert_eq!(need(Method::POST, "/v1/search"), Need::MemberOrSearch);
         assert_eq!(need(Method::GET, "/v1/audit"), Need::Audit);
         assert_eq!(need(Method::GET, "/v1/backup"), Need::Backup);
+        assert_eq!(need(Method::POST, "/v1/requests"), Need::Clerk);
+        assert_eq!(need(Method::GET, "/v1/requests/{id}"), Need::Clerk);
+        assert_eq!(need(Method::POST, "/v1/peer/requests"), Need::Member);
+        assert_eq!(
+            need(Method::POST, "/v1/reviews/{receiving}/{request}"),
+            Need::Reviewer
+        );
         assert_eq!(need(Method::GET, "/v1/relay"), Need::Member);
         assert_eq!(need(Method::GET, "/v1/filter/keys"), Need::Member);
         assert_eq!(need(Method::OPTIONS, "/v1/backup"), Need::Open);

@@ -14,7 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{archives, backup, lookup, ops, replication, search, web};
+use super::{archives, backup, lookup, ops, replication, requests, search, web};
 use crate::wire::ErrorBody;
 
 #[derive(OpenApi)]
@@ -56,11 +56,18 @@ use crate::wire::ErrorBody;
         openapi_json,
         web::index,
         web::asset,
+        requests::submit,
+        requests::list,
+        requests::get,
+        requests::deliver,
+        requests::reviews,
+        requests::decide,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Common),
     tags(
         (name = "records", description = "The records this domain holds"),
+        (name = "requests", description = "Cross-archive requests for signed copies (异地查档、跨馆出证)"),
         (name = "lookup", description = "Finding a record in whichever domain holds it"),
         (name = "filter", description = "This domain's filter, for peers and the page"),
         (name = "operations", description = "Health, readiness, statistics, metrics"),

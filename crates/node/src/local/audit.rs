@@ -93,8 +93,16 @@ pub struct AuditEntry {
     /// digests, so an auditor can follow one person's searches without
     /// the log holding the identity number.
     pub value_digest: String,
-    /// The IDs of the records this domain returned.
+    /// The IDs of the records this domain returned (for a step of a
+    /// cross-archive request: the records it is about).
     pub records: Vec<String>,
+    /// For a step of a cross-archive request, which (`request_submitted`,
+    /// `request_released`, `review_approved`, …); absent for a search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The cross-archive request the step is of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     /// The `hash` of the entry before (64 zeros for the first).
     #[serde(default)]
     pub prev: String,
@@ -357,6 +365,8 @@ mod tests {
             key_type: "id_card".into(),
             value_digest: "00".into(),
             records: vec!["A-1".into()],
+            action: None,
+            request: None,
             prev: String::new(),
             hash: String::new(),
         }

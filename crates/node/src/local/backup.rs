@@ -584,6 +584,8 @@ mod tests {
                     key_type: "id_card".into(),
                     value_digest: "d".into(),
                     records: vec![format!("J-{i:05}")],
+                    action: None,
+                    request: None,
                     prev: String::new(),
                     hash: String::new(),
                 })

@@ -13,7 +13,9 @@
 //! - [`keys`]: declared key types, normalisation of key values, digests;
 //! - [`audit`]: the append-only log of searches by private key;
 //! - [`backup`]: an online backup of the store and the audit log, and its restore;
-//! - [`sample`]: realistic sample records.
+//! - [`sample`]: realistic sample records;
+//! - [`requests`]: the durable book of cross-archive requests;
+//! - [`release`]: which requested records go out without review.
 
 pub(crate) mod audit;
 pub mod backup;
@@ -25,6 +27,8 @@ pub mod id_profile;
 pub(crate) mod keys;
 pub mod record;
 pub mod redb_file;
+pub mod release;
+pub mod requests;
 pub mod sample;
 pub mod space;
 pub mod store;

@@ -46,15 +46,23 @@ pub enum Role {
     /// whole store, identity numbers and the search log included, so no
     /// other role may take it.
     Backup,
+    /// Read, and also registering and following cross-archive requests
+    /// (`/v1/requests`): a clerk at the counter of the receiving archive.
+    Clerk,
+    /// Read, and also deciding the requests other archives sent here
+    /// that the release policy leaves to people (`/v1/reviews`).
+    Reviewer,
 }
 
 impl Role {
-    pub const ALL: [Role; 5] = [
+    pub const ALL: [Role; 7] = [
         Role::Read,
         Role::Write,
         Role::Search,
         Role::Audit,
         Role::Backup,
+        Role::Clerk,
+        Role::Reviewer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +72,8 @@ impl Role {
             Role::Search => "search",
             Role::Audit => "audit",
             Role::Backup => "backup",
+            Role::Clerk => "clerk",
+            Role::Reviewer => "reviewer",
         }
     }
 
@@ -76,6 +86,8 @@ impl Role {
             Need::MemberOrSearch => self == Role::Search,
             Need::Audit => self == Role::Audit,
             Need::Backup => self == Role::Backup,
+            Need::Clerk => self == Role::Clerk,
+            Need::Reviewer => self == Role::Reviewer,
             Need::Member => false,
         }
     }
@@ -83,7 +95,7 @@ impl Role {
 
 /// A name that is not a role.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a role (read, write, search, audit or backup)")]
+#[error("{0:?} is not a role (read, write, search, audit, backup, clerk or reviewer)")]
 pub struct UnknownRole(pub String);
 
 impl std::str::FromStr for Role {
@@ -205,8 +217,13 @@ pub enum Need {
     Audit,
     /// The domain's backup: every record with its keys, and the log.
     Backup,
-    /// The key filter: members only, whatever a client's role.
+    /// The key filter, the relay, requests from other archives: members
+    /// only, whatever a client's role.
     Member,
+    /// Registering and following cross-archive requests.
+    Clerk,
+    /// Deciding requests from other archives.
+    Reviewer,
     Metrics,
 }
 
@@ -446,6 +463,12 @@ impl Authority {
             )),
             (Principal::Client { .. }, Need::Backup) => Err(Refusal::Forbidden(
                 "a backup holds every record's keys: it needs a token with the backup role",
+            )),
+            (Principal::Client { .. }, Need::Clerk) => Err(Refusal::Forbidden(
+                "cross-archive requests are registered by a token with the clerk role",
+            )),
+            (Principal::Client { .. }, Need::Reviewer) => Err(Refusal::Forbidden(
+                "requests from other archives are decided by a token with the reviewer role",
             )),
             (Principal::Client { .. }, _) => Err(Refusal::Forbidden(
                 "reading the search log needs a token with the audit role",

@@ -5,4 +5,5 @@
 
 pub mod auth;
 pub mod member;
+pub mod signing;
 pub mod tls;

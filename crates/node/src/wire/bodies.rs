@@ -41,6 +41,7 @@ pub struct ErrorBody {
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
+    AlreadyDecided,
     AssetNotFound,
     BodyTooLarge,
     Busy,
@@ -64,6 +65,8 @@ pub enum ErrorCode {
     NotReady,
     Overloaded,
     RateLimited,
+    RequestNotFound,
+    ReviewNotFound,
     RouteNotFound,
     SnapshotRequired,
     StoreUnavailable,

@@ -12,10 +12,12 @@
 mod bodies;
 mod framing;
 mod headers;
+mod requests;
 
 pub use bodies::*;
 pub use framing::*;
 pub use headers::*;
+pub use requests::*;
 
 pub use crate::local::audit::{AuditEntry, AuditHead, AuditIntegrity, Requester};
 pub use crate::local::id_profile::IdProfile;

@@ -40,6 +40,7 @@ impl Nation {
             epoch: f.bits.epoch(),
             version: f.bits.version(),
             keys: String::new(),
+            signing_key: String::new(),
         }
     }
 

@@ -473,6 +473,17 @@ impl Domain {
         }))
     }
 
+    /// The record with every key's value, private ones included: for the
+    /// release policy, which compares a requesting applicant's digest
+    /// with the record's identity numbers (`exchange.rs`); the copies it
+    /// releases carry title, metadata and content, never keys.
+    pub fn get_with_keys(&self, id: &ArchiveId) -> Result<Option<Record>, DomainError> {
+        Ok(self
+            .store
+            .get(id)?
+            .map(|stored| stored.into_record(id.clone(), &self.name)))
+    }
+
     /// The records here whose key `key_type` is `value` (normalised),
     /// with every key's value, private ones included: the caller
     /// (`Node::search`) puts the search on record before it answers.

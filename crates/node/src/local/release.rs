@@ -1,0 +1,132 @@
+//! The holding archive's release policy (`[requests]`): which records it
+//! answers another archive's request for by itself, and which its own
+//! reviewers decide. The decision stays with the archive that holds the
+//! record: nothing here is told by the asking archive but the applicant's
+//! keyed digest.
+
+use serde::{Deserialize, Serialize};
+
+use crate::local::keys::KeyHasher;
+use crate::local::record::Record;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReleasePolicy {
+    /// The key type an applicant's identity number is (what a request
+    /// without record IDs searches by, and what `applicant_must_be_key`
+    /// compares).
+    pub key_type: String,
+    /// Record categories (the metadata field `category`) answered without
+    /// review: the 民生档案 a person may ask for their own.
+    pub categories: Vec<String>,
+    /// Access states (the metadata field `access`; `unstated` when it has
+    /// none) answered without review.
+    pub access: Vec<String>,
+    /// Answer by itself only when the applicant's identity number is one
+    /// of the record's keys (their own record).
+    pub applicant_must_be_key: bool,
+}
+
+impl Default for ReleasePolicy {
+    fn default() -> Self {
+        ReleasePolicy {
+            key_type: "id_card".into(),
+            categories: [
+                "marriage",
+                "schooling",
+                "work",
+                "retirement",
+                "property",
+                "land",
+            ]
+            .map(String::from)
+            .to_vec(),
+            access: vec!["open".into()],
+            applicant_must_be_key: true,
+        }
+    }
+}
+
+impl ReleasePolicy {
+    /// Why `record` goes to a reviewer rather than out by itself, for an
+    /// applicant whose identity number has `applicant_digest` (the audit
+    /// digest under `hasher`); `None`: it may go out.
+    pub fn review_reason(
+        &self,
+        record: &Record,
+        applicant_digest: &str,
+        hasher: &KeyHasher,
+    ) -> Option<String> {
+        let field = |name: &str| record.metadata.get(name).and_then(|v| v.as_str());
+        let category = field("category").unwrap_or("unstated");
+        if !self.categories.iter().any(|c| c == category) {
+            return Some(format!(
+                "{}: category {category:?} is released by review only",
+                record.id
+            ));
+        }
+        let access = field("access").unwrap_or("unstated");
+        if !self.access.iter().any(|a| a == access) {
+            return Some(format!(
+                "{}: access {access:?} is released by review only",
+                record.id
+            ));
+        }
+        if self.applicant_must_be_key {
+            let own = record.keys.get(&self.key_type).is_some_and(|value| {
+                hasher.audit_digest(&self.key_type, value) == applicant_digest
+            });
+            if !own {
+                return Some(format!(
+                    "{}: the applicant is not among the record's persons",
+                    record.id
+                ));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::id::ArchiveId;
+
+    fn record(category: &str, access: Option<&str>, id_card: &str) -> Record {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("category".into(), category.into());
+        if let Some(access) = access {
+            metadata.insert("access".into(), access.into());
+        }
+        Record {
+            id: ArchiveId::parse("A-1").unwrap(),
+            title: "t".into(),
+            metadata,
+            content: None,
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+            updated_at: time::OffsetDateTime::UNIX_EPOCH,
+            domain: "d".into(),
+            keys: [("id_card".to_owned(), id_card.to_owned())].into(),
+            keys_withheld: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_open_marriage_record_of_the_applicant_goes_out_and_anything_else_to_review() {
+        let hasher = KeyHasher::new(Some("secret of the cluster"));
+        let policy = ReleasePolicy::default();
+        let me = hasher.audit_digest("id_card", "11010519491231002X");
+        let mine = record("marriage", Some("open"), "11010519491231002X");
+        assert_eq!(policy.review_reason(&mine, &me, &hasher), None);
+        let someone_else = hasher.audit_digest("id_card", "110105194912310021");
+        assert!(policy
+            .review_reason(&mine, &someone_else, &hasher)
+            .is_some_and(|r| r.contains("not among") && !r.contains("1101")));
+        let closed = record("marriage", Some("closed"), "11010519491231002X");
+        assert!(policy.review_reason(&closed, &me, &hasher).is_some());
+        let unstated = record("marriage", None, "11010519491231002X");
+        assert!(policy.review_reason(&unstated, &me, &hasher).is_some());
+        let court = record("court", Some("open"), "11010519491231002X");
+        assert!(policy.review_reason(&court, &me, &hasher).is_some());
+    }
+}

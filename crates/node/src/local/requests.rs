@@ -1,0 +1,178 @@
+//! The durable book of cross-archive requests: those registered here (as
+//! the receiving archive) and those taken in from others (as a holding
+//! archive). Its own redb file, committed durably before anything is
+//! answered, so a request acknowledged to a clerk or to a peer survives
+//! kill -9. What the entries mean (`exchange.rs`) is not this file's
+//! concern: it keeps JSON documents by key, and changes each in one
+//! transaction, so that two changes of one request never interleave.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
+use crate::local::space::{DiskFull, DiskSpace};
+
+/// The book's file inside the data directory.
+pub const REQUESTS_FILE: &str = "requests.redb";
+
+/// Which side of a request an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Registered here by a clerk, by request ID.
+    Outgoing,
+    /// Taken in from a receiving archive, by `receiving/request ID`.
+    Incoming,
+}
+
+impl Side {
+    fn table(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        match self {
+            Side::Outgoing => TableDefinition::new("outgoing"),
+            Side::Incoming => TableDefinition::new("incoming"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BookError {
+    #[error("cannot open the request book {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: Box<redb::DatabaseError>,
+    },
+    #[error("request book: {0}")]
+    Redb(Box<redb::Error>),
+    #[error("the request cannot be written: {0}")]
+    DiskFull(#[from] DiskFull),
+    #[error(transparent)]
+    Reopening(#[from] Reopening),
+}
+
+crate::local::redb_file::from_redb_errors!(BookError);
+
+impl RedbFailure for BookError {
+    fn redb(&self) -> Option<&redb::Error> {
+        match self {
+            BookError::Redb(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+pub struct RequestBook {
+    file: RedbFile,
+    /// One change at a time: a change reads the entry it writes.
+    changing: Mutex<()>,
+}
+
+/// Bytes a request may take on the disk, at most (its copies' content
+/// excepted): what a write asks the disk to have free.
+const ENTRY_ROOM: u64 = 64 * 1024;
+
+impl RequestBook {
+    pub fn open(dir: &Path, space: Arc<DiskSpace>) -> Result<RequestBook, BookError> {
+        let path = dir.join(REQUESTS_FILE);
+        let file = RedbFile::open(&path, space).map_err(|source| BookError::Open {
+            path,
+            source: Box::new(source),
+        })?;
+        file.write(None, |db| {
+            let txn = db.begin_write()?;
+            txn.open_table(Side::Outgoing.table())?;
+            txn.open_table(Side::Incoming.table())?;
+            txn.commit()?;
+            Ok::<_, BookError>(())
+        })?;
+        Ok(RequestBook {
+            file,
+            changing: Mutex::new(()),
+        })
+    }
+
+    pub fn get(&self, side: Side, key: &str) -> Result<Option<Vec<u8>>, BookError> {
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(side.table())?;
+            Ok(table.get(key)?.map(|v| v.value().to_vec()))
+        })
+    }
+
+    /// Every entry of `side`, by key.
+    pub fn all(&self, side: Side) -> Result<Vec<(String, Vec<u8>)>, BookError> {
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(side.table())?;
+            let mut out = Vec::new();
+            for entry in table.iter()? {
+                let (k, v) = entry?;
+                out.push((k.value().to_owned(), v.value().to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Writes what `change` makes of the entry at `key` (`None`: there is
+    /// none), durably, and returns it; `change` answering `None` writes
+    /// nothing and returns the entry as it was.
+    pub fn change<E: From<BookError>>(
+        &self,
+        side: Side,
+        key: &str,
+        extra_bytes: u64,
+        change: impl FnOnce(Option<&[u8]>) -> Result<Option<Vec<u8>>, E>,
+    ) -> Result<Option<Vec<u8>>, E> {
+        let _one_at_a_time = self.changing.lock();
+        let old = self.get(side, key)?;
+        let Some(new) = change(old.as_deref())? else {
+            return Ok(old);
+        };
+        self.file
+            .write(Some(ENTRY_ROOM + extra_bytes), |db| {
+                let txn = db.begin_write()?;
+                txn.open_table(side.table())?.insert(key, new.as_slice())?;
+                txn.commit()?;
+                Ok::<_, BookError>(())
+            })
+            .map_err(E::from)?;
+        Ok(Some(new))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn book(dir: &Path) -> RequestBook {
+        let space = Arc::new(DiskSpace::new(dir, 0));
+        RequestBook::open(dir, space).unwrap()
+    }
+
+    #[test]
+    fn a_change_is_kept_after_reopening_and_a_declined_one_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let b = book(dir.path());
+            let written = b
+                .change::<BookError>(Side::Outgoing, "r1", 0, |old| {
+                    assert!(old.is_none());
+                    Ok(Some(b"one".to_vec()))
+                })
+                .unwrap();
+            assert_eq!(written.as_deref(), Some(&b"one"[..]));
+            let kept = b
+                .change::<BookError>(Side::Outgoing, "r1", 0, |_| Ok(None))
+                .unwrap();
+            assert_eq!(kept.as_deref(), Some(&b"one"[..]));
+        }
+        let b = book(dir.path());
+        assert_eq!(
+            b.get(Side::Outgoing, "r1").unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        assert_eq!(b.get(Side::Incoming, "r1").unwrap(), None);
+        assert_eq!(b.all(Side::Outgoing).unwrap().len(), 1);
+    }
+}

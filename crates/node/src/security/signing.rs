@@ -1,0 +1,194 @@
+//! The domain's signing key: Ed25519, kept in the data directory, its
+//! public half published with the domain's registration (sealed with the
+//! cluster secret, so a peer can trust it). A holding archive signs every
+//! copy it releases; the receiving archive checks the signature before it
+//! keeps the copy, and anyone can check it again later.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+
+use crate::wire::{CopyBody, SignedCopy};
+
+/// The key's file inside the data directory: the 32 secret bytes.
+pub const SIGNING_KEY_FILE: &str = "signing.key";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SigningError {
+    #[error("cannot read or write the signing key {path}: {source}")]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the signing key {0} is not 32 bytes: restore it from a backup, or remove it to make a new one (copies signed with the old one then no longer verify)")]
+    Malformed(PathBuf),
+    #[error("cannot encode the copy: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+/// Why a copy is not what its holding archive signed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unverified {
+    #[error("the holding archive {0} publishes no signing key")]
+    NoKey(String),
+    #[error("the holding archive's published key is malformed")]
+    BadKey,
+    #[error("the copy's signature is malformed")]
+    BadSignature,
+    #[error("the copy's signature does not match its bytes")]
+    Forged,
+    #[error("the signed bytes are not a copy")]
+    NotACopy,
+    #[error("the copy is of {found}, not of what was asked ({wanted})")]
+    Elsewhere { wanted: String, found: String },
+}
+
+pub struct Signer {
+    key: SigningKey,
+}
+
+impl Signer {
+    /// The key in `dir`, made (and written durably, readable by the owner
+    /// alone) if there is none.
+    pub fn open(dir: &Path) -> Result<Signer, SigningError> {
+        let path = dir.join(SIGNING_KEY_FILE);
+        let file = |source| SigningError::File {
+            path: path.clone(),
+            source,
+        };
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let bytes: [u8; 32] = bytes
+                    .try_into()
+                    .map_err(|_| SigningError::Malformed(path.clone()))?;
+                Ok(Signer {
+                    key: SigningKey::from_bytes(&bytes),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let bytes: [u8; 32] = rand::random();
+                let partial = dir.join(format!("{SIGNING_KEY_FILE}.partial"));
+                {
+                    let mut options = std::fs::OpenOptions::new();
+                    options.write(true).create(true).truncate(true);
+                    #[cfg(unix)]
+                    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                    let mut out = options.open(&partial).map_err(file)?;
+                    out.write_all(&bytes).map_err(file)?;
+                    out.sync_all().map_err(file)?;
+                }
+                std::fs::rename(&partial, &path).map_err(file)?;
+                std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(file)?;
+                Ok(Signer {
+                    key: SigningKey::from_bytes(&bytes),
+                })
+            }
+            Err(e) => Err(file(e)),
+        }
+    }
+
+    /// The public key as published (hex).
+    pub fn public_hex(&self) -> String {
+        hex::encode(self.key.verifying_key().as_bytes())
+    }
+
+    pub fn sign(&self, copy: &CopyBody) -> Result<SignedCopy, SigningError> {
+        let bytes = serde_json::to_vec(copy).map_err(SigningError::Encode)?;
+        let signature = self.key.sign(&bytes);
+        Ok(SignedCopy {
+            payload: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            signature: hex::encode(signature.to_bytes()),
+        })
+    }
+}
+
+/// The copy `signed` holds, if `public_hex` (the holding archive's
+/// published key) signed exactly its bytes.
+pub fn verify(public_hex: &str, signed: &SignedCopy) -> Result<CopyBody, Unverified> {
+    let key: [u8; 32] = hex::decode(public_hex)
+        .ok()
+        .and_then(|k| k.try_into().ok())
+        .ok_or(Unverified::BadKey)?;
+    let key = VerifyingKey::from_bytes(&key).map_err(|_| Unverified::BadKey)?;
+    let signature: [u8; 64] = hex::decode(&signed.signature)
+        .ok()
+        .and_then(|s| s.try_into().ok())
+        .ok_or(Unverified::BadSignature)?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&signed.payload)
+        .map_err(|_| Unverified::Forged)?;
+    key.verify_strict(&bytes, &Signature::from_bytes(&signature))
+        .map_err(|_| Unverified::Forged)?;
+    serde_json::from_slice(&bytes).map_err(|_| Unverified::NotACopy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn copy() -> CopyBody {
+        CopyBody {
+            holding: "guiyang".into(),
+            archive_number: "A-2001-17".into(),
+            request_id: "r1".into(),
+            date: "2026-11-26".into(),
+            title: "婚姻登记".into(),
+            metadata: serde_json::Map::new(),
+            content: Some("aGVsbG8=".into()),
+        }
+    }
+
+    #[test]
+    fn a_copy_verifies_under_its_signers_key_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let signer = Signer::open(dir.path()).unwrap();
+        let signed = signer.sign(&copy()).unwrap();
+        assert_eq!(verify(&signer.public_hex(), &signed).unwrap(), copy());
+        let stranger = Signer::open(other.path()).unwrap();
+        assert_eq!(
+            verify(&stranger.public_hex(), &signed),
+            Err(Unverified::Forged)
+        );
+    }
+
+    #[test]
+    fn the_key_is_kept_across_restarts_and_readable_by_its_owner_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Signer::open(dir.path()).unwrap().public_hex();
+        assert_eq!(Signer::open(dir.path()).unwrap().public_hex(), first);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(SIGNING_KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0);
+        }
+        std::fs::write(dir.path().join(SIGNING_KEY_FILE), b"short").unwrap();
+        assert!(matches!(
+            Signer::open(dir.path()),
+            Err(SigningError::Malformed(_))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn a_copy_with_any_byte_changed_fails_the_check(at in 0usize..4096, flip in 1u8..=255) {
+            let dir = tempfile::tempdir().unwrap();
+            let signer = Signer::open(dir.path()).unwrap();
+            let mut signed = signer.sign(&copy()).unwrap();
+            let mut bytes = base64::engine::general_purpose::STANDARD.decode(&signed.payload).unwrap();
+            let at = at % bytes.len();
+            bytes[at] ^= flip;
+            signed.payload = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            prop_assert_eq!(verify(&signer.public_hex(), &signed), Err(Unverified::Forged));
+        }
+    }
+}
