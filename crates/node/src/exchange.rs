@@ -131,13 +131,45 @@ fn rfc3339(us: u64) -> String {
         .unwrap_or_default()
 }
 
-fn check_text(what: &str, value: &str) -> Result<(), ExchangeError> {
-    if value.trim().is_empty() || value.len() > MAX_TEXT_BYTES {
+/// `value` is some text, within [`MAX_TEXT_BYTES`] (`required`: not
+/// only blanks either).
+fn check_text(what: &str, value: &str, required: bool) -> Result<(), ExchangeError> {
+    if (required && value.trim().is_empty()) || value.len() > MAX_TEXT_BYTES {
+        let least = if required { 1 } else { 0 };
         return Err(ExchangeError::Invalid(format!(
-            "{what} must be 1 to {MAX_TEXT_BYTES} bytes"
+            "{what} must be {least} to {MAX_TEXT_BYTES} bytes"
         )));
     }
     Ok(())
+}
+
+/// Another archive, as the audit log names it for a step it caused.
+fn by_archive(domain: &str) -> Requester {
+    Requester {
+        token: String::new(),
+        role: "member".into(),
+        domain: domain.to_owned(),
+    }
+}
+
+/// A part left to this archive's reviewers, and why.
+fn in_review(reason: String) -> Answer {
+    Answer {
+        state: HoldingState::InReview,
+        copies: Vec::new(),
+        missing: Vec::new(),
+        reason: Some(reason),
+    }
+}
+
+/// A part refused by a reviewer.
+fn refused(reason: String) -> Answer {
+    Answer {
+        state: HoldingState::Refused,
+        copies: Vec::new(),
+        missing: Vec::new(),
+        reason: Some(reason),
+    }
 }
 
 /// Whether `id` can be a request ID (as made here: 32 hex digits).
@@ -216,8 +248,8 @@ impl Node {
         new: NewRequest,
         clerk: Requester,
     ) -> Result<RequestView, ExchangeError> {
-        check_text("applicant_name", &new.applicant_name)?;
-        check_text("purpose", &new.purpose)?;
+        check_text("applicant_name", &new.applicant_name, true)?;
+        check_text("purpose", &new.purpose, true)?;
         let key_type = self.config.requests.key_type.clone();
         let normalised = self.key_types().normalise(&key_type, &new.applicant_id.0)?;
         let applicant_digest = self.auth.key_hasher().audit_digest(&key_type, &normalised);
@@ -296,9 +328,7 @@ impl Node {
         let kept = request.clone();
         tokio::task::spawn_blocking(move || {
             node.requests
-                .change::<ExchangeError>(Side::Outgoing, &kept.id, 0, |_| {
-                    encode(&kept).map(Some)
-                })?;
+                .change::<ExchangeError>(Side::Outgoing, &kept.id, |_| encode(&kept).map(Some))?;
             let records = kept
                 .parts
                 .values()
@@ -340,12 +370,10 @@ impl Node {
         all.iter().map(Outgoing::view).collect()
     }
 
-    /// Signed copies of those of `records` held here, and the others.
-    fn release(
-        &self,
-        request_id: &str,
-        records: &[String],
-    ) -> Result<(Vec<SignedCopy>, Vec<String>), ExchangeError> {
+    /// Signed copies of those of `records` held here, the others named
+    /// missing; refused when none is held (an answer is "released" only
+    /// with a copy: `RequestStatus::of`).
+    fn release(&self, request_id: &str, records: &[String]) -> Result<Answer, ExchangeError> {
         let date = time::OffsetDateTime::now_utc().date().to_string();
         let mut copies = Vec::new();
         let mut missing = Vec::new();
@@ -371,7 +399,41 @@ impl Node {
             };
             copies.push(self.signer.sign(&body)?);
         }
-        Ok((copies, missing))
+        if copies.is_empty() {
+            return Ok(Answer {
+                state: HoldingState::Refused,
+                copies,
+                missing,
+                reason: Some("none of the records asked for is held here".into()),
+            });
+        }
+        Ok(Answer {
+            state: HoldingState::Released,
+            copies,
+            missing,
+            reason: None,
+        })
+    }
+
+    /// The release policy's answer to `delivery`: signed copies if it
+    /// releases every record held here, else a place in the review queue.
+    fn policy_answer(&self, delivery: &Delivery) -> Result<Answer, ExchangeError> {
+        let policy = &self.config.requests;
+        let hasher = self.auth.key_hasher();
+        let mut reasons = Vec::new();
+        for id in &delivery.records {
+            let Ok(id) = ArchiveId::parse(id) else {
+                continue;
+            };
+            if let Some(record) = self.domain.get_with_keys(&id)? {
+                reasons.extend(policy.review_reason(&record, &delivery.applicant_digest, hasher));
+            }
+        }
+        if reasons.is_empty() {
+            self.release(&delivery.request_id, &delivery.records)
+        } else {
+            Ok(in_review(reasons.join("; ")))
+        }
     }
 
     /// What this (holding) domain decides for a part delivered by
@@ -390,75 +452,19 @@ impl Node {
             )));
         }
         let key = format!("{receiving}/{}", delivery.request_id);
-        if let Some(kept) = self.requests.get(Side::Incoming, &key)? {
-            return Ok(decode::<Incoming>(&kept)?.answer);
-        }
-        let policy = &self.config.requests;
-        let hasher = self.auth.key_hasher();
-        let mut reasons = Vec::new();
-        for id in &delivery.records {
-            let Ok(id) = ArchiveId::parse(id) else {
-                continue;
-            };
-            if let Some(record) = self.domain.get_with_keys(&id)? {
-                reasons.extend(policy.review_reason(&record, &delivery.applicant_digest, hasher));
-            }
-        }
-        let answer = if reasons.is_empty() {
-            let (copies, missing) = self.release(&delivery.request_id, &delivery.records)?;
-            if copies.is_empty() {
-                Answer {
-                    state: HoldingState::Refused,
-                    copies,
-                    missing,
-                    reason: Some("none of the records asked for is held here".into()),
-                }
-            } else {
-                Answer {
-                    state: HoldingState::Released,
-                    copies,
-                    missing,
-                    reason: None,
-                }
-            }
-        } else {
-            Answer {
-                state: HoldingState::InReview,
-                copies: Vec::new(),
-                missing: Vec::new(),
-                reason: Some(reasons.join("; ")),
-            }
-        };
-        let incoming = Incoming {
-            delivery,
-            received_us: now_us(),
-            answer,
-        };
-        let extra: u64 = incoming
-            .answer
-            .copies
-            .iter()
-            .map(|c| c.payload.len() as u64)
-            .sum();
-        let mut fresh = false;
-        let kept = self
-            .requests
-            .change::<ExchangeError>(Side::Incoming, &key, extra, |old| {
-                if old.is_some() {
-                    return Ok(None);
-                }
-                fresh = true;
-                encode(&incoming).map(Some)
-            })?
-            .map(|bytes| decode::<Incoming>(&bytes))
-            .transpose()?;
-        let kept = kept.unwrap_or(incoming);
+        // Decided under the book's lock: a repeat that arrives meanwhile
+        // finds this part taken in, and is answered what was kept.
+        let (kept, fresh) =
+            self.requests
+                .get_or_insert::<ExchangeError>(Side::Incoming, &key, || {
+                    encode(&Incoming {
+                        answer: self.policy_answer(&delivery)?,
+                        delivery: delivery.clone(),
+                        received_us: now_us(),
+                    })
+                })?;
+        let kept = decode::<Incoming>(&kept)?;
         if fresh {
-            let from = Requester {
-                token: String::new(),
-                role: "member".into(),
-                domain: receiving.to_owned(),
-            };
             let action = match kept.answer.state {
                 HoldingState::Released => "request_released",
                 HoldingState::Refused => "request_refused",
@@ -466,7 +472,7 @@ impl Node {
             };
             let d = &kept.delivery;
             self.log_step(
-                from,
+                by_archive(receiving),
                 action,
                 &d.request_id,
                 &d.applicant_digest,
@@ -512,57 +518,39 @@ impl Node {
                 "a refusal needs a reason for the applicant".into(),
             ));
         }
-        check_text_or_empty(&decision.reason)?;
+        check_text("reason", &decision.reason, false)?;
         let key = format!("{receiving}/{request_id}");
-        let no_review = || ExchangeError::NoReview(key.clone());
-        let bytes = self
-            .requests
-            .get(Side::Incoming, &key)?
-            .ok_or_else(no_review)?;
-        let waiting = decode::<Incoming>(&bytes)?;
-        if waiting.answer.state != HoldingState::InReview {
-            return Err(ExchangeError::Decided(waiting.answer.state));
-        }
-        let answer = if decision.approve {
-            let (copies, missing) = self.release(request_id, &waiting.delivery.records)?;
-            Answer {
-                state: HoldingState::Released,
-                copies,
-                missing,
-                reason: None,
-            }
-        } else {
-            Answer {
-                state: HoldingState::Refused,
-                copies: Vec::new(),
-                missing: Vec::new(),
-                reason: Some(decision.reason.clone()),
-            }
-        };
-        let extra: u64 = answer.copies.iter().map(|c| c.payload.len() as u64).sum();
         let mut decided = None;
+        // Decided under the book's lock: two reviewers deciding at once
+        // cannot both succeed.
         self.requests
-            .change::<ExchangeError>(Side::Incoming, &key, extra, |old| {
-                let Some(old) = old else {
-                    return Err(no_review());
-                };
+            .change::<ExchangeError>(Side::Incoming, &key, |old| {
+                let old = old.ok_or_else(|| ExchangeError::NoReview(key.clone()))?;
                 let mut kept = decode::<Incoming>(old)?;
                 if kept.answer.state != HoldingState::InReview {
                     return Err(ExchangeError::Decided(kept.answer.state));
                 }
-                kept.answer = answer.clone();
-                decided = Some(kept.delivery.clone());
-                encode(&kept).map(Some)
+                kept.answer = if decision.approve {
+                    self.release(request_id, &kept.delivery.records)?
+                } else {
+                    refused(decision.reason.clone())
+                };
+                let bytes = encode(&kept)?;
+                decided = Some(kept);
+                Ok(Some(bytes))
             })?;
-        if let Some(d) = decided {
-            let action = if decision.approve {
-                "review_approved"
-            } else {
-                "review_refused"
-            };
-            self.log_step(reviewer, action, request_id, &d.applicant_digest, d.records)?;
-        }
-        Ok(answer)
+        // The change wrote, or failed with its reason.
+        let Some(kept) = decided else {
+            return Err(ExchangeError::NoReview(key));
+        };
+        let action = if decision.approve {
+            "review_approved"
+        } else {
+            "review_refused"
+        };
+        let d = kept.delivery;
+        self.log_step(reviewer, action, request_id, &d.applicant_digest, d.records)?;
+        Ok(kept.answer)
     }
 
     /// Sends every part not yet answered to its holding archive and keeps
@@ -631,8 +619,8 @@ impl Node {
             let me = self.cluster.me.clone();
             tokio::task::spawn_blocking(move || node.take_in(&me, delivery))
                 .await
-                .map_err(|e| Undelivered::Here(e.to_string()))?
-                .map_err(|e| Undelivered::Here(e.to_string()))?
+                .map_err(DomainError::from)
+                .map_err(ExchangeError::from)??
         } else {
             let client = self.cluster.peer_client(&member.address)?;
             client.deliver_request(delivery).await?
@@ -658,8 +646,9 @@ impl Node {
         let (holding, request_id) = (holding.to_owned(), delivery.request_id.clone());
         tokio::task::spawn_blocking(move || node.take_answer(&holding, &request_id, answer))
             .await
-            .map_err(|e| Undelivered::Here(e.to_string()))?
-            .map_err(|e| Undelivered::Here(e.to_string()))
+            .map_err(DomainError::from)
+            .map_err(ExchangeError::from)??;
+        Ok(())
     }
 
     /// Keeps a checked answer if it moves the part forward.
@@ -669,10 +658,9 @@ impl Node {
         request_id: &str,
         answer: Answer,
     ) -> Result<(), ExchangeError> {
-        let extra: u64 = answer.copies.iter().map(|c| c.payload.len() as u64).sum();
         let mut moved = None;
         self.requests
-            .change::<ExchangeError>(Side::Outgoing, request_id, extra, |old| {
+            .change::<ExchangeError>(Side::Outgoing, request_id, |old| {
                 let Some(old) = old else { return Ok(None) };
                 let mut request = decode::<Outgoing>(old)?;
                 let Some(part) = request.parts.get_mut(holding) else {
@@ -689,30 +677,16 @@ impl Node {
                 encode(&request).map(Some)
             })?;
         if let Some((digest, records)) = moved {
-            let from = Requester {
-                token: String::new(),
-                role: "member".into(),
-                domain: holding.to_owned(),
-            };
             let action = match answer.state {
                 HoldingState::Released => "copies_received",
                 HoldingState::Refused => "refusal_received",
                 HoldingState::InReview => "in_review_there",
                 HoldingState::Pending => "pending",
             };
-            self.log_step(from, action, request_id, &digest, records)?;
+            self.log_step(by_archive(holding), action, request_id, &digest, records)?;
         }
         Ok(())
     }
-}
-
-fn check_text_or_empty(value: &str) -> Result<(), ExchangeError> {
-    if value.len() > MAX_TEXT_BYTES {
-        return Err(ExchangeError::Invalid(format!(
-            "reason must be at most {MAX_TEXT_BYTES} bytes"
-        )));
-    }
-    Ok(())
 }
 
 /// Why a part was not delivered this time (tried again).
@@ -724,6 +698,6 @@ enum Undelivered {
     Peer(#[from] ClientError),
     #[error("the answer was refused: {0}")]
     Unverified(Unverified),
-    #[error("{0}")]
-    Here(String),
+    #[error(transparent)]
+    Here(#[from] ExchangeError),
 }

@@ -68,8 +68,8 @@ pub struct RequestBook {
     changing: Mutex<()>,
 }
 
-/// Bytes a request may take on the disk, at most (its copies' content
-/// excepted): what a write asks the disk to have free.
+/// Bytes a write asks the disk to have free beyond the entry itself (the
+/// B-tree pages it copies on write).
 const ENTRY_ROOM: u64 = 64 * 1024;
 
 impl RequestBook {
@@ -114,6 +114,26 @@ impl RequestBook {
         })
     }
 
+    /// The entry at `key`, and whether `make` made it (and it was
+    /// written durably) because there was none: what is taken in once.
+    pub fn get_or_insert<E: From<BookError>>(
+        &self,
+        side: Side,
+        key: &str,
+        make: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<(Vec<u8>, bool), E> {
+        let mut made = false;
+        let entry = self.change(side, key, |old| {
+            if old.is_some() {
+                return Ok(None);
+            }
+            made = true;
+            make().map(Some)
+        })?;
+        // `change` returns the entry written, or the one kept: one exists.
+        Ok((entry.unwrap_or_default(), made))
+    }
+
     /// Writes what `change` makes of the entry at `key` (`None`: there is
     /// none), durably, and returns it; `change` answering `None` writes
     /// nothing and returns the entry as it was.
@@ -121,7 +141,6 @@ impl RequestBook {
         &self,
         side: Side,
         key: &str,
-        extra_bytes: u64,
         change: impl FnOnce(Option<&[u8]>) -> Result<Option<Vec<u8>>, E>,
     ) -> Result<Option<Vec<u8>>, E> {
         let _one_at_a_time = self.changing.lock();
@@ -130,7 +149,7 @@ impl RequestBook {
             return Ok(old);
         };
         self.file
-            .write(Some(ENTRY_ROOM + extra_bytes), |db| {
+            .write(Some(ENTRY_ROOM + new.len() as u64), |db| {
                 let txn = db.begin_write()?;
                 txn.open_table(side.table())?.insert(key, new.as_slice())?;
                 txn.commit()?;
@@ -156,14 +175,14 @@ mod tests {
         {
             let b = book(dir.path());
             let written = b
-                .change::<BookError>(Side::Outgoing, "r1", 0, |old| {
+                .change::<BookError>(Side::Outgoing, "r1", |old| {
                     assert!(old.is_none());
                     Ok(Some(b"one".to_vec()))
                 })
                 .unwrap();
             assert_eq!(written.as_deref(), Some(&b"one"[..]));
             let kept = b
-                .change::<BookError>(Side::Outgoing, "r1", 0, |_| Ok(None))
+                .change::<BookError>(Side::Outgoing, "r1", |_| Ok(None))
                 .unwrap();
             assert_eq!(kept.as_deref(), Some(&b"one"[..]));
         }
