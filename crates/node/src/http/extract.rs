@@ -1,12 +1,17 @@
 //! The extractors of the handlers' inputs, each answering what it cannot
 //! read with the API's JSON error once, here, instead of in every handler.
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 use crate::config::is_domain_name;
 use crate::local::id::ArchiveId;
+use crate::wire::ErrorCode;
 
 /// The archive ID in the path, checked: `invalid_id` (400) otherwise.
 pub struct PathId(pub ArchiveId);
@@ -64,3 +69,28 @@ impl<S: Send + Sync> FromRequestParts<S> for AssetName {
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct Params<T>(pub T);
+
+/// A JSON body read as a `T`: `invalid_json` (where the syntax broke) or
+/// `invalid_request` (saying `shape`), never quoting what was sent. serde's
+/// own messages quote a value they refuse, and these bodies carry
+/// identity numbers.
+pub fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    shape: &str,
+) -> Result<T, ApiError> {
+    let body = body.map_err(ApiError::body)?;
+    serde_json::from_slice(&body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => {
+            ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, shape)
+        }
+        _ => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidJson,
+            format!(
+                "the body is not JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        ),
+    })
+}

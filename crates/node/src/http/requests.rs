@@ -11,10 +11,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::de::DeserializeOwned;
 
 use super::blocking;
 use super::error::ApiError;
+use super::extract::json_body;
 use crate::exchange::ExchangeError;
 use crate::local::audit::AuditError;
 use crate::local::requests::BookError;
@@ -65,28 +65,6 @@ impl From<ExchangeError> for ApiError {
     }
 }
 
-/// `body` as a `T`, or `invalid_json` / `invalid_request` saying where,
-/// never quoting what was sent (it may hold an identity number).
-fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let body = body.map_err(ApiError::body)?;
-    serde_json::from_slice(&body).map_err(|e| {
-        use serde_json::error::Category;
-        let code = match e.classify() {
-            Category::Data => ErrorCode::InvalidRequest,
-            _ => ErrorCode::InvalidJson,
-        };
-        let what = match code {
-            ErrorCode::InvalidRequest => "the body's fields are not what this route takes",
-            _ => "the body is not JSON",
-        };
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            code,
-            format!("{what} (line {}, column {})", e.line(), e.column()),
-        )
-    })
-}
-
 /// Who did a step, for the audit log.
 fn requester(node: &Node, who: Option<Extension<Principal>>) -> Requester {
     let (token, role) = match who.map(|w| w.0) {
@@ -119,7 +97,11 @@ pub async fn submit(
     who: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let new: NewRequest = parse(body)?;
+    let new: NewRequest = json_body(
+        body,
+        "a request is {\"applicant_id\": \"...\", \"applicant_name\": \"...\", \
+         \"purpose\": \"...\", \"records\": [\"...\"]} (records may be left out)",
+    )?;
     let clerk = requester(&node, who);
     let view = node.submit_request(new, clerk).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
@@ -175,7 +157,11 @@ pub async fn deliver(
     who: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Answer>, ApiError> {
-    let delivery: Delivery = parse(body)?;
+    let delivery: Delivery = json_body(
+        body,
+        "a delivery is {\"request_id\", \"receiving\", \"applicant_digest\", \
+         \"applicant_name\", \"purpose\", \"records\"}",
+    )?;
     // A member's credential names it; without a cluster secret nobody is
     // authenticated and the body's word is taken.
     let from = match who.map(|w| w.0) {
@@ -232,7 +218,10 @@ pub async fn decide(
     Path((receiving, request)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Answer>, ApiError> {
-    let decision: Decision = parse(body)?;
+    let decision: Decision = json_body(
+        body,
+        "a decision is {\"approve\": true or false, \"reason\": \"...\"}",
+    )?;
     let reviewer = requester(&node, who);
     Ok(Json(
         blocking(&node, move |node| {

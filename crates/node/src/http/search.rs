@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
 use super::error::ApiError;
-use super::extract::Params;
+use super::extract::{json_body, Params};
 use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{
@@ -52,27 +52,10 @@ pub async fn search(
     who: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(ApiError::body)?;
-    let request: SearchRequest = serde_json::from_slice(&body).map_err(|e| {
-        use serde_json::error::Category;
-        // serde's message would quote a value it refused: keep it out.
-        match e.classify() {
-            Category::Data => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorCode::InvalidRequest,
-                "a search is {\"key_type\": \"...\", \"value\": \"...\"}",
-            ),
-            _ => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorCode::InvalidJson,
-                format!(
-                    "the body is not JSON (line {}, column {})",
-                    e.line(),
-                    e.column()
-                ),
-            ),
-        }
-    })?;
+    let request: SearchRequest = json_body(
+        body,
+        "a search is {\"key_type\": \"...\", \"value\": \"...\"}",
+    )?;
     let who = who.map(|w| w.0).unwrap_or(Principal::Anonymous);
     let requester = requester(&node, &who, request.requester.clone())?;
     // Searches have a rate of their own: per token at the domain it was
