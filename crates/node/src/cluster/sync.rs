@@ -94,6 +94,14 @@ impl Sync {
         let cluster = self.cluster.clone();
         let (changes, connected, known_changed, neighbours) = {
             let current = view.borrow_and_update();
+            // Until this domain is in the view itself, its place in the
+            // relay tree is unknown, and with it the neighbours its first
+            // copies come from: nothing is taken in before (the changes
+            // wait in the view). A lookup meanwhile asks every domain the
+            // coordinator knows and no copy here covers (`ruled_out.rs`).
+            if !current.members.contains_key(&cluster.me) {
+                return;
+            }
             let recheck = if current.connected {
                 std::mem::take(&mut self.unconfirmed)
             } else {
