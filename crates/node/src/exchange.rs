@@ -32,12 +32,12 @@ use crate::local::domain::DomainError;
 use crate::local::id::{ArchiveId, InvalidId};
 use crate::local::keys::InvalidKey;
 use crate::local::record::now_us;
-use crate::local::requests::{BookError, Side};
+use crate::local::requests::{BookError, Entry, Side};
 use crate::node::{Node, SearchError};
 use crate::security::signing::{self, SigningError, Unverified};
 use crate::wire::{
-    Answer, CopyBody, Decision, Delivery, HoldingState, HoldingView, NewRequest, RequestStatus,
-    RequestView, ReviewItem, SearchRequest, SignedCopy,
+    Answer, CertificateCheck, CopyBody, Decision, Delivery, HoldingState, HoldingView, NewRequest,
+    ReceivedCopy, RequestStatus, RequestView, ReviewItem, SearchRequest, SignedCopy,
 };
 
 /// Records one request may ask for.
@@ -61,6 +61,12 @@ pub enum ExchangeError {
     NoReview(String),
     #[error("the request was decided already: it is {0:?}")]
     Decided(HoldingState),
+    #[error("a certificate is issued once every holding archive has answered with a copy; the request is {0:?}")]
+    NotAnswered(RequestStatus),
+    #[error("no certificate with the code {0} was issued or released here")]
+    NoCertificate(String),
+    #[error("the copy kept under the code {code} fails its check ({why}): it was changed after it was signed")]
+    CertificateInvalid { code: String, why: Unverified },
     #[error(
         "the archive {0} that holds a record could not be asked; nothing was registered, try again"
     )]
@@ -92,6 +98,9 @@ struct Outgoing {
     purpose: String,
     not_found: Vec<String>,
     parts: BTreeMap<String, Part>,
+    /// When the clerk issued the certificate.
+    #[serde(default)]
+    certified_us: Option<u64>,
 }
 
 /// One holding archive's part of an [`Outgoing`] request.
@@ -101,6 +110,9 @@ struct Part {
     state: HoldingState,
     /// As signed, each checked before it was kept.
     copies: Vec<SignedCopy>,
+    /// The holding archive's key that checked them (hex).
+    #[serde(default)]
+    signing_key: String,
     missing: Vec<String>,
     reason: Option<String>,
 }
@@ -177,7 +189,37 @@ fn is_request_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+impl Incoming {
+    /// As the book keeps it, found by the codes of the copies released.
+    fn entry(&self) -> Result<Entry, ExchangeError> {
+        Ok(Entry {
+            bytes: encode(self)?,
+            codes: self
+                .answer
+                .copies
+                .iter()
+                .map(signing::verification_code)
+                .collect(),
+        })
+    }
+}
+
 impl Outgoing {
+    fn status(&self) -> RequestStatus {
+        match self.certified_us {
+            Some(_) => RequestStatus::Certified,
+            None => RequestStatus::of(self.parts.values().map(|p| p.state)),
+        }
+    }
+
+    /// Every record asked for from some holding archive.
+    fn records(&self) -> Vec<String> {
+        self.parts
+            .values()
+            .flat_map(|p| p.records.iter().cloned())
+            .collect()
+    }
+
     fn view(&self) -> Result<RequestView, ExchangeError> {
         let mut holdings = Vec::new();
         for (domain, part) in &self.parts {
@@ -190,9 +232,12 @@ impl Outgoing {
                     let bytes = base64::engine::general_purpose::STANDARD
                         .decode(&c.payload)
                         .unwrap_or_default();
-                    decode::<CopyBody>(&bytes)
+                    Ok(ReceivedCopy {
+                        code: signing::verification_code(c),
+                        copy: decode::<CopyBody>(&bytes)?,
+                    })
                 })
-                .collect::<Result<_, _>>()?;
+                .collect::<Result<_, ExchangeError>>()?;
             holdings.push(HoldingView {
                 domain: domain.clone(),
                 records: part.records.clone(),
@@ -206,7 +251,8 @@ impl Outgoing {
             id: self.id.clone(),
             submitted_at: rfc3339(self.submitted_us),
             clerk: self.clerk.clone(),
-            status: RequestStatus::of(self.parts.values().map(|p| p.state)),
+            status: self.status(),
+            certified_at: self.certified_us.map(rfc3339),
             applicant_name: self.applicant_name.clone(),
             purpose: self.purpose.clone(),
             holdings,
@@ -310,6 +356,7 @@ impl Node {
             applicant_name: new.applicant_name,
             purpose: new.purpose,
             not_found,
+            certified_us: None,
             parts: held
                 .into_iter()
                 .map(|(domain, records)| {
@@ -317,6 +364,7 @@ impl Node {
                         records,
                         state: HoldingState::Pending,
                         copies: Vec::new(),
+                        signing_key: String::new(),
                         missing: Vec::new(),
                         reason: None,
                     };
@@ -328,18 +376,15 @@ impl Node {
         let kept = request.clone();
         tokio::task::spawn_blocking(move || {
             node.requests
-                .change::<ExchangeError>(Side::Outgoing, &kept.id, |_| encode(&kept).map(Some))?;
-            let records = kept
-                .parts
-                .values()
-                .flat_map(|p| p.records.clone())
-                .collect();
+                .change::<ExchangeError>(Side::Outgoing, &kept.id, |_| {
+                    Ok(Some(encode(&kept)?.into()))
+                })?;
             node.log_step(
                 clerk,
                 "request_submitted",
                 &kept.id,
                 &kept.applicant_digest,
-                records,
+                kept.records(),
             )?;
             Ok::<_, ExchangeError>(())
         })
@@ -368,6 +413,112 @@ impl Node {
             .collect::<Result<Vec<_>, _>>()?;
         all.sort_by_key(|r| std::cmp::Reverse(r.submitted_us));
         all.iter().map(Outgoing::view).collect()
+    }
+
+    /// Issues the certificate of an answered request: from now on each of
+    /// its copies' codes finds it here. Issued once; asked again, the same
+    /// certificate.
+    pub fn issue_certificate(
+        &self,
+        id: &str,
+        clerk: Requester,
+    ) -> Result<RequestView, ExchangeError> {
+        let mut issued = false;
+        let kept = self
+            .requests
+            .change::<ExchangeError>(Side::Outgoing, id, |old| {
+                let old = old.ok_or_else(|| ExchangeError::NoRequest(id.to_owned()))?;
+                let mut request = decode::<Outgoing>(old)?;
+                match request.status() {
+                    RequestStatus::Certified => return Ok(None),
+                    RequestStatus::Answered => {}
+                    status => return Err(ExchangeError::NotAnswered(status)),
+                }
+                request.certified_us = Some(now_us());
+                issued = true;
+                Ok(Some(Entry {
+                    bytes: encode(&request)?,
+                    codes: request
+                        .parts
+                        .values()
+                        .flat_map(|p| p.copies.iter().map(signing::verification_code))
+                        .collect(),
+                }))
+            })?
+            .ok_or_else(|| ExchangeError::NoRequest(id.to_owned()))?;
+        let request = decode::<Outgoing>(&kept)?;
+        if issued {
+            let (digest, records) = (&request.applicant_digest, request.records());
+            self.log_step(clerk, "certificate_issued", id, digest, records)?;
+        }
+        request.view()
+    }
+
+    /// Checks a certificate's code: finds the copy it was issued for (as
+    /// the receiving archive) or released with (as the holding archive),
+    /// and checks the copy's signature again.
+    pub fn check_certificate(&self, code: &str) -> Result<CertificateCheck, ExchangeError> {
+        let code = signing::normalise_code(code).ok_or_else(|| {
+            ExchangeError::Invalid(
+                "a verification code is 20 hex digits, as printed: XXXX-XXXX-XXXX-XXXX-XXXX".into(),
+            )
+        })?;
+        let me = self.cluster.me.as_str();
+        let invalid = |why| ExchangeError::CertificateInvalid {
+            code: code.clone(),
+            why,
+        };
+        // The copies kept under the code, the key that signed them, and the
+        // receiving archive. A copy whose signature was changed no longer
+        // has the code.
+        let (copies, key, receiving) =
+            if let Some((_, bytes)) = self.requests.by_code(Side::Outgoing, &code)? {
+                let part = decode::<Outgoing>(&bytes)?
+                    .parts
+                    .into_values()
+                    .find(|p| {
+                        p.copies
+                            .iter()
+                            .any(|c| signing::verification_code(c) == code)
+                    })
+                    .ok_or_else(|| invalid(Unverified::Forged))?;
+                (part.copies, part.signing_key, me.to_owned())
+            } else if let Some((_, bytes)) = self.requests.by_code(Side::Incoming, &code)? {
+                let kept = decode::<Incoming>(&bytes)?;
+                (
+                    kept.answer.copies,
+                    self.signer.public_hex(),
+                    kept.delivery.receiving,
+                )
+            } else {
+                return Err(ExchangeError::NoCertificate(code));
+            };
+        let copy = copies
+            .iter()
+            .find(|c| signing::verification_code(c) == code)
+            .ok_or_else(|| invalid(Unverified::Forged))?;
+        let body = signing::verify(&key, copy).map_err(invalid)?;
+        let content_sha256 = match body.content.as_deref() {
+            Some(c) => {
+                use sha2::Digest;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(c)
+                    .map_err(|_| invalid(Unverified::NotACopy))?;
+                Some(hex::encode(sha2::Sha256::digest(bytes)))
+            }
+            None => None,
+        };
+        Ok(CertificateCheck {
+            code,
+            holding: body.holding,
+            receiving,
+            archive_number: body.archive_number,
+            request_id: body.request_id,
+            date: body.date,
+            title: body.title,
+            content_sha256,
+            checked_by: me.to_owned(),
+        })
     }
 
     /// Signed copies of those of `records` held here, the others named
@@ -457,11 +608,12 @@ impl Node {
         let (kept, fresh) =
             self.requests
                 .get_or_insert::<ExchangeError>(Side::Incoming, &key, || {
-                    encode(&Incoming {
+                    Incoming {
                         answer: self.policy_answer(&delivery)?,
                         delivery: delivery.clone(),
                         received_us: now_us(),
-                    })
+                    }
+                    .entry()
                 })?;
         let kept = decode::<Incoming>(&kept)?;
         if fresh {
@@ -535,9 +687,9 @@ impl Node {
                 } else {
                     refused(decision.reason.clone())
                 };
-                let bytes = encode(&kept)?;
+                let entry = kept.entry()?;
                 decided = Some(kept);
-                Ok(Some(bytes))
+                Ok(Some(entry))
             })?;
         // The change wrote, or failed with its reason.
         let Some(kept) = decided else {
@@ -625,26 +777,12 @@ impl Node {
             let client = self.cluster.peer_client(&member.address)?;
             client.deliver_request(delivery).await?
         };
-        for copy in &answer.copies {
-            let body = signing::verify(&member.signing_key, copy).map_err(|e| match e {
-                Unverified::BadKey if member.signing_key.is_empty() => {
-                    Undelivered::Unverified(Unverified::NoKey(holding.to_owned()))
-                }
-                e => Undelivered::Unverified(e),
-            })?;
-            if body.holding != holding
-                || body.request_id != delivery.request_id
-                || !delivery.records.contains(&body.archive_number)
-            {
-                return Err(Undelivered::Unverified(Unverified::Elsewhere {
-                    wanted: format!("{holding}, request {}", delivery.request_id),
-                    found: format!("{}, request {}", body.holding, body.request_id),
-                }));
-            }
-        }
+        check_answer(holding, &member.signing_key, delivery, &answer)
+            .map_err(Undelivered::Unverified)?;
         let node = self.clone();
         let (holding, request_id) = (holding.to_owned(), delivery.request_id.clone());
-        tokio::task::spawn_blocking(move || node.take_answer(&holding, &request_id, answer))
+        let key = member.signing_key;
+        tokio::task::spawn_blocking(move || node.take_answer(&holding, &key, &request_id, answer))
             .await
             .map_err(DomainError::from)
             .map_err(ExchangeError::from)??;
@@ -655,6 +793,7 @@ impl Node {
     fn take_answer(
         &self,
         holding: &str,
+        signing_key: &str,
         request_id: &str,
         answer: Answer,
     ) -> Result<(), ExchangeError> {
@@ -671,10 +810,11 @@ impl Node {
                 }
                 part.state = answer.state;
                 part.copies = answer.copies.clone();
+                part.signing_key = signing_key.to_owned();
                 part.missing = answer.missing.clone();
                 part.reason = answer.reason.clone();
                 moved = Some((request.applicant_digest.clone(), part.records.clone()));
-                encode(&request).map(Some)
+                Ok(Some(encode(&request)?.into()))
             })?;
         if let Some((digest, records)) = moved {
             let action = match answer.state {
@@ -689,6 +829,36 @@ impl Node {
     }
 }
 
+/// Whether every copy in `answer` is what `holding`, whose published key
+/// is `key`, signed for `delivery`: a copy changed on the way, signed by
+/// another archive, or of another request or record is refused.
+fn check_answer(
+    holding: &str,
+    key: &str,
+    delivery: &Delivery,
+    answer: &Answer,
+) -> Result<(), Unverified> {
+    for copy in &answer.copies {
+        let body = signing::verify(key, copy).map_err(|e| match e {
+            Unverified::BadKey if key.is_empty() => Unverified::NoKey(holding.to_owned()),
+            e => e,
+        })?;
+        if body.holding != holding
+            || body.request_id != delivery.request_id
+            || !delivery.records.contains(&body.archive_number)
+        {
+            return Err(Unverified::Elsewhere {
+                wanted: format!("{holding}, request {}", delivery.request_id),
+                found: format!(
+                    "{}, request {}, record {}",
+                    body.holding, body.request_id, body.archive_number
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Why a part was not delivered this time (tried again).
 #[derive(Debug, thiserror::Error)]
 enum Undelivered {
@@ -700,4 +870,228 @@ enum Undelivered {
     Unverified(Unverified),
     #[error(transparent)]
     Here(#[from] ExchangeError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NodeConfig;
+    use crate::local::record::RecordBody;
+    use crate::local::store::Write;
+
+    fn clerk() -> Requester {
+        by_archive("A")
+    }
+
+    /// Domain A as both archives of a request for record R-1 (not released
+    /// by the policy, so a reviewer approves it), the answer taken in but
+    /// no certificate issued yet: the request's ID and the copy's code.
+    fn answered(node: &Node) -> (String, String) {
+        let id = ArchiveId::parse("R-1").unwrap();
+        let body = RecordBody {
+            title: "婚姻登记".into(),
+            metadata: Default::default(),
+            content: Some(b"content".to_vec()),
+            keys: Default::default(),
+        };
+        node.domain.apply(&[Write::Put(id, body)]).unwrap();
+        let request_id = "00ff".to_owned();
+        let delivery = Delivery {
+            request_id: request_id.clone(),
+            receiving: "A".into(),
+            applicant_digest: "digest".into(),
+            applicant_name: "张三".into(),
+            purpose: "贷款".into(),
+            records: vec!["R-1".into()],
+        };
+        let outgoing = Outgoing {
+            id: request_id.clone(),
+            submitted_us: now_us(),
+            clerk: "clerk".into(),
+            applicant_digest: "digest".into(),
+            applicant_name: "张三".into(),
+            purpose: "贷款".into(),
+            not_found: Vec::new(),
+            certified_us: None,
+            parts: BTreeMap::from([(
+                "A".to_owned(),
+                Part {
+                    records: vec!["R-1".into()],
+                    state: HoldingState::Pending,
+                    copies: Vec::new(),
+                    signing_key: String::new(),
+                    missing: Vec::new(),
+                    reason: None,
+                },
+            )]),
+        };
+        node.requests
+            .change::<ExchangeError>(Side::Outgoing, &request_id, |_| {
+                Ok(Some(encode(&outgoing)?.into()))
+            })
+            .unwrap();
+        assert_eq!(
+            node.take_in("A", delivery).unwrap().state,
+            HoldingState::InReview
+        );
+        assert!(matches!(
+            node.issue_certificate(&request_id, clerk()),
+            Err(ExchangeError::NotAnswered(RequestStatus::Submitted))
+        ));
+        let approve = Decision {
+            approve: true,
+            reason: String::new(),
+        };
+        let answer = node.decide("A", &request_id, approve, clerk()).unwrap();
+        let code = signing::verification_code(&answer.copies[0]);
+        let key = node.signer.public_hex();
+        node.take_answer("A", &key, &request_id, answer).unwrap();
+        (request_id, code)
+    }
+
+    /// Changes one byte of the first copy's payload kept on `side`.
+    fn tamper(node: &Node, side: Side, key: &str) {
+        fn flip(copy: &mut SignedCopy) {
+            let engine = base64::engine::general_purpose::STANDARD;
+            let mut bytes = engine.decode(&copy.payload).unwrap();
+            let last = bytes.len() - 3;
+            bytes[last] ^= 1;
+            copy.payload = engine.encode(bytes);
+        }
+        node.requests
+            .change::<ExchangeError>(side, key, |old| {
+                let old = old.unwrap();
+                let bytes = match side {
+                    Side::Outgoing => {
+                        let mut kept = decode::<Outgoing>(old)?;
+                        flip(&mut kept.parts.get_mut("A").unwrap().copies[0]);
+                        encode(&kept)?
+                    }
+                    Side::Incoming => {
+                        let mut kept = decode::<Incoming>(old)?;
+                        flip(&mut kept.answer.copies[0]);
+                        encode(&kept)?
+                    }
+                };
+                Ok(Some(bytes.into()))
+            })
+            .unwrap();
+    }
+
+    fn node(dir: &std::path::Path) -> Arc<Node> {
+        let config = NodeConfig {
+            name: "A".into(),
+            data: dir.join("A"),
+            ..NodeConfig::default()
+        };
+        Node::open(config, "http://127.0.0.1:1").unwrap()
+    }
+
+    #[test]
+    fn a_certificate_s_code_checks_at_both_archives_until_its_copy_is_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(dir.path());
+        let (request_id, code) = answered(&node);
+        // Released, not yet issued: the holding archive's book finds it.
+        let check = node.check_certificate(&code.to_lowercase()).unwrap();
+        assert_eq!(
+            (check.archive_number.as_str(), check.request_id.as_str()),
+            ("R-1", request_id.as_str())
+        );
+        {
+            use sha2::Digest;
+            let sha = hex::encode(sha2::Sha256::digest(b"content"));
+            assert_eq!(check.content_sha256.as_deref(), Some(sha.as_str()));
+        }
+        tamper(&node, Side::Incoming, &format!("A/{request_id}"));
+        let e = node.check_certificate(&code).unwrap_err();
+        assert!(matches!(e, ExchangeError::CertificateInvalid { .. }), "{e}");
+        // Issued: the receiving archive's book finds it, until its copy
+        // is changed too.
+        let view = node.issue_certificate(&request_id, clerk()).unwrap();
+        assert_eq!(view.status, RequestStatus::Certified);
+        assert_eq!(view.holdings[0].copies[0].code, code);
+        assert_eq!(node.check_certificate(&code).unwrap().receiving, "A");
+        tamper(&node, Side::Outgoing, &request_id);
+        let e = node.check_certificate(&code).unwrap_err();
+        assert!(matches!(e, ExchangeError::CertificateInvalid { .. }), "{e}");
+    }
+
+    #[test]
+    fn an_answer_is_taken_only_with_copies_its_holding_archive_signed_for_what_was_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(dir.path());
+        let id = ArchiveId::parse("R-1").unwrap();
+        let body = RecordBody {
+            title: "婚姻登记".into(),
+            metadata: Default::default(),
+            content: None,
+            keys: Default::default(),
+        };
+        node.domain.apply(&[Write::Put(id, body)]).unwrap();
+        let answer = node.release("00ff", &["R-1".to_owned()]).unwrap();
+        let key = node.signer.public_hex();
+        let delivery = |request_id: &str, record: &str| Delivery {
+            request_id: request_id.into(),
+            receiving: "B".into(),
+            applicant_digest: "digest".into(),
+            applicant_name: "张三".into(),
+            purpose: "贷款".into(),
+            records: vec![record.into()],
+        };
+        let asked = delivery("00ff", "R-1");
+        assert_eq!(check_answer("A", &key, &asked, &answer), Ok(()));
+        let mut changed = answer.clone();
+        let engine = base64::engine::general_purpose::STANDARD;
+        let mut bytes = engine.decode(&changed.copies[0].payload).unwrap();
+        bytes[10] ^= 1;
+        changed.copies[0].payload = engine.encode(bytes);
+        assert_eq!(
+            check_answer("A", &key, &asked, &changed),
+            Err(Unverified::Forged)
+        );
+        assert_eq!(
+            check_answer("A", "", &asked, &answer),
+            Err(Unverified::NoKey("A".into()))
+        );
+        for (holding, wrong) in [
+            ("C", delivery("00ff", "R-1")),
+            ("A", delivery("0aaa", "R-1")),
+            ("A", delivery("00ff", "R-2")),
+        ] {
+            let e = check_answer(holding, &key, &wrong, &answer).unwrap_err();
+            assert!(matches!(e, Unverified::Elsewhere { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_certificate_is_issued_once_and_only_for_an_answered_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(dir.path());
+        let (request_id, code) = answered(&node);
+        let first = node.issue_certificate(&request_id, clerk()).unwrap();
+        let again = node.issue_certificate(&request_id, clerk()).unwrap();
+        assert_eq!(first, again);
+        assert_eq!(again.holdings[0].copies[0].code, code);
+        let issued = node
+            .audit
+            .since(0, 1000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.action.as_deref() == Some("certificate_issued"))
+            .count();
+        assert_eq!(issued, 1);
+        assert!(matches!(
+            node.issue_certificate("0abc", clerk()),
+            Err(ExchangeError::NoRequest(_))
+        ));
+        assert!(matches!(
+            node.check_certificate("0000-0000-0000-0000-0000"),
+            Err(ExchangeError::NoCertificate(_))
+        ));
+        assert!(matches!(
+            node.check_certificate("not a code"),
+            Err(ExchangeError::Invalid(_))
+        ));
+    }
 }

@@ -965,7 +965,7 @@ async fn a_request_for_the_applicant_s_own_open_marriage_record_comes_back_signe
     assert_eq!(submitted.holdings.len(), 1);
     assert_eq!(submitted.holdings[0].domain, "B");
     let done = request_until(a, &submitted.id, |r| r.status == RequestStatus::Answered).await;
-    let copy = &done.holdings[0].copies[0];
+    let copy = &done.holdings[0].copies[0].copy;
     assert_eq!(
         (
             copy.archive_number.as_str(),
@@ -975,6 +975,19 @@ async fn a_request_for_the_applicant_s_own_open_marriage_record_comes_back_signe
         ("M-1", "B", submitted.id.as_str())
     );
     assert_eq!(copy.content.as_deref(), Some("5ama5ae75LmL6K6w"));
+    // The certificate: its code checks at the archive that issued it and
+    // at the one that signed the copy.
+    let certified = a.client.issue_certificate(&submitted.id).await.unwrap();
+    assert_eq!(certified.status, RequestStatus::Certified);
+    let code = &certified.holdings[0].copies[0].code;
+    for d in [a, b] {
+        let check = d.client.check_certificate(code).await.unwrap();
+        assert_eq!(
+            (check.holding.as_str(), check.receiving.as_str()),
+            ("B", "A")
+        );
+        assert_eq!(check.archive_number, "M-1");
+    }
     // Both archives logged their steps, with the applicant as a digest.
     for d in [a, b] {
         let page = d.client.audit(None).await.unwrap();
@@ -1034,8 +1047,10 @@ async fn a_request_the_policy_does_not_release_waits_for_a_reviewer_who_approves
         .unwrap_err();
     assert_eq!(again.code(), Some("already_decided"));
     let approved = request_until(a, &first.id, |r| r.status == RequestStatus::Answered).await;
-    assert_eq!(approved.holdings[0].copies[0].archive_number, "C-1");
+    assert_eq!(approved.holdings[0].copies[0].copy.archive_number, "C-1");
     let refused = request_until(a, &second.id, |r| r.status == RequestStatus::Refused).await;
+    let nothing_to_certify = a.client.issue_certificate(&second.id).await.unwrap_err();
+    assert_eq!(nothing_to_certify.code(), Some("not_answered"));
     assert_eq!(
         refused.holdings[0].reason.as_deref(),
         Some("涉及第三人隐私")

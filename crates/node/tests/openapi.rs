@@ -12,7 +12,9 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use xarchive_node::security::auth::{sha256_hex, Role, TokenEntry};
+use xarchive_node::security::signing::verification_code;
 use xarchive_node::shutdown::CancellationToken;
+use xarchive_node::wire::SignedCopy;
 use xarchive_node::{Node, NodeConfig};
 
 struct Checked {
@@ -468,6 +470,63 @@ async fn every_answer_matches_the_openapi_document() {
             )
             .await;
         assert_eq!(r.status, status);
+    }
+
+    // Approved elsewhere: the copy released here is checked by its code.
+    let delivery = serde_json::json!({
+        "request_id": "00fe", "receiving": "elsewhere", "applicant_digest": "00",
+        "applicant_name": "张三", "purpose": "贷款", "records": ["J-1"],
+    });
+    let r = api
+        .call(
+            M::POST,
+            "/v1/peer/requests",
+            "/v1/peer/requests",
+            delivery.to_string(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = api
+        .call(
+            M::POST,
+            "/v1/reviews/{receiving}/{request}",
+            "/v1/reviews/elsewhere/00fe",
+            r#"{"approve": true}"#,
+            None,
+        )
+        .await;
+    let copy: SignedCopy = serde_json::from_value(r.json()["copies"][0].clone()).unwrap();
+    let code = verification_code(&copy);
+    for (uri, status) in [
+        (format!("/v1/certificates/{code}"), StatusCode::OK),
+        (
+            "/v1/certificates/0000-0000-0000-0000-0000".into(),
+            StatusCode::NOT_FOUND,
+        ),
+        ("/v1/certificates/x".into(), StatusCode::BAD_REQUEST),
+    ] {
+        let r = api.get("/v1/certificates/{code}", &uri).await;
+        assert_eq!(r.status, status, "{uri}");
+    }
+    // Not yet answered, and unknown.
+    for (uri, status) in [
+        (
+            format!("/v1/requests/{id}/certificate"),
+            StatusCode::CONFLICT,
+        ),
+        ("/v1/requests/00/certificate".into(), StatusCode::NOT_FOUND),
+    ] {
+        let r = api
+            .call(
+                M::POST,
+                "/v1/requests/{id}/certificate",
+                &uri,
+                Body::empty(),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, status, "{uri}");
     }
 
     let r = api

@@ -492,6 +492,28 @@ impl Client {
         Self::json(response, &url).await
     }
 
+    /// `POST /v1/requests/{id}/certificate`: issues an answered request's
+    /// certificate (again: the same one).
+    pub async fn issue_certificate(
+        &self,
+        request: &str,
+    ) -> Result<crate::wire::RequestView, ClientError> {
+        let url = self.url(&format!("/v1/requests/{}/certificate", encode_id(request)));
+        let response = self.send(self.http.post(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/certificates/{code}`: checks a certificate's verification
+    /// code.
+    pub async fn check_certificate(
+        &self,
+        code: &str,
+    ) -> Result<crate::wire::CertificateCheck, ClientError> {
+        let url = self.url(&format!("/v1/certificates/{}", encode_id(code)));
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
     /// `POST /v1/peer/requests`: a part of a cross-archive request, sent
     /// to the archive holding its records; answered the same however
     /// often it is sent.

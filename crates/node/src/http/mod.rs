@@ -279,6 +279,16 @@ fn timed_routes(limits: &Limits) -> Vec<Route> {
             Needs::any(Member),
             compressed(post(requests::deliver)),
         ),
+        route(
+            "/v1/requests/{id}/certificate",
+            Needs::any(Clerk),
+            compressed(post(requests::certify)),
+        ),
+        route(
+            "/v1/certificates/{code}",
+            Needs::any(Open),
+            get(requests::check_certificate),
+        ),
         route("/v1/reviews", Needs::read(Reviewer), get(requests::reviews)),
         route(
             "/v1/reviews/{receiving}/{request}",
@@ -506,6 +516,11 @@ mod tests {
         assert_eq!(need(Method::POST, "/v1/requests"), Need::Clerk);
         assert_eq!(need(Method::GET, "/v1/requests/{id}"), Need::Clerk);
         assert_eq!(need(Method::POST, "/v1/peer/requests"), Need::Member);
+        assert_eq!(
+            need(Method::POST, "/v1/requests/{id}/certificate"),
+            Need::Clerk
+        );
+        assert_eq!(need(Method::GET, "/v1/certificates/{code}"), Need::Open);
         assert_eq!(
             need(Method::POST, "/v1/reviews/{receiving}/{request}"),
             Need::Reviewer

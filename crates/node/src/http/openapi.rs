@@ -62,6 +62,8 @@ use crate::wire::ErrorBody;
         requests::deliver,
         requests::reviews,
         requests::decide,
+        requests::certify,
+        requests::check_certificate,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Common),

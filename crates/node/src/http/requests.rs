@@ -21,8 +21,8 @@ use crate::local::requests::BookError;
 use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{
-    Answer, Decision, Delivery, ErrorBody, ErrorCode, NewRequest, RequestList, RequestView,
-    Requester, ReviewQueue,
+    Answer, CertificateCheck, Decision, Delivery, ErrorBody, ErrorCode, NewRequest, RequestList,
+    RequestView, Requester, ReviewQueue,
 };
 
 impl From<ExchangeError> for ApiError {
@@ -47,6 +47,19 @@ impl From<ExchangeError> for ApiError {
             e @ ExchangeError::Decided(_) => ApiError::new(
                 StatusCode::CONFLICT,
                 ErrorCode::AlreadyDecided,
+                e.to_string(),
+            ),
+            e @ ExchangeError::NotAnswered(_) => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::NotAnswered, e.to_string())
+            }
+            e @ ExchangeError::NoCertificate(_) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::CertificateNotFound,
+                e.to_string(),
+            ),
+            e @ ExchangeError::CertificateInvalid { .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::CertificateInvalid,
                 e.to_string(),
             ),
             e @ ExchangeError::Unavailable(_) => ApiError::new(
@@ -136,6 +149,54 @@ pub async fn get(
 ) -> Result<Json<RequestView>, ApiError> {
     Ok(Json(
         blocking(&node, move |node| Ok(node.request(&id)?)).await?,
+    ))
+}
+
+/// `POST /v1/requests/{id}/certificate`: the clerk issues the certificate
+/// of an answered request, to print for the applicant.
+#[utoipa::path(
+    post,
+    path = "/v1/requests/{id}/certificate",
+    tag = "requests",
+    params(("id" = String, Path, description = "The request's ID")),
+    responses(
+        (status = 200, description = "Issued (asked again: the same certificate); each copy carries its verification code", body = RequestView),
+        (status = 404, description = "`request_not_found`", body = ErrorBody),
+        (status = 409, description = "`not_answered`: some holding archive has not answered, or none sent a copy", body = ErrorBody),
+    )
+)]
+pub async fn certify(
+    State(node): State<Arc<Node>>,
+    who: Option<Extension<Principal>>,
+    Path(id): Path<String>,
+) -> Result<Json<RequestView>, ApiError> {
+    let clerk = requester(&node, who);
+    Ok(Json(
+        blocking(&node, move |node| Ok(node.issue_certificate(&id, clerk)?)).await?,
+    ))
+}
+
+/// `GET /v1/certificates/{code}`: anyone checks a certificate's
+/// verification code, at the archive that issued it or the one that
+/// signed its copy.
+#[utoipa::path(
+    get,
+    path = "/v1/certificates/{code}",
+    tag = "requests",
+    params(("code" = String, Path, description = "The verification code, as printed (case and dashes do not matter)")),
+    responses(
+        (status = 200, description = "The copy is as its holding archive signed it", body = CertificateCheck),
+        (status = 400, description = "`invalid_request`: not a verification code", body = ErrorBody),
+        (status = 404, description = "`certificate_not_found`: neither issued nor released here", body = ErrorBody),
+        (status = 422, description = "`certificate_invalid`: the copy kept under the code no longer matches its signature", body = ErrorBody),
+    )
+)]
+pub async fn check_certificate(
+    State(node): State<Arc<Node>>,
+    Path(code): Path<String>,
+) -> Result<Json<CertificateCheck>, ApiError> {
+    Ok(Json(
+        blocking(&node, move |node| Ok(node.check_certificate(&code)?)).await?,
     ))
 }
 

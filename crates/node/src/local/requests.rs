@@ -3,7 +3,8 @@
 //! archive). Its own redb file, committed durably before anything is
 //! answered, so a request acknowledged to a clerk or to a peer survives
 //! kill -9. What the entries mean (`exchange.rs`) is not this file's
-//! concern: it keeps JSON documents by key, and changes each in one
+//! concern: it keeps JSON documents by key, with the certificates'
+//! verification codes that find them, and changes each in one
 //! transaction, so that two changes of one request never interleave.
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,32 @@ impl Side {
         match self {
             Side::Outgoing => TableDefinition::new("outgoing"),
             Side::Incoming => TableDefinition::new("incoming"),
+        }
+    }
+
+    /// The certificates' verification codes of this side's entries: code
+    /// → the entry's key.
+    fn codes(self) -> TableDefinition<'static, &'static str, &'static str> {
+        match self {
+            Side::Outgoing => TableDefinition::new("outgoing_codes"),
+            Side::Incoming => TableDefinition::new("incoming_codes"),
+        }
+    }
+}
+
+/// What a change writes: the entry, and the verification codes that find
+/// it from now on (written in the same transaction, so that no
+/// certificate exists that its code cannot find).
+pub struct Entry {
+    pub bytes: Vec<u8>,
+    pub codes: Vec<String>,
+}
+
+impl From<Vec<u8>> for Entry {
+    fn from(bytes: Vec<u8>) -> Entry {
+        Entry {
+            bytes,
+            codes: Vec::new(),
         }
     }
 }
@@ -81,8 +108,10 @@ impl RequestBook {
         })?;
         file.write(None, |db| {
             let txn = db.begin_write()?;
-            txn.open_table(Side::Outgoing.table())?;
-            txn.open_table(Side::Incoming.table())?;
+            for side in [Side::Outgoing, Side::Incoming] {
+                txn.open_table(side.table())?;
+                txn.open_table(side.codes())?;
+            }
             txn.commit()?;
             Ok::<_, BookError>(())
         })?;
@@ -97,6 +126,20 @@ impl RequestBook {
             let txn = db.begin_read()?;
             let table = txn.open_table(side.table())?;
             Ok(table.get(key)?.map(|v| v.value().to_vec()))
+        })
+    }
+
+    /// The entry of `side` that a certificate's verification `code` was
+    /// issued from, with its key.
+    pub fn by_code(&self, side: Side, code: &str) -> Result<Option<(String, Vec<u8>)>, BookError> {
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let Some(key) = txn.open_table(side.codes())?.get(code)? else {
+                return Ok(None);
+            };
+            let key = key.value().to_owned();
+            let entry = txn.open_table(side.table())?.get(key.as_str())?;
+            Ok(entry.map(|v| (key, v.value().to_vec())))
         })
     }
 
@@ -120,7 +163,7 @@ impl RequestBook {
         &self,
         side: Side,
         key: &str,
-        make: impl FnOnce() -> Result<Vec<u8>, E>,
+        make: impl FnOnce() -> Result<Entry, E>,
     ) -> Result<(Vec<u8>, bool), E> {
         let mut made = false;
         let entry = self.change(side, key, |old| {
@@ -141,7 +184,7 @@ impl RequestBook {
         &self,
         side: Side,
         key: &str,
-        change: impl FnOnce(Option<&[u8]>) -> Result<Option<Vec<u8>>, E>,
+        change: impl FnOnce(Option<&[u8]>) -> Result<Option<Entry>, E>,
     ) -> Result<Option<Vec<u8>>, E> {
         let _one_at_a_time = self.changing.lock();
         let old = self.get(side, key)?;
@@ -149,14 +192,20 @@ impl RequestBook {
             return Ok(old);
         };
         self.file
-            .write(Some(ENTRY_ROOM + new.len() as u64), |db| {
+            .write(Some(ENTRY_ROOM + new.bytes.len() as u64), |db| {
                 let txn = db.begin_write()?;
-                txn.open_table(side.table())?.insert(key, new.as_slice())?;
+                txn.open_table(side.table())?
+                    .insert(key, new.bytes.as_slice())?;
+                let mut codes = txn.open_table(side.codes())?;
+                for code in &new.codes {
+                    codes.insert(code.as_str(), key)?;
+                }
+                drop(codes);
                 txn.commit()?;
                 Ok::<_, BookError>(())
             })
             .map_err(E::from)?;
-        Ok(Some(new))
+        Ok(Some(new.bytes))
     }
 }
 
@@ -177,7 +226,10 @@ mod tests {
             let written = b
                 .change::<BookError>(Side::Outgoing, "r1", |old| {
                     assert!(old.is_none());
-                    Ok(Some(b"one".to_vec()))
+                    Ok(Some(Entry {
+                        bytes: b"one".to_vec(),
+                        codes: vec!["C0DE".into()],
+                    }))
                 })
                 .unwrap();
             assert_eq!(written.as_deref(), Some(&b"one"[..]));
@@ -193,5 +245,10 @@ mod tests {
         );
         assert_eq!(b.get(Side::Incoming, "r1").unwrap(), None);
         assert_eq!(b.all(Side::Outgoing).unwrap().len(), 1);
+        assert_eq!(
+            b.by_code(Side::Outgoing, "C0DE").unwrap(),
+            Some(("r1".to_owned(), b"one".to_vec()))
+        );
+        assert_eq!(b.by_code(Side::Incoming, "C0DE").unwrap(), None);
     }
 }

@@ -126,6 +126,41 @@ pub fn verify(public_hex: &str, signed: &SignedCopy) -> Result<CopyBody, Unverif
     serde_json::from_slice(&bytes).map_err(|_| Unverified::NotACopy)
 }
 
+/// Hex digits in a verification code: 80 bits, too many to guess one.
+const CODE_DIGITS: usize = 20;
+
+/// The verification code printed on a certificate for `signed`: the first
+/// 80 bits of the SHA-256 of its signature, in groups of four hex digits.
+/// Both archives derive it from the copy alone, so either can be asked;
+/// and since the signature covers every byte of the copy, the copy kept
+/// under a code that no longer verifies was changed after it was signed.
+pub fn verification_code(signed: &SignedCopy) -> String {
+    use sha2::Digest;
+    let digest = hex::encode_upper(sha2::Sha256::digest(signed.signature.as_bytes()));
+    group(&digest[..CODE_DIGITS])
+}
+
+/// `code` as [`verification_code`] writes it, whatever its case and
+/// separators (a person types it from paper); `None` if it cannot be one.
+pub fn normalise_code(code: &str) -> Option<String> {
+    let digits: String = code
+        .chars()
+        .filter(|c| !matches!(c, '-' | ' '))
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    (digits.len() == CODE_DIGITS && digits.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| group(&digits))
+}
+
+fn group(digits: &str) -> String {
+    digits
+        .as_bytes()
+        .chunks(4)
+        .map(|c| String::from_utf8_lossy(c))
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +211,20 @@ mod tests {
             Signer::open(dir.path()),
             Err(SigningError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_code_is_read_back_whatever_its_case_and_separators_and_nothing_else_is_a_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let signed = Signer::open(dir.path()).unwrap().sign(&copy()).unwrap();
+        let code = verification_code(&signed);
+        assert_eq!(code.len(), 24);
+        assert_eq!(normalise_code(&code).as_deref(), Some(code.as_str()));
+        let typed = code.replace('-', " ").to_lowercase();
+        assert_eq!(normalise_code(&typed).as_deref(), Some(code.as_str()));
+        assert_eq!(normalise_code(&code[..20]), None);
+        assert_eq!(normalise_code("../../etc/passwd"), None);
+        assert_eq!(normalise_code("ZZZZ-ZZZZ-ZZZZ-ZZZZ-ZZZZ"), None);
     }
 
     proptest! {

@@ -106,6 +106,8 @@ pub enum RequestStatus {
     Answered,
     /// Every holding archive answered, none with a copy.
     Refused,
+    /// Answered, and the certificate issued to the applicant.
+    Certified,
 }
 
 impl RequestStatus {
@@ -166,13 +168,45 @@ pub struct HoldingView {
     pub state: HoldingState,
     /// The copies, verified against the holding archive's key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub copies: Vec<CopyBody>,
+    pub copies: Vec<ReceivedCopy>,
     /// Records asked for that it does not hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
     /// Why it was refused, or is in review.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// A copy as the clerk and the certificate show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReceivedCopy {
+    /// The code that checks it, at either archive
+    /// (`GET /v1/certificates/{code}`).
+    pub code: String,
+    #[serde(flatten)]
+    pub copy: CopyBody,
+}
+
+/// `GET /v1/certificates/{code}`: a certified copy, checked again against
+/// its holding archive's signature. Enough to compare with the paper; not
+/// the record's metadata or content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CertificateCheck {
+    pub code: String,
+    /// The archive that signed the copy.
+    pub holding: String,
+    /// The archive that issued the certificate.
+    pub receiving: String,
+    pub archive_number: String,
+    pub request_id: String,
+    /// The day the holding archive released it (YYYY-MM-DD, UTC).
+    pub date: String,
+    pub title: String,
+    /// Hex SHA-256 of the record's content, to compare a digital copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_sha256: Option<String>,
+    /// The archive that checked it now.
+    pub checked_by: String,
 }
 
 /// A request as `GET /v1/requests/{id}` shows it.
@@ -184,6 +218,9 @@ pub struct RequestView {
     /// The clerk's token name.
     pub clerk: String,
     pub status: RequestStatus,
+    /// When the certificate was issued (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certified_at: Option<String>,
     pub applicant_name: String,
     pub purpose: String,
     pub holdings: Vec<HoldingView>,
