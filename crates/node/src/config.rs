@@ -11,7 +11,7 @@ use crate::cluster::ClusterConfig;
 use crate::local::filter::FilterSettings;
 use crate::local::id_profile::IdProfile;
 use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
-use crate::local::release::ReleasePolicy;
+pub use crate::local::release::{ReleasePolicy, RemoteSearch};
 use crate::security::auth::AuthConfig;
 use crate::security::tls::TlsConfig;
 use crate::wire::PageBudget;

@@ -334,7 +334,17 @@ impl Node {
         };
         let (node, mine) = (self.clone(), request.clone());
         let mut records = tokio::task::spawn_blocking(move || {
-            let records = node.domain.search(&mine.key_type, &mine.value)?;
+            let mut records = node.domain.search(&mine.key_type, &mine.value)?;
+            let requester = mine.requester.clone().unwrap_or_default();
+            // The holding archive's policy decides what another archive's
+            // search gets (SECURITY.md, "Cross-archive requests").
+            if requester.domain != node.cluster.me {
+                let policy = &node.config.requests;
+                records = records
+                    .into_iter()
+                    .map(|r| policy.for_remote_search(r))
+                    .collect();
+            }
             if private {
                 node.audit.append(AuditEntry {
                     at_us: crate::local::record::now_us(),

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use xarchive_node::cluster::{
     CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
 };
+use xarchive_node::config::RemoteSearch;
 use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::wire::{
     AuditHead, CacheRoute, Decision, Delivery, ErrorCode, HoldingState, LookupBody, PageBudget,
@@ -410,7 +411,19 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
         ]
     );
     assert_eq!(found.asked, ["B", "A", "C"]);
-    assert_eq!(found.records[0].keys["id_card"], person);
+    // Its own record in full; the others' as their policy gives another
+    // archive's search: where they are and what they are called.
+    for record in &found.records {
+        if record.domain == "B" {
+            assert_eq!(record.keys["id_card"], person);
+        } else {
+            assert!(
+                record.keys.is_empty() && record.metadata.is_empty(),
+                "{record:?}"
+            );
+            assert!(!record.title.is_empty());
+        }
+    }
 
     // Replaced with another person's number, and deleted: the key follows.
     put_person(&c.domains[0], "A-婚姻-1", "440524198001010013").await;
@@ -425,7 +438,11 @@ async fn a_person_with_records_in_three_domains_is_found_in_all_three_in_one_sea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_recorded_with_a_fifteen_digit_number_in_one_domain_and_eighteen_in_another_is_found_in_both(
 ) {
-    let c = Cluster::start(3).await;
+    // Whole records, keys included, to another archive's search.
+    let c = Cluster::start_with(3, |config| {
+        config.requests.remote_search = RemoteSearch::Full;
+    })
+    .await;
     // One person: the first-generation number of an old record, and the
     // second-generation number of a newer one, with a name and birth date
     // spelt two ways.
@@ -499,11 +516,12 @@ async fn a_record_looked_up_from_another_domain_or_its_cached_copy_names_its_ide
             (false, Some(CacheRoute::Hit))
         ]
     );
-    // The search, which is audited, is the one way to the number.
+    // Nor does a search from here get it: B's policy gives another
+    // archive's search a summary (the number only by request).
     let (status, found) = search(&c.domains[0], "id_card", person).await;
     assert_eq!(status, 200);
-    assert_eq!(found.records[0].keys["id_card"], person);
-    assert!(found.records[0].keys_withheld.is_empty());
+    assert_eq!(found.records[0].id.as_str(), "B-人事-1");
+    assert!(found.records[0].keys.is_empty() && found.records[0].content.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -625,7 +625,14 @@ async fn a_read_token_and_a_write_token_listing_records_and_reading_each_get_no_
     let (status, found) = search_at(&s.client(Some(&s.search)), &s.url(&s.a), &people[0]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(found.records.len(), 2);
-    assert!(found.records.iter().all(|r| r.keys["id_card"] == people[0]));
+    // The number of A's own record; B's gives another archive's search
+    // a summary, the number only by request.
+    for record in &found.records {
+        match record.domain.as_str() {
+            "A" => assert_eq!(record.keys["id_card"], people[0]),
+            _ => assert!(record.keys.is_empty(), "{record:?}"),
+        }
+    }
     assert_eq!((audit(&s.a).await, audit(&s.b).await), (1, 1));
 }
 

@@ -25,6 +25,22 @@ pub struct ReleasePolicy {
     /// Answer by itself only when the applicant's identity number is one
     /// of the record's keys (their own record).
     pub applicant_must_be_key: bool,
+    /// What a search from another archive gets of the records held here.
+    pub remote_search: RemoteSearch,
+}
+
+/// What a plain search (a search token, not a request) from another
+/// archive gets of a record held here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteSearch {
+    /// The archive number, title, holding archive and dates: enough to
+    /// know where to ask. Metadata, content and keys go out only by
+    /// request, signed, by this archive's policy or its reviewers.
+    #[default]
+    Summary,
+    /// The whole record, keys included, as a search here gets it.
+    Full,
 }
 
 impl Default for ReleasePolicy {
@@ -43,11 +59,23 @@ impl Default for ReleasePolicy {
             .to_vec(),
             access: vec!["open".into()],
             applicant_must_be_key: true,
+            remote_search: RemoteSearch::Summary,
         }
     }
 }
 
 impl ReleasePolicy {
+    /// `record` as a search from another archive gets it.
+    pub fn for_remote_search(&self, mut record: Record) -> Record {
+        if self.remote_search == RemoteSearch::Summary {
+            record.metadata.clear();
+            record.content = None;
+            record.keys.clear();
+            record.keys_withheld.clear();
+        }
+        record
+    }
+
     /// Why `record` goes to a reviewer rather than out by itself, for an
     /// applicant whose identity number has `applicant_digest` (the audit
     /// digest under `hasher`); `None`: it may go out.
@@ -128,5 +156,27 @@ mod tests {
         assert!(policy.review_reason(&unstated, &me, &hasher).is_some());
         let court = record("court", Some("open"), "11010519491231002X");
         assert!(policy.review_reason(&court, &me, &hasher).is_some());
+    }
+
+    #[test]
+    fn a_search_from_elsewhere_gets_a_summary_unless_the_policy_says_full() {
+        let mut full = record("marriage", Some("open"), "11010519491231002X");
+        full.content = Some(b"content".to_vec());
+        let summary = ReleasePolicy::default().for_remote_search(full.clone());
+        assert_eq!(
+            (
+                summary.id.as_str(),
+                summary.title.as_str(),
+                summary.domain.as_str()
+            ),
+            ("A-1", "t", "d")
+        );
+        assert!(summary.metadata.is_empty() && summary.content.is_none());
+        assert!(summary.keys.is_empty() && summary.keys_withheld.is_empty());
+        let open = ReleasePolicy {
+            remote_search: RemoteSearch::Full,
+            ..ReleasePolicy::default()
+        };
+        assert_eq!(open.for_remote_search(full.clone()), full);
     }
 }
