@@ -391,8 +391,12 @@ impl Node {
     pub fn backup(&self, out: impl std::io::Write) -> Result<BackupHeader, BackupError> {
         backup::take(
             self.domain.name(),
-            self.domain.store(),
-            &self.audit,
+            backup::Sources {
+                store: self.domain.store(),
+                audit: &self.audit,
+                book: &self.requests,
+                signing_key: &self.signer.secret_bytes(),
+            },
             crate::local::record::now_ms(),
             out,
         )

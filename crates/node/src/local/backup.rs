@@ -1,6 +1,7 @@
-//! An online backup of a domain, and its restore: one read transaction of
-//! the store and one of the audit log, written out while writes go on, so
-//! that a running domain can be saved without being stopped.
+//! An online backup of a domain, and its restore: one read transaction
+//! each of the store, the audit log and the request book, written out
+//! while writes go on, so that a running domain can be saved without being
+//! stopped.
 //!
 //! redb gives every read transaction a fixed snapshot (writers copy pages
 //! on write and never touch pages a live reader can reach), so the
@@ -11,7 +12,8 @@
 //!
 //! The form (docs/FORMAT.md, "Backup"): a magic line, then frames, each a
 //! little-endian `u32` length and a postcard-encoded [`Frame`]: a header,
-//! the store's tables and the audit log's entries, and an end frame with
+//! the store's tables, the audit log's entries and the request book's, and
+//! an end frame with
 //! the counts and a SHA-256 of every byte before it. A file without its
 //! end frame, or whose checksum does not match, is not a backup: a stream
 //! cut short (a full disk, a dropped connection) is never taken for one.
@@ -26,14 +28,22 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::local::audit::{self, AuditLog};
+use crate::local::private_file::write_private;
 use crate::local::redb_file::{RedbFailure, Reopening};
+use crate::local::requests::{self, RequestBook};
 use crate::local::space::DiskFull;
 use crate::local::store::{self, Store};
 
+/// The signing key's file inside the data directory: its 32 secret bytes
+/// (`security/signing.rs`).
+pub const SIGNING_KEY_FILE: &str = "signing.key";
+
 /// The first bytes of every backup.
 pub const MAGIC: &[u8; 16] = b"xarchive backup\n";
-/// The form written; a restore refuses any other.
-pub const FORMAT: u32 = 1;
+/// The form written: 2 adds the request book. A restore reads this one
+/// and the one before (which has no requests), and refuses any other.
+pub const FORMAT: u32 = 2;
+const FORMATS_READ: std::ops::RangeInclusive<u32> = 1..=FORMAT;
 /// The longest frame read: a record of the largest content a domain may
 /// be configured for, with room to spare. A longer length is corruption.
 const MAX_FRAME: u32 = 1 << 30;
@@ -74,6 +84,20 @@ enum Frame<'a> {
         /// SHA-256 of every byte before this frame (the magic included).
         sha256: [u8; 32],
     },
+    /// An entry of the request book: its table, key and value (after
+    /// `End` in this list, so that the frames before keep their tags).
+    Request(&'a str, &'a str, &'a [u8]),
+    /// The domain's signing key (`signing.key`).
+    SigningKey(&'a [u8]),
+}
+
+/// What a backup is taken of: the domain's files.
+pub struct Sources<'a> {
+    pub store: &'a Store,
+    pub audit: &'a AuditLog,
+    pub book: &'a RequestBook,
+    /// The signing key's secret bytes.
+    pub signing_key: &'a [u8],
 }
 
 /// Why a backup could not be taken, read or restored.
@@ -92,7 +116,7 @@ pub enum BackupError {
     Read(#[source] std::io::Error),
     #[error("not an xarchive backup (it does not begin as one)")]
     NotABackup,
-    #[error("the backup is of form {0}; this xarchive reads form {FORMAT}")]
+    #[error("the backup is of form {0}; this xarchive reads forms 1 to {FORMAT}")]
     Format(u32),
     #[error(
         "the backup is incomplete: it ends before its end frame (a copy cut short is not a backup)"
@@ -192,51 +216,66 @@ impl<W: Write> Framer<W> {
 /// after an I/O error waits for the backup to end.
 pub fn take(
     domain: &str,
-    store: &Store,
-    audit: &AuditLog,
+    from: Sources<'_>,
     now_ms: i64,
     out: impl Write,
 ) -> Result<BackupHeader, BackupError> {
+    let Sources {
+        store,
+        audit,
+        book,
+        signing_key,
+    } = from;
     store.file().scan(|db| {
         let txn = db.begin_read()?;
         audit.file().scan(|audit_db| {
             let audit_txn = audit_db.begin_read()?;
-            let records = txn.open_table(store::RECORDS)?;
-            let keys = txn.open_multimap_table(store::KEYS)?;
-            let meta = txn.open_table(store::META)?;
-            let entries = audit_txn.open_table(audit::ENTRIES)?;
-            let header = BackupHeader {
-                format: FORMAT,
-                domain: domain.to_owned(),
-                taken_at_ms: now_ms,
-                sequence: meta.get(store::SEQUENCE)?.map(|v| v.value()).unwrap_or(0),
-                records: records.len()?,
-                key_entries: keys.len()?,
-                audit_entries: entries.len()?,
-            };
-            let mut framer = Framer::new(out)?;
-            framer.frame(&Frame::Header(header.clone()))?;
-            framer.out.flush().map_err(BackupError::Write)?;
-            for entry in meta.iter()? {
-                let (name, value) = entry?;
-                framer.frame(&Frame::Meta(name.value(), value.value()))?;
-            }
-            for entry in records.iter()? {
-                let (id, value) = entry?;
-                framer.frame(&Frame::Record(id.value(), value.value()))?;
-            }
-            for entry in keys.iter()? {
-                let (digest, ids) = entry?;
-                for id in ids {
-                    framer.frame(&Frame::Key(digest.value(), id?.value()))?;
+            book.file().scan(|book_db| {
+                let book_txn = book_db.begin_read()?;
+                let records = txn.open_table(store::RECORDS)?;
+                let keys = txn.open_multimap_table(store::KEYS)?;
+                let meta = txn.open_table(store::META)?;
+                let entries = audit_txn.open_table(audit::ENTRIES)?;
+                let header = BackupHeader {
+                    format: FORMAT,
+                    domain: domain.to_owned(),
+                    taken_at_ms: now_ms,
+                    sequence: meta.get(store::SEQUENCE)?.map(|v| v.value()).unwrap_or(0),
+                    records: records.len()?,
+                    key_entries: keys.len()?,
+                    audit_entries: entries.len()?,
+                };
+                let mut framer = Framer::new(out)?;
+                framer.frame(&Frame::Header(header.clone()))?;
+                framer.out.flush().map_err(BackupError::Write)?;
+                for entry in meta.iter()? {
+                    let (name, value) = entry?;
+                    framer.frame(&Frame::Meta(name.value(), value.value()))?;
                 }
-            }
-            for entry in entries.iter()? {
-                let (at, json) = entry?;
-                framer.frame(&Frame::Audit(at.value(), json.value()))?;
-            }
-            framer.finish()?;
-            Ok(header)
+                for entry in records.iter()? {
+                    let (id, value) = entry?;
+                    framer.frame(&Frame::Record(id.value(), value.value()))?;
+                }
+                for entry in keys.iter()? {
+                    let (digest, ids) = entry?;
+                    for id in ids {
+                        framer.frame(&Frame::Key(digest.value(), id?.value()))?;
+                    }
+                }
+                for entry in entries.iter()? {
+                    let (at, json) = entry?;
+                    framer.frame(&Frame::Audit(at.value(), json.value()))?;
+                }
+                for name in requests::TABLES {
+                    for entry in book_txn.open_table(requests::table(name))?.iter()? {
+                        let (key, value) = entry?;
+                        framer.frame(&Frame::Request(name, key.value(), value.value()))?;
+                    }
+                }
+                framer.frame(&Frame::SigningKey(signing_key))?;
+                framer.finish()?;
+                Ok(header)
+            })
         })
     })
 }
@@ -247,6 +286,9 @@ pub enum Entry<'a> {
     Key(&'a [u8], &'a str),
     Meta(&'a str, u64),
     Audit(u64, &'a [u8]),
+    /// An entry of the request book's table (one of `requests::TABLES`).
+    Request(&'a str, &'a str, &'a [u8]),
+    SigningKey(&'a [u8]),
 }
 
 /// Reads a whole backup, giving `each` every entry in order, and checks
@@ -296,7 +338,7 @@ pub fn read(
         sha.update(&buf);
         match (&header, frame) {
             (None, Frame::Header(h)) => {
-                if h.format != FORMAT {
+                if !FORMATS_READ.contains(&h.format) {
                     return Err(BackupError::Format(h.format));
                 }
                 header = Some(h);
@@ -319,6 +361,15 @@ pub fn read(
                 audit_entries += 1;
                 each(Entry::Audit(at, json))?;
             }
+            (Some(_), Frame::Request(table, key, value)) => {
+                if !requests::TABLES.contains(&table) {
+                    return Err(BackupError::Damaged(format!(
+                        "a request entry of an unknown table {table:?}"
+                    )));
+                }
+                each(Entry::Request(table, key, value))?;
+            }
+            (Some(_), Frame::SigningKey(key)) => each(Entry::SigningKey(key))?,
             (Some(h), end @ Frame::End { .. }) => {
                 let Frame::End {
                     records: r,
@@ -369,7 +420,8 @@ pub fn verify(path: &Path) -> Result<BackupHeader, BackupError> {
 const RESTORING: &str = ".restoring";
 
 /// Restores the backup at `backup` into `dir`, a data directory that must
-/// be empty (or not exist): the store and the audit log are written under
+/// be empty (or not exist): the store, the audit log and the request book
+/// are written under
 /// temporary names and take their own names only once the whole backup
 /// has been read and checked, so a damaged or incomplete backup leaves
 /// `dir` empty. The domain rebuilds its filters when it next starts.
@@ -407,22 +459,26 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
             .map_err(io)?;
     }
     let input = std::fs::File::open(backup).map_err(BackupError::Read)?;
-    let store_path = dir.join(format!("{}{RESTORING}", store::STORE_FILE));
-    let audit_path = dir.join(format!("{}{RESTORING}", audit::AUDIT_FILE));
-    let written = write_files(input, &store_path, &audit_path);
-    let header = match written {
-        Ok(header) => header,
+    let names = [
+        store::STORE_FILE,
+        audit::AUDIT_FILE,
+        requests::REQUESTS_FILE,
+    ];
+    let paths = names.map(|name| dir.join(format!("{name}{RESTORING}")));
+    let (header, signing_key) = match write_files(input, &paths) {
+        Ok(written) => written,
         Err(e) => {
-            let _ = std::fs::remove_file(&store_path);
-            let _ = std::fs::remove_file(&audit_path);
+            for path in &paths {
+                let _ = std::fs::remove_file(path);
+            }
             return Err(e);
         }
     };
-    for (from, to) in [
-        (&store_path, dir.join(store::STORE_FILE)),
-        (&audit_path, dir.join(audit::AUDIT_FILE)),
-    ] {
-        std::fs::rename(from, &to).map_err(io)?;
+    for (from, name) in paths.iter().zip(names) {
+        std::fs::rename(from, dir.join(name)).map_err(io)?;
+    }
+    if let Some(key) = signing_key {
+        write_private(&dir.join(SIGNING_KEY_FILE), &key).map_err(io)?;
     }
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
@@ -430,13 +486,13 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
     Ok(header)
 }
 
-/// The store's and the audit log's files written from `input`, each
-/// committed durably at the end.
+/// The store's, the audit log's and the request book's files (at `paths`,
+/// in that order) written from `input`, each committed durably at the end;
+/// and the signing key, if the backup has one.
 fn write_files(
     input: impl Read,
-    store_path: &Path,
-    audit_path: &Path,
-) -> Result<BackupHeader, BackupError> {
+    paths: &[PathBuf; 3],
+) -> Result<(BackupHeader, Option<Vec<u8>>), BackupError> {
     let create = |path: &Path| {
         let db = redb::Database::create(path).map_err(|source| BackupError::Create {
             path: path.to_owned(),
@@ -452,14 +508,27 @@ fn write_files(
         )?;
         Ok::<_, BackupError>(db)
     };
-    let store_db = create(store_path)?;
-    let audit_db = create(audit_path)?;
+    let store_db = create(&paths[0])?;
+    let audit_db = create(&paths[1])?;
+    let book_db = create(&paths[2])?;
     let mut store_txn = Some(begin(&store_db)?);
     let mut audit_txn = Some(begin(&audit_db)?);
+    let mut book_txn = Some(begin(&book_db)?);
     let mut pending = 0usize;
+    let mut signing_key = None;
     let header = read(input, |entry| {
+        if let Entry::SigningKey(key) = entry {
+            if key.len() != 32 {
+                return Err(BackupError::Damaged(
+                    "its signing key is not 32 bytes".into(),
+                ));
+            }
+            signing_key = Some(key.to_vec());
+            return Ok(());
+        }
         let (db, txn) = match entry {
             Entry::Audit(..) => (&audit_db, &mut audit_txn),
+            Entry::Request(..) => (&book_db, &mut book_txn),
             _ => (&store_db, &mut store_txn),
         };
         let Some(open) = txn.as_ref() else {
@@ -478,6 +547,12 @@ fn write_files(
             Entry::Audit(at, json) => {
                 open.open_table(audit::ENTRIES)?.insert(at, json)?;
             }
+            Entry::Request(table, key, value) => {
+                open.open_table(requests::table(table))?
+                    .insert(key, value)?;
+            }
+            // Kept aside above.
+            Entry::SigningKey(_) => {}
         }
         pending += 1;
         if pending >= RESTORE_BATCH {
@@ -506,7 +581,15 @@ fn write_files(
         txn.open_table(audit::ENTRIES)?;
         txn.commit()?;
     }
-    Ok(header)
+    if let Some(mut txn) = book_txn {
+        txn.set_durability(Durability::Immediate)
+            .map_err(redb::Error::from)?;
+        for name in requests::TABLES {
+            txn.open_table(requests::table(name))?;
+        }
+        txn.commit()?;
+    }
+    Ok((header, signing_key))
 }
 
 /// A write transaction that is not made durable on its own.
@@ -526,6 +609,7 @@ mod tests {
     use crate::local::audit::{AuditEntry, Requester};
     use crate::local::id::ArchiveId;
     use crate::local::record::RecordBody;
+    use crate::local::requests::{BookError, Entry, Side};
     use crate::local::space::DiskSpace;
     use crate::local::store::Write as StoreWrite;
 
@@ -558,8 +642,9 @@ mod tests {
         }
     }
 
-    /// A store of `n` records, every third keyed, and an audit log of two.
-    fn domain_files(dir: &Path, n: usize) -> (Store, AuditLog) {
+    /// A store of `n` records, every third keyed, an audit log of two and
+    /// a request book of one request.
+    fn domain_files(dir: &Path, n: usize) -> (Store, AuditLog, RequestBook) {
         let store = Store::open(dir, space(dir)).unwrap();
         let writes: Vec<StoreWrite> = (0..n)
             .map(|i| {
@@ -591,20 +676,40 @@ mod tests {
                 })
                 .unwrap();
         }
-        (store, audit)
+        let book = RequestBook::open(dir, space(dir)).unwrap();
+        book.change::<BookError>(Side::Outgoing, "r1", |_| {
+            Ok(Some(Entry {
+                bytes: b"request".to_vec(),
+                codes: vec!["C0DE".into()],
+            }))
+        })
+        .unwrap();
+        (store, audit, book)
     }
 
-    fn backup_of(store: &Store, audit: &AuditLog) -> Vec<u8> {
+    const KEY: [u8; 32] = [7; 32];
+
+    fn sources<'a>(store: &'a Store, audit: &'a AuditLog, book: &'a RequestBook) -> Sources<'a> {
+        Sources {
+            store,
+            audit,
+            book,
+            signing_key: &KEY,
+        }
+    }
+
+    fn backup_of((store, audit, book): &(Store, AuditLog, RequestBook)) -> Vec<u8> {
         let mut out = Vec::new();
-        take("A", store, audit, 7, &mut out).unwrap();
+        take("A", sources(store, audit, book), 7, &mut out).unwrap();
         out
     }
 
     #[test]
     fn a_restored_backup_holds_the_same_records_keys_sequence_and_audit_chain() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, audit) = domain_files(&dir.path().join("a"), 25_000);
-        let bytes = backup_of(&store, &audit);
+        let files = domain_files(&dir.path().join("a"), 25_000);
+        let bytes = backup_of(&files);
+        let (store, audit, _) = files;
         let file = dir.path().join("a.backup");
         std::fs::write(&file, &bytes).unwrap();
         let header = restore(&file, &dir.path().join("b")).unwrap();
@@ -633,13 +738,18 @@ mod tests {
         let found = log.verify(None).unwrap();
         assert!(found.intact, "{:?}", found.problems);
         assert_eq!(found.head, audit.head());
+        let book = RequestBook::open(&b, space(&b)).unwrap();
+        assert_eq!(
+            book.by_code(Side::Outgoing, "C0DE").unwrap(),
+            Some(("r1".to_owned(), b"request".to_vec()))
+        );
+        assert_eq!(std::fs::read(b.join(SIGNING_KEY_FILE)).unwrap(), KEY);
     }
 
     #[test]
     fn a_backup_cut_short_or_changed_anywhere_is_refused_and_restores_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, audit) = domain_files(&dir.path().join("a"), 50);
-        let bytes = backup_of(&store, &audit);
+        let bytes = backup_of(&domain_files(&dir.path().join("a"), 50));
         let file = dir.path().join("bad.backup");
         for cut in [0, 10, 16, 40, bytes.len() / 2, bytes.len() - 1] {
             std::fs::write(&file, &bytes[..cut]).unwrap();
@@ -663,11 +773,33 @@ mod tests {
     }
 
     #[test]
+    fn a_backup_of_the_form_before_requests_is_restored_with_an_empty_request_book() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut framer = Framer::new(Vec::new()).unwrap();
+        let header = BackupHeader {
+            format: 1,
+            domain: "A".into(),
+            taken_at_ms: 7,
+            sequence: 0,
+            records: 0,
+            key_entries: 0,
+            audit_entries: 0,
+        };
+        framer.frame(&Frame::Header(header.clone())).unwrap();
+        let file = dir.path().join("old.backup");
+        std::fs::write(&file, framer.finish().unwrap()).unwrap();
+        let b = dir.path().join("b");
+        assert_eq!(restore(&file, &b).unwrap(), header);
+        let book = RequestBook::open(&b, space(&b)).unwrap();
+        assert!(book.all(Side::Outgoing).unwrap().is_empty());
+    }
+
+    #[test]
     fn a_restore_refuses_a_directory_that_holds_anything() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, audit) = domain_files(&dir.path().join("a"), 3);
+        let files = domain_files(&dir.path().join("a"), 3);
         let file = dir.path().join("a.backup");
-        std::fs::write(&file, backup_of(&store, &audit)).unwrap();
+        std::fs::write(&file, backup_of(&files)).unwrap();
         let e = restore(&file, &dir.path().join("a")).unwrap_err();
         assert!(e.to_string().contains("not empty"), "{e}");
     }
@@ -675,7 +807,7 @@ mod tests {
     #[test]
     fn writes_made_while_a_backup_streams_are_not_in_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, audit) = domain_files(&dir.path().join("a"), 10);
+        let (store, audit, book) = domain_files(&dir.path().join("a"), 10);
         /// Writes a record into the store at the backup's first byte.
         struct WritesMeanwhile<'a>(&'a Store, bool);
         impl std::io::Write for WritesMeanwhile<'_> {
@@ -693,7 +825,13 @@ mod tests {
                 Ok(())
             }
         }
-        let header = take("A", &store, &audit, 7, WritesMeanwhile(&store, false)).unwrap();
+        let header = take(
+            "A",
+            sources(&store, &audit, &book),
+            7,
+            WritesMeanwhile(&store, false),
+        )
+        .unwrap();
         assert_eq!((header.records, header.sequence), (10, 1));
         assert_eq!(store.len().unwrap(), 11);
     }

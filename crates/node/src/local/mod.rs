@@ -25,6 +25,7 @@ pub(crate) mod filter;
 pub mod id;
 pub mod id_profile;
 pub(crate) mod keys;
+pub(crate) mod private_file;
 pub mod record;
 pub mod redb_file;
 pub mod release;

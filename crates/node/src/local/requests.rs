@@ -28,21 +28,22 @@ pub enum Side {
     Incoming,
 }
 
+/// Every table of the book, by name: a backup carries them as they are.
+pub const TABLES: [&str; 4] = ["outgoing", "incoming", "outgoing_codes", "incoming_codes"];
+
+/// One of [`TABLES`]: the entries by key, or the certificates'
+/// verification codes of a side's entries (code → the entry's key).
+pub fn table(name: &str) -> TableDefinition<'_, &'static str, &'static [u8]> {
+    TableDefinition::new(name)
+}
+
 impl Side {
     fn table(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
-        match self {
-            Side::Outgoing => TableDefinition::new("outgoing"),
-            Side::Incoming => TableDefinition::new("incoming"),
-        }
+        table(TABLES[self as usize])
     }
 
-    /// The certificates' verification codes of this side's entries: code
-    /// → the entry's key.
-    fn codes(self) -> TableDefinition<'static, &'static str, &'static str> {
-        match self {
-            Side::Outgoing => TableDefinition::new("outgoing_codes"),
-            Side::Incoming => TableDefinition::new("incoming_codes"),
-        }
+    fn codes(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        table(TABLES[2 + self as usize])
     }
 }
 
@@ -108,9 +109,8 @@ impl RequestBook {
         })?;
         file.write(None, |db| {
             let txn = db.begin_write()?;
-            for side in [Side::Outgoing, Side::Incoming] {
-                txn.open_table(side.table())?;
-                txn.open_table(side.codes())?;
+            for name in TABLES {
+                txn.open_table(table(name))?;
             }
             txn.commit()?;
             Ok::<_, BookError>(())
@@ -119,6 +119,11 @@ impl RequestBook {
             file,
             changing: Mutex::new(()),
         })
+    }
+
+    /// The file, for a backup's snapshot (`backup.rs`).
+    pub(crate) fn file(&self) -> &RedbFile {
+        &self.file
     }
 
     pub fn get(&self, side: Side, key: &str) -> Result<Option<Vec<u8>>, BookError> {
@@ -137,7 +142,7 @@ impl RequestBook {
             let Some(key) = txn.open_table(side.codes())?.get(code)? else {
                 return Ok(None);
             };
-            let key = key.value().to_owned();
+            let key = String::from_utf8_lossy(key.value()).into_owned();
             let entry = txn.open_table(side.table())?.get(key.as_str())?;
             Ok(entry.map(|v| (key, v.value().to_vec())))
         })
@@ -198,7 +203,7 @@ impl RequestBook {
                     .insert(key, new.bytes.as_slice())?;
                 let mut codes = txn.open_table(side.codes())?;
                 for code in &new.codes {
-                    codes.insert(code.as_str(), key)?;
+                    codes.insert(code.as_str(), key.as_bytes())?;
                 }
                 drop(codes);
                 txn.commit()?;

@@ -4,16 +4,15 @@
 //! copy it releases; the receiving archive checks the signature before it
 //! keeps the copy, and anyone can check it again later.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
+use crate::local::private_file::write_private;
 use crate::wire::{CopyBody, SignedCopy};
 
-/// The key's file inside the data directory: the 32 secret bytes.
-pub const SIGNING_KEY_FILE: &str = "signing.key";
+pub use crate::local::backup::SIGNING_KEY_FILE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SigningError {
@@ -69,26 +68,19 @@ impl Signer {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let bytes: [u8; 32] = rand::random();
-                let partial = dir.join(format!("{SIGNING_KEY_FILE}.partial"));
-                {
-                    let mut options = std::fs::OpenOptions::new();
-                    options.write(true).create(true).truncate(true);
-                    #[cfg(unix)]
-                    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-                    let mut out = options.open(&partial).map_err(file)?;
-                    out.write_all(&bytes).map_err(file)?;
-                    out.sync_all().map_err(file)?;
-                }
-                std::fs::rename(&partial, &path).map_err(file)?;
-                std::fs::File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(file)?;
+                write_private(&path, &bytes).map_err(file)?;
                 Ok(Signer {
                     key: SigningKey::from_bytes(&bytes),
                 })
             }
             Err(e) => Err(file(e)),
         }
+    }
+
+    /// The secret key's bytes, for a backup (a domain restored with its
+    /// key vouches for the copies it released before).
+    pub(crate) fn secret_bytes(&self) -> [u8; 32] {
+        self.key.to_bytes()
     }
 
     /// The public key as published (hex).
