@@ -190,7 +190,8 @@ fn is_request_id(id: &str) -> bool {
 }
 
 impl Incoming {
-    /// As the book keeps it, found by the codes of the copies released.
+    /// As the book keeps it: found by the codes of the copies released,
+    /// and listed for the reviewers while in review.
     fn entry(&self) -> Result<Entry, ExchangeError> {
         Ok(Entry {
             bytes: encode(self)?,
@@ -200,11 +201,31 @@ impl Incoming {
                 .iter()
                 .map(signing::verification_code)
                 .collect(),
+            unfinished: self.answer.state == HoldingState::InReview,
         })
     }
 }
 
 impl Outgoing {
+    /// As the book keeps it: listed for the outbox while a part is not
+    /// final, and, once its certificate is issued, found by its copies'
+    /// codes.
+    fn entry(&self) -> Result<Entry, ExchangeError> {
+        let codes = match self.certified_us {
+            Some(_) => self
+                .parts
+                .values()
+                .flat_map(|p| p.copies.iter().map(signing::verification_code))
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(Entry {
+            bytes: encode(self)?,
+            codes,
+            unfinished: self.parts.values().any(|p| !p.state.is_final()),
+        })
+    }
+
     fn status(&self) -> RequestStatus {
         match self.certified_us {
             Some(_) => RequestStatus::Certified,
@@ -376,9 +397,7 @@ impl Node {
         let kept = request.clone();
         tokio::task::spawn_blocking(move || {
             node.requests
-                .change::<ExchangeError>(Side::Outgoing, &kept.id, |_| {
-                    Ok(Some(encode(&kept)?.into()))
-                })?;
+                .change::<ExchangeError>(Side::Outgoing, &kept.id, |_| kept.entry().map(Some))?;
             node.log_step(
                 clerk,
                 "request_submitted",
@@ -436,14 +455,7 @@ impl Node {
                 }
                 request.certified_us = Some(now_us());
                 issued = true;
-                Ok(Some(Entry {
-                    bytes: encode(&request)?,
-                    codes: request
-                        .parts
-                        .values()
-                        .flat_map(|p| p.copies.iter().map(signing::verification_code))
-                        .collect(),
-                }))
+                request.entry().map(Some)
             })?
             .ok_or_else(|| ExchangeError::NoRequest(id.to_owned()))?;
         let request = decode::<Outgoing>(&kept)?;
@@ -634,25 +646,30 @@ impl Node {
         Ok(kept.answer)
     }
 
-    /// The parts other archives sent here that wait for a reviewer.
+    /// The parts other archives sent here that wait for a reviewer, oldest
+    /// first.
     pub fn review_queue(&self) -> Result<Vec<ReviewItem>, ExchangeError> {
         let mut queue = Vec::new();
-        for (_, bytes) in self.requests.all(Side::Incoming)? {
+        for (_, bytes) in self.requests.unfinished(Side::Incoming)? {
             let kept = decode::<Incoming>(&bytes)?;
             if kept.answer.state != HoldingState::InReview {
                 continue;
             }
-            queue.push(ReviewItem {
-                receiving: kept.delivery.receiving,
-                request_id: kept.delivery.request_id,
-                received_at: rfc3339(kept.received_us),
-                applicant_name: kept.delivery.applicant_name,
-                purpose: kept.delivery.purpose,
-                records: kept.delivery.records,
-                reason: kept.answer.reason.unwrap_or_default(),
-            });
+            queue.push((
+                kept.received_us,
+                ReviewItem {
+                    receiving: kept.delivery.receiving,
+                    request_id: kept.delivery.request_id,
+                    received_at: rfc3339(kept.received_us),
+                    applicant_name: kept.delivery.applicant_name,
+                    purpose: kept.delivery.purpose,
+                    records: kept.delivery.records,
+                    reason: kept.answer.reason.unwrap_or_default(),
+                },
+            ));
         }
-        Ok(queue)
+        queue.sort_by_key(|(at, _)| *at);
+        Ok(queue.into_iter().map(|(_, item)| item).collect())
     }
 
     /// A reviewer's decision on a part waiting here: signed copies, or a
@@ -722,7 +739,7 @@ impl Node {
 
     async fn send_unanswered(self: &Arc<Self>) -> Result<(), ExchangeError> {
         let node = self.clone();
-        let all = tokio::task::spawn_blocking(move || node.requests.all(Side::Outgoing))
+        let all = tokio::task::spawn_blocking(move || node.requests.unfinished(Side::Outgoing))
             .await
             .map_err(DomainError::from)??;
         for (_, bytes) in all {
@@ -814,7 +831,7 @@ impl Node {
                 part.missing = answer.missing.clone();
                 part.reason = answer.reason.clone();
                 moved = Some((request.applicant_digest.clone(), part.records.clone()));
-                Ok(Some(encode(&request)?.into()))
+                request.entry().map(Some)
             })?;
         if let Some((digest, records)) = moved {
             let action = match answer.state {
@@ -926,9 +943,7 @@ mod tests {
             )]),
         };
         node.requests
-            .change::<ExchangeError>(Side::Outgoing, &request_id, |_| {
-                Ok(Some(encode(&outgoing)?.into()))
-            })
+            .change::<ExchangeError>(Side::Outgoing, &request_id, |_| outgoing.entry().map(Some))
             .unwrap();
         assert_eq!(
             node.take_in("A", delivery).unwrap().state,

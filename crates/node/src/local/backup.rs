@@ -681,6 +681,7 @@ mod tests {
             Ok(Some(Entry {
                 bytes: b"request".to_vec(),
                 codes: vec!["C0DE".into()],
+                unfinished: true,
             }))
         })
         .unwrap();
@@ -743,6 +744,7 @@ mod tests {
             book.by_code(Side::Outgoing, "C0DE").unwrap(),
             Some(("r1".to_owned(), b"request".to_vec()))
         );
+        assert_eq!(book.unfinished(Side::Outgoing).unwrap().len(), 1);
         assert_eq!(std::fs::read(b.join(SIGNING_KEY_FILE)).unwrap(), KEY);
     }
 

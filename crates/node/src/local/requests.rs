@@ -29,10 +29,18 @@ pub enum Side {
 }
 
 /// Every table of the book, by name: a backup carries them as they are.
-pub const TABLES: [&str; 4] = ["outgoing", "incoming", "outgoing_codes", "incoming_codes"];
+pub const TABLES: [&str; 6] = [
+    "outgoing",
+    "incoming",
+    "outgoing_codes",
+    "incoming_codes",
+    "outgoing_unfinished",
+    "incoming_unfinished",
+];
 
-/// One of [`TABLES`]: the entries by key, or the certificates'
-/// verification codes of a side's entries (code → the entry's key).
+/// One of [`TABLES`]: a side's entries by key; the certificates'
+/// verification codes of its entries (code → the entry's key); or the
+/// keys of its entries that still wait for something (→ nothing).
 pub fn table(name: &str) -> TableDefinition<'_, &'static str, &'static [u8]> {
     TableDefinition::new(name)
 }
@@ -45,14 +53,20 @@ impl Side {
     fn codes(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
         table(TABLES[2 + self as usize])
     }
+
+    fn unfinished(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        table(TABLES[4 + self as usize])
+    }
 }
 
-/// What a change writes: the entry, and the verification codes that find
-/// it from now on (written in the same transaction, so that no
-/// certificate exists that its code cannot find).
+/// What a change writes: the entry, the verification codes that find it
+/// from now on, and whether it still waits for something (an answer to
+/// deliver, a reviewer): all in one transaction, so that no certificate
+/// exists that its code cannot find, and no entry waits unlisted.
 pub struct Entry {
     pub bytes: Vec<u8>,
     pub codes: Vec<String>,
+    pub unfinished: bool,
 }
 
 impl From<Vec<u8>> for Entry {
@@ -60,6 +74,7 @@ impl From<Vec<u8>> for Entry {
         Entry {
             bytes,
             codes: Vec::new(),
+            unfinished: false,
         }
     }
 }
@@ -148,6 +163,25 @@ impl RequestBook {
         })
     }
 
+    /// The entries of `side` that still wait for something, by key: what
+    /// the outbox delivers and the reviewers decide, without reading every
+    /// request ever made.
+    pub fn unfinished(&self, side: Side) -> Result<Vec<(String, Vec<u8>)>, BookError> {
+        self.file.read(|db| {
+            let txn = db.begin_read()?;
+            let entries = txn.open_table(side.table())?;
+            let mut out = Vec::new();
+            for key in txn.open_table(side.unfinished())?.iter()? {
+                let key = key?.0.value().to_owned();
+                if let Some(value) = entries.get(key.as_str())? {
+                    let value = value.value().to_vec();
+                    out.push((key, value));
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Every entry of `side`, by key.
     pub fn all(&self, side: Side) -> Result<Vec<(String, Vec<u8>)>, BookError> {
         self.file.read(|db| {
@@ -206,6 +240,13 @@ impl RequestBook {
                     codes.insert(code.as_str(), key.as_bytes())?;
                 }
                 drop(codes);
+                let mut unfinished = txn.open_table(side.unfinished())?;
+                if new.unfinished {
+                    unfinished.insert(key, &[][..])?;
+                } else {
+                    unfinished.remove(key)?;
+                }
+                drop(unfinished);
                 txn.commit()?;
                 Ok::<_, BookError>(())
             })
@@ -234,6 +275,7 @@ mod tests {
                     Ok(Some(Entry {
                         bytes: b"one".to_vec(),
                         codes: vec!["C0DE".into()],
+                        unfinished: true,
                     }))
                 })
                 .unwrap();
@@ -255,5 +297,11 @@ mod tests {
             Some(("r1".to_owned(), b"one".to_vec()))
         );
         assert_eq!(b.by_code(Side::Incoming, "C0DE").unwrap(), None);
+        assert_eq!(b.unfinished(Side::Outgoing).unwrap().len(), 1);
+        // Finished: no longer listed as waiting, still kept.
+        b.change::<BookError>(Side::Outgoing, "r1", |_| Ok(Some(b"two".to_vec().into())))
+            .unwrap();
+        assert!(b.unfinished(Side::Outgoing).unwrap().is_empty());
+        assert_eq!(b.all(Side::Outgoing).unwrap().len(), 1);
     }
 }
