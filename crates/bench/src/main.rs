@@ -7,6 +7,7 @@ mod domains;
 mod lookup;
 mod memory;
 mod nation;
+mod requests;
 mod svg;
 mod sync;
 
@@ -53,6 +54,9 @@ enum BenchCommand {
     /// write's acknowledgement, its lag to the far end of the relay tree,
     /// ZooKeeper's packets per write and domain, each domain's CPU.
     Domains(domains::DomainsBenchArgs),
+    /// A cross-archive request from the clerk's submission to the issued
+    /// certificate, between two domains on loopback.
+    Requests(requests::RequestsBenchArgs),
 }
 
 /// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
@@ -73,6 +77,7 @@ async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Memory(args) => memory::run(args).await,
         BenchCommand::Nation(args) => nation::run(args).await,
         BenchCommand::Domains(args) => domains::run(args).await,
+        BenchCommand::Requests(args) => requests::run(args).await,
     }
 }
 
