@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use xarchive_node::wire::{ErrorCode, LookupBody, SearchBody, SearchRequest};
+use xarchive_node::wire::{ErrorCode, LookupBody, RequestStatus, SearchBody, SearchRequest};
 use xarchive_node::Client;
 use xarchive_testkit::{
     free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
@@ -753,4 +753,109 @@ async fn found_at_once_far_away(
         "{id} at {}: {answer:?}",
         names[r]
     );
+}
+
+/// Every znode under `path`, with its data, depth first.
+async fn znodes(zk: &zookeeper_client::Client, path: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![path.to_owned()];
+    while let Some(path) = todo.pop() {
+        let Ok((data, _)) = zk.get_data(&path).await else {
+            continue;
+        };
+        out.push((path.clone(), data));
+        if let Ok((children, _)) = zk.get_children(&path).await {
+            for child in children {
+                let sep = if path.ends_with('/') { "" } else { "/" };
+                todo.push(format!("{path}{sep}{child}"));
+            }
+        }
+    }
+    out
+}
+
+/// An applicant's request across archives, from the clerk's submission
+/// (a search by the identity number finds the record) to the certificate
+/// checked at the holding archive: the number is in no domain's log (at
+/// debug, which names every route called), metrics, stats, request or
+/// audit log, and in no znode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applicant_s_identity_number_reaches_no_log_metric_or_znode_on_its_way_to_a_certificate()
+{
+    let cluster = Cluster::start_named(
+        |zk| zk.connect_string(),
+        &["A", "B", "C"],
+        |_, spawn| spawn.env("XARCHIVE_LOG", "debug"),
+    )
+    .await;
+    let person = "11010519491231002X";
+    let (a, b) = (cluster.client(0), cluster.client(1));
+    let record = json!({
+        "title": "婚姻登记",
+        "metadata": {"category": "marriage", "access": "open"},
+        "keys": {"id_card": person},
+    });
+    b.put("B-婚姻-1", &record).await.unwrap();
+    cluster.wait_converged().await;
+    let submitted = a
+        .submit_request(&json!({
+            "applicant_id": person,
+            "applicant_name": "张三",
+            "purpose": "贷款",
+        }))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.request(&submitted.id).await.unwrap().status != RequestStatus::Answered {
+        assert!(Instant::now() < deadline, "never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let certified = a.issue_certificate(&submitted.id).await.unwrap();
+    let code = &certified.holdings[0].copies[0].code;
+    assert_eq!(
+        b.check_certificate(code).await.unwrap().archive_number,
+        "B-婚姻-1"
+    );
+
+    // What would give the number away: its birth date and sequence digits.
+    let digits = &person[6..14];
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let http = reqwest::Client::new();
+    for (i, domain) in cluster.domains.iter().enumerate() {
+        let client = cluster.client(i);
+        let name = ["A", "B", "C"][i];
+        seen.push((format!("{name}'s log"), domain.log()));
+        let metrics = http
+            .get(format!("{}/metrics", domain.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        seen.push((format!("{name}'s metrics"), metrics));
+        let stats = serde_json::to_string(&client.stats().await.unwrap()).unwrap();
+        seen.push((format!("{name}'s stats"), stats));
+        let audit = serde_json::to_string(&client.audit(None).await.unwrap()).unwrap();
+        seen.push((format!("{name}'s audit log"), audit));
+    }
+    let requests = serde_json::to_string(&a.request(&submitted.id).await.unwrap()).unwrap();
+    seen.push(("the request".into(), requests));
+    let zk = zookeeper_client::Client::connect(&cluster.zk.connect_string())
+        .await
+        .unwrap();
+    let all = znodes(&zk, "/").await;
+    assert!(all.len() > 3, "the cluster wrote no znodes? {all:?}");
+    for (path, data) in all {
+        seen.push((format!("znode {path}"), path.clone()));
+        seen.push((
+            format!("znode {path}"),
+            String::from_utf8_lossy(&data).into_owned(),
+        ));
+    }
+    // The request went the whole way, so its steps are in the texts read.
+    assert!(seen.iter().any(|(_, t)| t.contains("copies_received")));
+    for (what, text) in &seen {
+        assert!(!text.contains(digits), "the identity number is in {what}");
+    }
 }
