@@ -4,13 +4,16 @@
 //! set … down`), partitions of exactly one pair (blackhole routes: domain
 //! and domain, domain and ZooKeeper, domain and its clients) and kills of
 //! the ensemble's leader; the domains run the in-process cache, and the
-//! workload looks up hot and just-deleted IDs again and again. Needs root,
-//! as CI has; fails (never skips) without it.
+//! workload looks up hot and just-deleted IDs again and again; and a
+//! cross-archive request answered while its two archives are split.
+//! Needs root, as CI has; fails (never skips) without it.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use nix::sched::{setns, CloneFlags};
+use xarchive_faults::cluster::{poll, wait_converged, Cluster, ClusterConfig};
+use xarchive_faults::http;
 use xarchive_faults::netns::{Network, CLIENTS};
 use xarchive_faults::run::run_as_test;
 use xarchive_faults::FaultKind;
@@ -152,4 +155,96 @@ fn a_split_cuts_exactly_one_pair_both_ways() {
     }
     net.heal_split(&["A"], &["B", "C"]).expect("heal A|B,C");
     assert!(reach(&net).iter().all(|(_, _, ok)| *ok));
+}
+
+/// A cross-archive request split from its holding archive: A's request
+/// for a record B sends to review is taken in at B; then A and B are
+/// split, B's reviewer approves meanwhile, and A's outbox cannot reach B.
+/// Once healed, A takes the signed copy in: once (one `copies_received`
+/// at A, one part taken in and one approval at B), never lost.
+#[test]
+fn a_request_answered_across_a_partition_arrives_once_after_it_heals() {
+    let hint = " (network namespaces need root and iproute2)";
+    let bin = xarchive_faults::xarchive_binary().unwrap_or_else(|e| panic!("{e}"));
+    let dir = xarchive_testkit::tempdir().unwrap();
+    let config = ClusterConfig {
+        bin,
+        dir: dir.path().to_owned(),
+        names: vec!["A".into(), "B".into()],
+        cluster: "requests".into(),
+        session_timeout_ms: 3_000,
+        expected_items: 10_000,
+        ensemble: false,
+        cache_max_lag_ms: None,
+        disk_bytes: xarchive_faults::cluster::DISK_BYTES,
+    };
+    let cluster = Cluster::start_namespaced(&config).unwrap_or_else(|e| panic!("{e}{hint}"));
+    let net = cluster.network.as_ref().expect("namespaced");
+    let (a, b) = (cluster.urls[0].clone(), cluster.urls[1].clone());
+    let client = http::client(Duration::from_secs(10)).unwrap();
+    let post = |url: String, body: serde_json::Value| {
+        let reply = client.post(&url).json(&body).send().unwrap();
+        let status = reply.status().as_u16();
+        (status, reply.json::<serde_json::Value>().unwrap())
+    };
+    let get =
+        |url: String| -> serde_json::Value { client.get(&url).send().unwrap().json().unwrap() };
+    wait_converged(&client, &cluster.urls, Duration::from_secs(60)).unwrap();
+    // A court record: the default policy leaves it to B's reviewers.
+    let record = serde_json::json!({
+        "title": "民事判决书",
+        "metadata": {"category": "court", "access": "open"},
+        "keys": {"id_card": "11010519491231002X"},
+    });
+    let put = client
+        .put(format!("{b}/v1/archives/C-1"))
+        .json(&record)
+        .send()
+        .unwrap();
+    assert!(put.status().is_success(), "{put:?}");
+    wait_converged(&client, &cluster.urls, Duration::from_secs(60)).unwrap();
+    let (status, submitted) = post(
+        format!("{a}/v1/requests"),
+        serde_json::json!({"applicant_id": "11010519491231002X", "applicant_name": "张三",
+                           "purpose": "诉讼", "records": ["C-1"]}),
+    );
+    assert_eq!(status, 201, "{submitted}");
+    let id = submitted["id"].as_str().unwrap().to_owned();
+    let state_at_a = || get(format!("{a}/v1/requests/{id}"))["holdings"][0]["state"].clone();
+    poll(Duration::from_secs(30), || match state_at_a() {
+        s if s == "in_review" => Ok(()),
+        s => Err(format!("at A: {s}")),
+    })
+    .unwrap();
+
+    net.split(&["A"], &["B"]).expect("split A|B");
+    let (status, decided) = post(
+        format!("{b}/v1/reviews/A/{id}"),
+        serde_json::json!({"approve": true}),
+    );
+    assert_eq!(status, 200, "{decided}");
+    // A's outbox keeps trying and cannot reach B: A stays in review.
+    let b_addr = SocketAddr::from((net.node("B").expect("B").addr, 7700));
+    assert!(!connects(net, "A", b_addr), "A still reaches B");
+    assert_eq!(state_at_a(), "in_review");
+
+    net.heal_split(&["A"], &["B"]).expect("heal A|B");
+    poll(Duration::from_secs(60), || match state_at_a() {
+        s if s == "released" => Ok(()),
+        s => Err(format!("at A after healing: {s}")),
+    })
+    .unwrap();
+    let steps = |url: &str, action: &str| {
+        get(format!("{url}/v1/audit"))["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["request"] == id.as_str() && e["action"] == action)
+            .count()
+    };
+    assert_eq!(steps(&a, "copies_received"), 1);
+    assert_eq!(steps(&b, "request_referred_to_review"), 1);
+    assert_eq!(steps(&b, "review_approved"), 1);
+    let view = get(format!("{a}/v1/requests/{id}"));
+    assert_eq!(view["holdings"][0]["copies"].as_array().unwrap().len(), 1);
 }
