@@ -437,21 +437,24 @@ async fn every_answer_matches_the_openapi_document() {
     assert_eq!(r.status, StatusCode::OK);
     let r = api.get("/v1/requests/{id}", "/v1/requests/00").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
-    let delivery = serde_json::json!({
-        "request_id": "00ff", "receiving": "elsewhere", "applicant_digest": "00",
-        "applicant_name": "张三", "purpose": "贷款", "records": ["J-1"],
-    });
-    let r = api
-        .call(
-            M::POST,
-            "/v1/peer/requests",
-            "/v1/peer/requests",
-            delivery.to_string(),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.json()["state"], "in_review");
+    // Two parts from another archive: one refused, one approved.
+    for request_id in ["00ff", "00fe"] {
+        let delivery = serde_json::json!({
+            "request_id": request_id, "receiving": "elsewhere", "applicant_digest": "00",
+            "applicant_name": "张三", "purpose": "贷款", "records": ["J-1"],
+        });
+        let r = api
+            .call(
+                M::POST,
+                "/v1/peer/requests",
+                "/v1/peer/requests",
+                delivery.to_string(),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.json()["state"], "in_review");
+    }
     let r = api.get("/v1/reviews", "/v1/reviews").await;
     assert_eq!(r.status, StatusCode::OK);
     let refuse = r#"{"approve": false, "reason": "不是本人档案"}"#;
@@ -472,21 +475,7 @@ async fn every_answer_matches_the_openapi_document() {
         assert_eq!(r.status, status);
     }
 
-    // Approved elsewhere: the copy released here is checked by its code.
-    let delivery = serde_json::json!({
-        "request_id": "00fe", "receiving": "elsewhere", "applicant_digest": "00",
-        "applicant_name": "张三", "purpose": "贷款", "records": ["J-1"],
-    });
-    let r = api
-        .call(
-            M::POST,
-            "/v1/peer/requests",
-            "/v1/peer/requests",
-            delivery.to_string(),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
+    // Approved: the copy released here is checked by its code.
     let r = api
         .call(
             M::POST,
