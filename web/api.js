@@ -49,9 +49,10 @@ export function startTokenForm(onChange) {
 /**
  * Calls a domain's API. Resolves to `{ status, body, ms }` for any HTTP
  * answer; rejects with `{ status: 0, message }` when the domain could not
- * be reached.
+ * be reached. `quiet`: a 401 or 403 does not show the token field (a view
+ * loading by itself, for a role the person may not have).
  */
-export async function callApi(base, path, { method = 'GET', body } = {}) {
+export async function callApi(base, path, { method = 'GET', body, quiet = false } = {}) {
   const started = performance.now();
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), TIMEOUT_MS);
@@ -78,7 +79,9 @@ export async function callApi(base, path, { method = 'GET', body } = {}) {
   } finally {
     clearTimeout(timer);
   }
-  if (response.status === 401) {
+  if (quiet) {
+    // The view says what it needs in its own panel.
+  } else if (response.status === 401) {
     askForToken('This domain needs an API token. 该档案域需要访问令牌。');
   } else if (response.status === 403) {
     askForToken('This token may not do that. 当前令牌无此权限。');

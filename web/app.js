@@ -1,7 +1,9 @@
 // The page's entry point (loaded by index.html): wires the forms to their work and keeps the cluster view refreshed.
 //
-// The page: search every domain, see the cluster, add and delete records.
-// It is served by one domain but talks to all of them. Where things are:
+// The page: search every domain, see the cluster, add and delete records;
+// register cross-archive requests, review those of other archives, print
+// and check certificates. It is served by one domain but talks to all of
+// them. Where things are:
 //
 //   dom.js      building and showing elements; the busy button
 //   api.js      requests to a domain's API, with the API token
@@ -10,10 +12,16 @@
 //   search.js   a search, answered by the filters here or by a server
 //   person.js   a search by key (an identity number) in every domain
 //   forms.js    adding and deleting records
+//   requests.js the clerk's request form and list of requests
+//   reviews.js  the reviewer's queue
+//   certificate.js  a certificate to print; checking a verification code
+//   requests-model.js  the requests' labels and the certificate (pure)
 //
 // Imports go one way only: app → forms → person → search → cluster →
-// budget → api → dom (and each may import those further along, never
-// those before; util.js and xarchive-filter.js, pure, by any).
+// budget → api → dom, and app → requests → certificate → cluster, app →
+// reviews → cluster (and each may import those further along, never
+// those before; util.js, requests-model.js and xarchive-filter.js, pure,
+// by any).
 
 import { $, busy } from './dom.js';
 import { startTokenForm } from './api.js';
@@ -21,12 +29,22 @@ import { refreshAll, renderCluster } from './cluster.js';
 import { search } from './search.js';
 import { addRecord, findForDelete } from './forms.js';
 import { loadKeyTypes, searchPerson } from './person.js';
+import { loadRequests, submitRequest } from './requests.js';
+import { loadReviews } from './reviews.js';
+import { checkCode } from './certificate.js';
 
 /** How often the cluster, the stats and the filters are refreshed. */
 const REFRESH_MS = 3000;
 
+/** How often the reviewer's queue is read again. */
+const REVIEWS_MS = 5000;
+
 function start() {
-  startTokenForm(refreshAll);
+  startTokenForm(() => {
+    refreshAll();
+    loadRequests();
+    loadReviews();
+  });
   const searchForm = $('search-form');
   searchForm.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -48,6 +66,24 @@ function start() {
     ev.preventDefault();
     busy($('delete-button'), () => findForDelete($('delete-id').value))();
   });
+
+  const requestForm = $('request-form');
+  requestForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy($('request-button'), () => submitRequest(requestForm))();
+  });
+  $('requests-refresh').addEventListener('click', () => loadRequests({ quiet: false }));
+  $('reviews-refresh').addEventListener('click', () => loadReviews({ quiet: false }));
+  const checkForm = $('check-form');
+  checkForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy($('check-button'), () => checkCode($('check-code').value))();
+  });
+  loadRequests();
+  loadReviews();
+  setInterval(() => {
+    if (document.visibilityState === 'visible') loadReviews();
+  }, REVIEWS_MS);
 
   let timer = null;
   const schedule = () => {

@@ -69,6 +69,26 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../../../../web/person.js"),
     },
     Asset {
+        name: "requests.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/requests.js"),
+    },
+    Asset {
+        name: "reviews.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/reviews.js"),
+    },
+    Asset {
+        name: "certificate.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/certificate.js"),
+    },
+    Asset {
+        name: "requests-model.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/requests-model.js"),
+    },
+    Asset {
         name: "util.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../../../web/util.js"),
@@ -254,6 +274,10 @@ mod tests {
             ("budget.js", "text/javascript; charset=utf-8"),
             ("forms.js", "text/javascript; charset=utf-8"),
             ("person.js", "text/javascript; charset=utf-8"),
+            ("requests.js", "text/javascript; charset=utf-8"),
+            ("reviews.js", "text/javascript; charset=utf-8"),
+            ("certificate.js", "text/javascript; charset=utf-8"),
+            ("requests-model.js", "text/javascript; charset=utf-8"),
             ("util.js", "text/javascript; charset=utf-8"),
             ("xarchive-filter.js", "text/javascript; charset=utf-8"),
             ("style.css", "text/css; charset=utf-8"),

@@ -1,0 +1,199 @@
+// The receiving clerk's view of cross-archive requests: the form that registers one, and the list of requests with each holding archive's answer.
+//
+// Requests go to the serving domain (the receiving archive) and need a
+// token with the `clerk` role (api.js sends it). The applicant's identity
+// number is sent in the POST body only: it is read from a field with no
+// `name` (so no form submission could carry it), never kept, never logged,
+// and the field is emptied once the request is registered; the API never
+// sends it back. The list is read again while any request still waits for
+// a holding archive.
+
+import { plainApiError } from './util.js';
+import {
+  anyMoving,
+  canCertify,
+  holdingLabel,
+  parseRecordIds,
+  statusLabel,
+  tone,
+} from './requests-model.js';
+import { $, h, show } from './dom.js';
+import { apiError, callApi } from './api.js';
+import { state } from './cluster.js';
+import { openCertificate } from './certificate.js';
+
+/** How often the list is read again while a request is still moving. */
+const REFRESH_MS = 2000;
+
+let timer = null;
+/** Counts the reads of the list: only the latest one draws it and sets the next. */
+let generation = 0;
+
+/** A pill with a status's or state's label. */
+function pill(value, text) {
+  return h('span', { class: `pill state-${tone(value)}`, 'data-value': value }, text);
+}
+
+/** Where the clerk's errors are said: `code` words for the errors of these routes. */
+function requestError(answer) {
+  const err = apiError(answer);
+  const served = state.served ?? '?';
+  switch (err.code) {
+    case 'unauthorized':
+    case 'forbidden':
+      return 'Requests need a token with the clerk role: enter one at the top of the page. 办理查档申请需要具有办事员（clerk）权限的令牌，请在页面顶部输入。';
+    case 'invalid_key':
+      return `The identity number is not valid${err.message ? `: ${err.message}` : ''}. 证件号码无效（号码本身不会被显示）。`;
+    case 'invalid_request':
+      return `The request was refused: ${err.message}. 申请内容有误。`;
+    case 'not_answered':
+      return 'Not every holding archive has answered with a copy yet, so no certificate can be issued. 尚有馆藏档案馆未答复，暂不能出证。';
+    case 'request_not_found':
+      return `Domain ${served} has no such request. 无此申请。`;
+    case 'unavailable':
+      return `An archive that may hold a record could not be asked, so nothing was registered; try again shortly. 有档案馆暂时无法连接，申请未登记，请稍后再试。${err.message ? ` (${err.message})` : ''}`;
+    default:
+      return plainApiError(served, err);
+  }
+}
+
+/** One request: its status, each holding archive's state and reason, and what the clerk can do with it. */
+function renderRequest(r) {
+  const holdings = (r.holdings ?? []).map((hd) =>
+    h(
+      'li',
+      { class: 'holding', 'data-domain': hd.domain, 'data-state': hd.state },
+      h('strong', {}, `档案域 ${hd.domain} · Archive ${hd.domain}`),
+      ' ',
+      pill(hd.state, holdingLabel(hd.state)),
+      ' ',
+      h('span', { class: 'muted small' }, (hd.records ?? []).join(', ')),
+      hd.copies?.length ? h('span', { class: 'small' }, ` · ${hd.copies.length} 份复制件 copies`) : null,
+      hd.reason ? h('div', { class: 'reason small' }, `理由 Reason: ${hd.reason}`) : null,
+      hd.missing?.length ? h('div', { class: 'small warn' }, `未持有 Not held there: ${hd.missing.join(', ')}`) : null,
+    ),
+  );
+  const actions = [];
+  if (canCertify(r)) {
+    actions.push(h('button', { type: 'button', class: 'certify', onclick: (ev) => certify(r.id, ev.currentTarget) }, '出具证明 Issue certificate'));
+  }
+  if (r.status === 'certified') {
+    actions.push(h('button', { type: 'button', class: 'secondary view-certificate', onclick: () => openCertificate(r) }, '查看证明 View certificate'));
+  }
+  return h(
+    'li',
+    { class: 'request', 'data-request': r.id, 'data-status': r.status },
+    h(
+      'div',
+      { class: 'request-head' },
+      h('strong', {}, r.applicant_name),
+      h('span', { class: 'muted' }, ` · ${r.purpose} · `),
+      pill(r.status, statusLabel(r.status)),
+    ),
+    h(
+      'div',
+      { class: 'muted small' },
+      `申请编号 Request `,
+      h('code', {}, r.id),
+      ` · 登记于 submitted ${r.submitted_at}`,
+      r.certified_at ? ` · 出证于 certified ${r.certified_at}` : '',
+    ),
+    holdings.length ? h('ul', { class: 'holdings' }, holdings) : null,
+    r.not_found?.length ? h('p', { class: 'small warn' }, `各档案馆均未持有 Held by no archive: ${r.not_found.join(', ')}`) : null,
+    actions.length ? h('div', { class: 'row' }, actions) : null,
+  );
+}
+
+/** Reads the list of requests (GET /v1/requests) and draws it; reads it again while one is still moving. */
+export async function loadRequests({ quiet = true } = {}) {
+  clearTimeout(timer);
+  timer = null;
+  const mine = ++generation;
+  const out = $('requests-list');
+  let answer;
+  try {
+    answer = await callApi('', '/v1/requests', { quiet });
+    if (mine !== generation) return;
+  } catch (e) {
+    if (mine !== generation) return;
+    out.dataset.state = 'error';
+    show(out, h('p', { class: 'card error' }, plainApiError(state.served ?? '?', e)));
+    return;
+  }
+  if (answer.status !== 200) {
+    out.dataset.state = 'error';
+    const needsToken = answer.status === 401 || answer.status === 403;
+    show(out, h('p', { class: needsToken ? 'muted small' : 'card error' }, requestError(answer)));
+    return;
+  }
+  const requests = answer.body?.requests ?? [];
+  out.dataset.state = 'loaded';
+  show(
+    out,
+    requests.length
+      ? h('ol', { class: 'requests' }, requests.map(renderRequest))
+      : h('p', { class: 'muted' }, 'No requests registered here yet. 本档案馆尚无查档申请。'),
+  );
+  if (anyMoving(requests)) {
+    timer = setTimeout(() => {
+      if (document.visibilityState === 'visible') loadRequests();
+      else timer = setTimeout(() => loadRequests(), REFRESH_MS);
+    }, REFRESH_MS);
+  }
+}
+
+/** The request form: registers the request (POST /v1/requests) and shows it. */
+export async function submitRequest(form) {
+  const out = $('request-result');
+  const say = (cls, ...text) => show(out, h('div', { class: `card ${cls}`, role: cls === 'error' ? 'alert' : null }, ...text));
+  const idField = $('request-applicant-id');
+  const applicantName = form.applicant_name.value.trim();
+  const purpose = form.purpose.value.trim();
+  const records = parseRecordIds(form.records.value);
+  if (!idField.value.trim()) return say('error', "Enter the applicant's identity number. 请输入申请人的证件号码。");
+  if (!applicantName) return say('error', "Enter the applicant's name. 请输入申请人姓名。");
+  if (!purpose) return say('error', 'Enter the purpose of the request. 请输入查档用途。');
+  say('pending', 'Registering the request… 正在登记申请…');
+  let answer;
+  try {
+    answer = await callApi('', '/v1/requests', {
+      method: 'POST',
+      body: {
+        applicant_id: idField.value.trim(),
+        applicant_name: applicantName,
+        purpose,
+        ...(records.length ? { records } : {}),
+      },
+    });
+  } catch (e) {
+    return say('error', plainApiError(state.served ?? '?', e));
+  }
+  if (answer.status !== 201 || !answer.body) return say('error', requestError(answer));
+  // Registered: the identity number is not kept on the page.
+  idField.value = '';
+  form.reset();
+  say('success', h('p', {}, 'Request registered. 申请已登记。'), h('ol', { class: 'requests' }, renderRequest(answer.body)));
+  await loadRequests();
+}
+
+/** Issues a certificate (POST /v1/requests/{id}/certificate), then shows it. */
+async function certify(id, button) {
+  const out = $('request-result');
+  if (button) button.disabled = true;
+  let answer;
+  try {
+    answer = await callApi('', `/v1/requests/${encodeURIComponent(id)}/certificate`, { method: 'POST' });
+  } catch (e) {
+    if (button) button.disabled = false;
+    show(out, h('div', { class: 'card error', role: 'alert' }, plainApiError(state.served ?? '?', e)));
+    return;
+  }
+  if (answer.status !== 200 || !answer.body) {
+    if (button) button.disabled = false;
+    show(out, h('div', { class: 'card error', role: 'alert' }, requestError(answer)));
+    return;
+  }
+  show(out, h('div', { class: 'card success' }, `Certificate issued for request ${id}. 证明已出具。`));
+  openCertificate(answer.body);
+  await loadRequests();
+}
