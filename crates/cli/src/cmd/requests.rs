@@ -311,7 +311,10 @@ fn identity_number(file: Option<&Path>) -> anyhow::Result<String> {
     let line = match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("cannot read the identity number from {}: {e}", path.display())
+                anyhow::anyhow!(
+                    "cannot read the identity number from {}: {e}",
+                    path.display()
+                )
             })?;
             text.lines().next().unwrap_or_default().to_owned()
         }

@@ -136,7 +136,13 @@ impl Archives {
     /// on standard input; returns the new request's ID.
     fn submit(&self, records: &[&str], purpose: &str) -> String {
         let mut args = vec![
-            "request", "submit", "--name", "张三", "--purpose", purpose, "--json",
+            "request",
+            "submit",
+            "--name",
+            "张三",
+            "--purpose",
+            purpose,
+            "--json",
         ];
         for r in records {
             args.extend(["--record", r]);
@@ -156,7 +162,11 @@ impl Archives {
     async fn request_until(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let out = self.cli(&self.a, Some(&self.clerk), &["request", "show", id, "--json"]);
+            let out = self.cli(
+                &self.a,
+                Some(&self.clerk),
+                &["request", "show", id, "--json"],
+            );
             assert!(out.status.success(), "{}", text(&out));
             let view: Value = serde_json::from_slice(&out.stdout).unwrap();
             if done(&view) {
@@ -275,7 +285,11 @@ async fn a_request_for_the_applicant_s_own_open_record_is_answered_without_revie
         );
     }
     // A code never issued is "not found" (exit 3).
-    let out = s.cli(&s.a, None, &["certificate", "check", "0000-0000-0000-0000-0000"]);
+    let out = s.cli(
+        &s.a,
+        None,
+        &["certificate", "check", "0000-0000-0000-0000-0000"],
+    );
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
 }
 
@@ -371,10 +385,7 @@ async fn a_holding_archive_killed_while_a_request_is_in_flight_answers_it_exactl
         "B ({pid}) still runs"
     );
     let while_down = s.request_until(&submitted.id, |_| true).await;
-    eprintln!(
-        "while B was down the request was {}",
-        status(&while_down)
-    );
+    eprintln!("while B was down the request was {}", status(&while_down));
 
     s.b.restart();
     s.wait_converged().await;
@@ -428,7 +439,11 @@ async fn only_a_clerk_submits_and_only_a_reviewer_reviews_and_no_token_is_unauth
     refused(submit(Some(&s.reviewer)), "403", "a reviewer submitting");
     for (token, role) in [(&s.read, "read"), (&s.search, "search")] {
         refused(submit(Some(token)), "403", &format!("{role} submitting"));
-        refused(reviews(Some(token)), "403", &format!("{role} listing reviews"));
+        refused(
+            reviews(Some(token)),
+            "403",
+            &format!("{role} listing reviews"),
+        );
         refused(approve(Some(token)), "403", &format!("{role} deciding"));
     }
     refused(submit(None), "401", "no token submitting");
