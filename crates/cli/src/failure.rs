@@ -8,14 +8,23 @@ use std::process::ExitCode;
 
 use xarchive_node::ClientError;
 
-use crate::EXIT_UNAVAILABLE;
+use crate::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
 
 /// Exit code of a request the server refused as malformed, or of a
 /// command line it cannot use.
 const EXIT_USAGE: u8 = 2;
 
+/// A command line that cannot be used as given (a value missing or
+/// empty that clap cannot see is): exit 2, as clap's own.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
 /// What to say of `e`, and the exit code.
 pub fn explain(e: &anyhow::Error) -> (String, Option<&'static str>, u8) {
+    if let Some(usage) = e.chain().find_map(|c| c.downcast_ref::<Usage>()) {
+        return (usage.to_string(), None, EXIT_USAGE);
+    }
     let Some(client) = e.chain().find_map(|c| c.downcast_ref::<ClientError>()) else {
         return (said_once(e), None, 1);
     };
@@ -38,7 +47,22 @@ pub fn explain(e: &anyhow::Error) -> (String, Option<&'static str>, u8) {
                     Some("give a token with --token or XARCHIVE_TOKEN (`xarchive token create` makes one)"),
                     1,
                 ),
-                (403, _) => (said, Some("this token's role does not allow it (roles: read, write, search, audit, backup)"), 1),
+                (403, _) => (said, Some("this token's role does not allow it (roles: read, write, search, audit, backup; clerk for requests and certificates, reviewer for reviews)"), 1),
+                // What the domain says is not there, of a request, a
+                // review or a certificate: as sure as a record's absence.
+                (404, "request_not_found" | "review_not_found" | "certificate_not_found") => {
+                    (said, None, EXIT_NOT_FOUND)
+                }
+                (409, "not_answered") => (
+                    said,
+                    Some("a certificate is issued once every holding archive has answered and one released a copy: `xarchive request show ID` says where it stands"),
+                    1,
+                ),
+                (422, "certificate_invalid") => (
+                    said,
+                    Some("do not rely on this certificate: the copy kept under its code no longer matches its holding archive's signature"),
+                    1,
+                ),
                 (400 | 413, _) => (said, None, EXIT_USAGE),
                 (503, _) => (said, None, EXIT_UNAVAILABLE),
                 _ => (said, None, 1),

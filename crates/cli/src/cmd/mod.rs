@@ -6,6 +6,7 @@ mod cluster;
 mod export;
 mod import;
 mod lookup;
+mod requests;
 mod sample;
 mod search;
 mod serve;
@@ -178,6 +179,17 @@ enum Command {
     Restore(backup::RestoreArgs),
     /// Write sample records (realistic archive numbers) as NDJSON.
     Sample(sample::SampleArgs),
+    /// Cross-archive requests (异地查档、跨馆出证) at the receiving
+    /// archive: submit, list, show, certify (clerk role).
+    #[command(subcommand)]
+    Request(requests::RequestCommand),
+    /// Requests from other archives waiting for a reviewer here: list,
+    /// approve, refuse (reviewer role).
+    #[command(subcommand)]
+    Review(requests::ReviewCommand),
+    /// Check a certificate's verification code (no token needed).
+    #[command(subcommand)]
+    Certificate(requests::CertificateCommand),
     /// API tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -219,5 +231,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Backup(args) => backup::backup(args).await,
         Command::Restore(args) => backup::restore(args).await,
         Command::Token(command) => token::run(command),
+        Command::Request(command) => requests::request(command).await,
+        Command::Review(command) => requests::review(command).await,
+        Command::Certificate(command) => requests::certificate(command).await,
     }
 }

@@ -462,6 +462,13 @@ impl Client {
         Self::json(response, &url).await
     }
 
+    /// `GET /v1/requests`: every request registered here, newest first.
+    pub async fn requests(&self) -> Result<crate::wire::RequestList, ClientError> {
+        let url = self.url("/v1/requests");
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
     /// `GET /v1/requests/{id}`.
     pub async fn request(&self, id: &str) -> Result<crate::wire::RequestView, ClientError> {
         let url = self.url(&format!("/v1/requests/{}", encode_id(id)));
