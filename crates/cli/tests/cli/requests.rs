@@ -362,6 +362,58 @@ async fn a_refused_request_shows_its_reason_and_gets_no_certificate() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
 }
 
+/// Changes one byte of the title in the first copy A keeps for request
+/// `id`, in A's request book on disk (A stopped): what an insider editing
+/// the file would do.
+fn tamper_with_the_copy_kept_at_a(data: &Path, id: &str) {
+    use base64::Engine;
+    use redb::{ReadableDatabase, TableDefinition};
+    let table: TableDefinition<&str, &[u8]> = TableDefinition::new("outgoing");
+    let db = redb::Database::open(data.join("requests.redb")).unwrap();
+    let stored = {
+        let txn = db.begin_read().unwrap();
+        let value = txn.open_table(table).unwrap().get(id).unwrap().unwrap();
+        value.value().to_vec()
+    };
+    let mut request: Value = serde_json::from_slice(&stored).unwrap();
+    let copy = &mut request["parts"]["B"]["copies"][0];
+    let engine = base64::engine::general_purpose::STANDARD;
+    let payload = engine.decode(copy["payload"].as_str().unwrap()).unwrap();
+    let changed = String::from_utf8(payload)
+        .unwrap()
+        .replace("婚姻登记", "婚姻登記");
+    copy["payload"] = json!(engine.encode(changed));
+    let txn = db.begin_write().unwrap();
+    txn.open_table(table)
+        .unwrap()
+        .insert(id, serde_json::to_vec(&request).unwrap().as_slice())
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certified_copy_changed_on_disk_fails_its_check_where_it_was_changed_and_not_at_the_archive_that_signed_it(
+) {
+    let mut s = Archives::start().await;
+    s.put_at_b("M-2", "marriage").await;
+    let id = s.submit(&["M-2"], "贷款");
+    let answered = s.request_until(&id, |v| status(v) == "answered").await;
+    let code = codes(&answered).remove(0);
+    certify(&s, &id, "M-2");
+
+    s.a.terminate();
+    tamper_with_the_copy_kept_at_a(&s._dir.path().join("A"), &id);
+    s.a.restart();
+    s.wait_converged().await;
+    let out = s.cli(&s.a, None, &["certificate", "check", &code]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("certificate_invalid"), "{}", text(&out));
+    // B still holds what it signed.
+    let out = s.cli(&s.b, None, &["certificate", "check", &code]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("婚姻登记"), "{}", text(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holding_archive_killed_while_a_request_is_in_flight_answers_it_exactly_once_after_restarting(
 ) {
