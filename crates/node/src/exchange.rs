@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +47,8 @@ pub const MAX_RECORDS: usize = 100;
 const MAX_TEXT_BYTES: usize = 1024;
 /// How often parts not yet answered are asked about again.
 const RESEND_EVERY: Duration = Duration::from_secs(1);
+/// Parts the outbox delivers at once.
+const DELIVERIES_AT_ONCE: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExchangeError {
@@ -725,10 +728,15 @@ impl Node {
     /// Sends every part not yet answered to its holding archive and keeps
     /// what comes back, until `stop`.
     pub async fn run_outbox(self: Arc<Self>, stop: CancellationToken) {
+        // The first pass reads every request, so that one whose part is
+        // not final is sent even if the book never listed it as waiting
+        // (kept by a version before the list).
+        let mut every = true;
         loop {
-            if let Err(e) = self.send_unanswered().await {
+            if let Err(e) = self.send_unanswered(every).await {
                 tracing::warn!(error = %e, "the outbox of requests could not be read");
             }
+            every = false;
             tokio::select! {
                 _ = self.outbox.notified() => {}
                 _ = tokio::time::sleep(RESEND_EVERY) => {}
@@ -737,12 +745,22 @@ impl Node {
         }
     }
 
-    async fn send_unanswered(self: &Arc<Self>) -> Result<(), ExchangeError> {
+    /// Sends each part not final (of the requests listed as waiting, or
+    /// of `every` request), [`DELIVERIES_AT_ONCE`] at a time: a holding
+    /// archive that does not answer holds up only its own parts.
+    async fn send_unanswered(self: &Arc<Self>, every: bool) -> Result<(), ExchangeError> {
         let node = self.clone();
-        let all = tokio::task::spawn_blocking(move || node.requests.unfinished(Side::Outgoing))
-            .await
-            .map_err(DomainError::from)??;
-        for (_, bytes) in all {
+        let requests = tokio::task::spawn_blocking(move || {
+            if every {
+                node.requests.all(Side::Outgoing)
+            } else {
+                node.requests.unfinished(Side::Outgoing)
+            }
+        })
+        .await
+        .map_err(DomainError::from)??;
+        let mut parts = Vec::new();
+        for (_, bytes) in requests {
             let request = decode::<Outgoing>(&bytes)?;
             for (holding, part) in &request.parts {
                 if part.state.is_final() {
@@ -756,14 +774,16 @@ impl Node {
                     purpose: request.purpose.clone(),
                     records: part.records.clone(),
                 };
-                match self.deliver(holding, &delivery).await {
-                    Ok(()) => {}
-                    Err(e) => {
-                        tracing::debug!(holding, request = %request.id, error = %e, "request part not delivered yet")
-                    }
-                }
+                parts.push((holding.clone(), delivery));
             }
         }
+        futures::stream::iter(parts)
+            .for_each_concurrent(DELIVERIES_AT_ONCE, |(holding, delivery)| async move {
+                if let Err(e) = self.deliver(&holding, &delivery).await {
+                    tracing::debug!(holding, request = %delivery.request_id, error = %e, "request part not delivered yet");
+                }
+            })
+            .await;
         Ok(())
     }
 
