@@ -11,7 +11,7 @@ use xarchive_node::wire::{
     AuditPage, CacheRoute, ErrorBody, ErrorCode, LookupBody, RequestView, SearchBody,
 };
 
-use crate::history::Outcome;
+use crate::history::{Outcome, StepSeen};
 use crate::Error;
 
 /// How long a client waits for an answer: longer than a lookup waits for
@@ -143,17 +143,18 @@ pub fn request(client: &Client, base: &str, id: &str) -> Outcome {
     )
 }
 
-/// `GET {base}/v1/audit` page by page: every entry of the domain's audit
-/// log that is a step of a cross-archive request (it has an `action` and
-/// a `request`), as `(action, request, requester's domain, at_us)`.
-pub fn audit_steps(client: &Client, base: &str) -> Result<Vec<AuditStep>, String> {
+/// `GET {base}/v1/audit` page by page: every entry of domain `domain`'s
+/// audit log that is a step of a cross-archive request (it has an
+/// `action` and a `request`).
+pub fn audit_steps(client: &Client, base: &str, domain: &str) -> Result<Vec<StepSeen>, String> {
     let mut steps = Vec::new();
     let mut since = "0".to_owned();
     loop {
         let page: AuditPage = get_typed(client, base, &format!("/v1/audit?since={since}"))?;
         for entry in page.entries {
             if let (Some(action), Some(request)) = (entry.action, entry.request) {
-                steps.push(AuditStep {
+                steps.push(StepSeen {
+                    domain: domain.to_owned(),
                     action,
                     request,
                     by: entry.requester.domain,
@@ -166,15 +167,6 @@ pub fn audit_steps(client: &Client, base: &str) -> Result<Vec<AuditStep>, String
             None => return Ok(steps),
         }
     }
-}
-
-/// A step of a request as [`audit_steps`] reads it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditStep {
-    pub action: String,
-    pub request: String,
-    pub by: String,
-    pub at_us: u64,
 }
 
 /// `GET {base}{path}` read as `T` (one of the node's wire types), or why

@@ -234,28 +234,27 @@ pub fn check_requests(history: &History, found: &mut Vec<Violation>) {
                             .filter(|r| r.domain == s.domain)
                             .max_by_key(|r| r.end_us)
                     });
-                if let Some(read) = read {
-                    if !read.outcome.is_ok() {
-                        push(
-                            ViolationKind::RequestLost,
-                            &s.id,
-                            read.start_us,
-                            format!("after healing: {read}; but acknowledged: {s}"),
-                        );
-                        continue;
-                    }
-                    if listed.is_empty() {
-                        push(
-                            ViolationKind::RequestLost,
-                            &s.id,
-                            read.start_us,
-                            format!(
-                                "after healing, {} did not list it (though {read}); acknowledged: {s}",
-                                s.domain
-                            ),
-                        );
-                        continue;
-                    }
+                if let Some(read) = read.filter(|r| !r.outcome.is_ok()) {
+                    push(
+                        ViolationKind::RequestLost,
+                        &s.id,
+                        read.start_us,
+                        format!("after healing: {read}; but acknowledged: {s}"),
+                    );
+                    continue;
+                }
+                if listed.is_empty() {
+                    let read = read.map_or_else(|| "not read back".to_owned(), ToString::to_string);
+                    push(
+                        ViolationKind::RequestLost,
+                        &s.id,
+                        s.start_us,
+                        format!(
+                            "after healing, {} did not list it ({read}); but acknowledged: {s}",
+                            s.domain
+                        ),
+                    );
+                    continue;
                 }
             }
             _ if refused(s) => {
@@ -603,9 +602,11 @@ mod tests {
         });
         h.requests.clear();
         assert_eq!(kinds(&h), [ViolationKind::RequestLost]);
-        // Read back, but not in the list.
+        // Read back, or not read back at all, but not in the list.
         let mut h = run(HoldingState::Released, answered_once());
         h.requests.clear();
+        assert_eq!(kinds(&h), [ViolationKind::RequestLost]);
+        h.ops.pop();
         assert_eq!(kinds(&h), [ViolationKind::RequestLost]);
     }
 
@@ -725,5 +726,6 @@ mod tests {
             kinds(&h),
             [ViolationKind::Phantom, ViolationKind::RequestLost]
         );
+        assert_eq!(check_history(&h)[0].id, "r1");
     }
 }

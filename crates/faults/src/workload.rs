@@ -2,9 +2,9 @@
 //! ID's prefix, delete some acknowledged ones there, look up
 //! acknowledged, deleted and never-written IDs at random domains, search
 //! people by the identity number the records carry, and submit
-//! cross-archive requests for a person's acknowledged records at a domain
-//! that does not hold them, without waiting for anything to be ready:
-//! every answer goes into the history.
+//! cross-archive requests for a person's acknowledged records (the first
+//! held at another domain than the one asked), without waiting for
+//! anything to be ready: every answer goes into the history.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::blocking::Client;
 use xarchive_node::wire::RequestList;
 
-use crate::history::{Op, OpKind, Outcome, Recorder, RequestSeen, StepSeen};
+use crate::history::{Op, OpKind, Outcome, Recorder, RequestSeen};
 use crate::http;
 use crate::Error;
 
@@ -332,6 +332,7 @@ impl Workload<'_> {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+
     /// The final checks of the requests, after the records were read
     /// back: waits (up to `patience`) until every part of every request
     /// every domain lists is answered; reads each acknowledged request
@@ -377,16 +378,10 @@ impl Workload<'_> {
             }
         }
         for (name, url) in self.names.iter().zip(self.urls) {
-            match again(|| http::audit_steps(&client, url)) {
+            match again(|| http::audit_steps(&client, url, name)) {
                 Ok(steps) => {
                     for step in steps {
-                        self.rec.step(StepSeen {
-                            domain: name.clone(),
-                            action: step.action,
-                            request: step.request,
-                            by: step.by,
-                            at_us: step.at_us,
-                        });
+                        self.rec.step(step);
                     }
                 }
                 Err(e) => unread.push(format!("{name}: the audit log: {e}")),
