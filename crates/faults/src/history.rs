@@ -367,7 +367,11 @@ impl RequestSeen {
                     holding: h.domain.clone(),
                     state: h.state,
                     records: h.records.clone(),
-                    copies: h.copies.iter().map(|c| c.archive_number.clone()).collect(),
+                    copies: h
+                        .copies
+                        .iter()
+                        .map(|c| c.copy.archive_number.clone())
+                        .collect(),
                     missing: h.missing.clone(),
                 })
                 .collect(),

@@ -57,7 +57,8 @@ pub struct RequestCounts {
     pub read_back: usize,
     /// Requests the receiving domains listed at the end.
     pub listed: usize,
-    /// Of those, how many had every part answered (released or refused).
+    /// Of those, how many had every part answered (released or refused;
+    /// a certified request was answered first).
     pub answered: usize,
     /// Parts released, refused, and not answered, over every listed
     /// request.
@@ -95,7 +96,10 @@ pub fn request_counts(history: &History) -> RequestCounts {
         .count();
     c.listed = history.requests.len();
     for r in &history.requests {
-        if matches!(r.status, RequestStatus::Answered | RequestStatus::Refused) {
+        if matches!(
+            r.status,
+            RequestStatus::Answered | RequestStatus::Refused | RequestStatus::Certified
+        ) {
             c.answered += 1;
         }
         for part in &r.parts {
