@@ -2,8 +2,9 @@
 //! hand-made history): no acknowledged record reported absent, no deleted
 //! record found, nothing found that was never written, nothing found whose
 //! every write was refused, nothing lost once every fault healed, writes
-//! taken again soon after a full disk is freed, and a cluster that
-//! converges after each fault.
+//! taken again soon after a full disk is freed, a cluster that converges
+//! after each fault, and every acknowledged cross-archive request answered
+//! exactly once ([`crate::requests`]).
 //!
 //! An answer of 503 or a transport error is not a violation (a domain may
 //! say "I cannot tell now"); the report counts them.
@@ -53,13 +54,27 @@ pub enum ViolationKind {
     /// A PUT at a domain whose full disk had been freed was still refused
     /// for space [`RESUME_BOUND_US`] after the space returned.
     WritesNotResumed,
+    /// After every fault healed, an acknowledged request was not at its
+    /// receiving domain any more.
+    RequestLost,
+    /// After every fault healed, a part of a request was not answered, or
+    /// was answered without being taken in by its holding domain or its
+    /// answer taken in by the receiving domain (per their audit logs).
+    RequestUnanswered,
+    /// A part of a request was taken in by its holding domain more than
+    /// once, or its answer by the receiving domain more than once.
+    RequestAnsweredTwice,
+    /// A request holds other records than were asked, sent a part to a
+    /// domain that does not hold its records, or came back without a copy
+    /// the release policy gives.
+    RequestMisanswered,
 }
 
 /// How soon after a full disk is freed its domain must take writes again.
 pub const RESUME_BOUND_US: u64 = 5_000_000;
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 11] = [
+    pub const ALL: [ViolationKind; 15] = [
         ViolationKind::AcknowledgedThen404,
         ViolationKind::DeletedThen200,
         ViolationKind::Phantom,
@@ -71,6 +86,10 @@ impl ViolationKind {
         ViolationKind::SearchFoundDeleted,
         ViolationKind::RefusedThenFound,
         ViolationKind::WritesNotResumed,
+        ViolationKind::RequestLost,
+        ViolationKind::RequestUnanswered,
+        ViolationKind::RequestAnsweredTwice,
+        ViolationKind::RequestMisanswered,
     ];
 }
 
@@ -88,6 +107,10 @@ impl fmt::Display for ViolationKind {
             ViolationKind::SearchFoundDeleted => "search-found-deleted",
             ViolationKind::RefusedThenFound => "refused-then-found",
             ViolationKind::WritesNotResumed => "writes-not-resumed",
+            ViolationKind::RequestLost => "request-lost",
+            ViolationKind::RequestUnanswered => "request-unanswered",
+            ViolationKind::RequestAnsweredTwice => "request-answered-twice",
+            ViolationKind::RequestMisanswered => "request-misanswered",
         })
     }
 }
@@ -125,8 +148,9 @@ fn by_id(history: &History) -> HashMap<&str, PerId<'_>> {
             OpKind::Put => entry.puts.push(op),
             OpKind::Delete => entry.deletes.push(op),
             OpKind::Lookup | OpKind::Get => entry.reads.push(op),
-            // By person, not by ID: see check_searches.
-            OpKind::Search => {}
+            // By person, not by ID: see check_searches; requests: see
+            // crate::requests.
+            OpKind::Search | OpKind::Submit | OpKind::Request => {}
         }
     }
     ids
@@ -196,6 +220,7 @@ pub fn check_history_with(history: &History, rules: &Rules) -> (Vec<Violation>, 
     }
     check_searches(history, &ids, &mut found);
     check_resumed(history, &mut found);
+    crate::requests::check_requests(history, &mut found);
     for fault in &history.faults {
         if fault.converged_us.is_none() {
             found.push(Violation {
@@ -417,7 +442,7 @@ fn check_searches(history: &History, ids: &HashMap<&str, PerId<'_>>, found: &mut
 }
 
 /// Whether `op` was refused with an answer that promises nothing changed.
-fn refused(op: &Op) -> bool {
+pub(crate) fn refused(op: &Op) -> bool {
     op.outcome.is_definite() && op.outcome.status().is_some_and(|s| s >= 400)
 }
 
@@ -497,6 +522,7 @@ mod tests {
             start_us: start,
             end_us: end,
             outcome,
+            records: Vec::new(),
         }
     }
 
@@ -506,6 +532,7 @@ mod tests {
             owner: None,
             cache: None,
             found: None,
+            request: None,
         }
     }
 
@@ -515,6 +542,7 @@ mod tests {
             owner: Some(owner.into()),
             cache: None,
             found: None,
+            request: None,
         }
     }
 
@@ -532,7 +560,7 @@ mod tests {
     fn history(ops: Vec<Op>) -> History {
         History {
             ops,
-            faults: Vec::new(),
+            ..History::default()
         }
     }
 
@@ -736,6 +764,7 @@ mod tests {
             owner: None,
             cache: None,
             found: Some(ids.iter().map(|id| id.to_string()).collect()),
+            request: None,
         }
     }
 
@@ -793,7 +822,6 @@ mod tests {
     #[test]
     fn a_fault_without_convergence_is_reported() {
         let h = History {
-            ops: Vec::new(),
             faults: vec![Fault {
                 n: 3,
                 kind: FaultKind::KillDomain,
@@ -803,6 +831,7 @@ mod tests {
                 whole_us: None,
                 converged_us: None,
             }],
+            ..History::default()
         };
         assert_eq!(kinds(&h), vec![ViolationKind::NotConverged]);
     }
@@ -862,7 +891,11 @@ mod tests {
             |id: &str, start: u64, outcome| op(OpKind::Put, id, "A", start, start + 10, outcome);
         let soon = freed + RESUME_BOUND_US / 2;
         let late = freed + RESUME_BOUND_US + 1;
-        let h = |ops, faults| History { ops, faults };
+        let h = |ops, faults| History {
+            ops,
+            faults,
+            ..History::default()
+        };
         // Refused while full and just after: allowed.
         assert!(kinds(&h(
             vec![put("A-1", 10, full()), put("A-2", soon, full())],

@@ -1,6 +1,8 @@
 //! The history of a run: every client operation and every fault, with
-//! start and end times from one monotonic clock, kept in memory for the
-//! checker and appended as NDJSON to a file for whoever studies a failure.
+//! start and end times from one monotonic clock, and what the final checks
+//! saw of the cross-archive requests (each receiving domain's requests,
+//! each domain's audit steps), kept in memory for the checker and appended
+//! as NDJSON to a file for whoever studies a failure.
 
 use std::fmt;
 use std::fs::File;
@@ -10,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use xarchive_node::wire::{CacheRoute, ErrorCode};
+use xarchive_node::wire::{CacheRoute, ErrorCode, HoldingState, RequestStatus, RequestView};
 
 use crate::Error;
 
@@ -29,6 +31,14 @@ pub enum OpKind {
     /// `POST /v1/search` at any domain for a person's `id_card`; the op's
     /// `id` is the key's value (a synthetic person's).
     Search,
+    /// `POST /v1/requests` at a receiving domain for the op's `records`,
+    /// held at other domains; the op's `id` is the workload's name for the
+    /// request, sent as its `purpose` (so that the final checks can tell
+    /// which submit a request they find came from).
+    Submit,
+    /// `GET /v1/requests/{id}` at the receiving domain (final checks); the
+    /// op's `id` is the request's ID.
+    Request,
 }
 
 impl fmt::Display for OpKind {
@@ -39,6 +49,8 @@ impl fmt::Display for OpKind {
             OpKind::Lookup => "lookup",
             OpKind::Get => "get",
             OpKind::Search => "search",
+            OpKind::Submit => "submit",
+            OpKind::Request => "request",
         })
     }
 }
@@ -49,7 +61,8 @@ impl fmt::Display for OpKind {
 pub enum Outcome {
     /// A success status (200, 201, 204); `owner` is the domain a lookup
     /// named, `cache` its `route.cache` (`hit` when a cached copy answered),
-    /// `found` the IDs a search returned.
+    /// `found` the IDs a search returned, `request` the ID a submitted
+    /// request was given.
     Ok {
         status: u16,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +71,8 @@ pub enum Outcome {
         cache: Option<CacheRoute>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         found: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<String>,
     },
     /// Any other HTTP answer, with the JSON error's `code`.
     Http {
@@ -124,10 +139,14 @@ impl fmt::Display for Outcome {
                 owner,
                 cache,
                 found,
+                request,
             } => {
                 write!(f, "{status}")?;
                 if let Some(found) = found {
                     write!(f, " (found {})", found.join(","))?;
+                }
+                if let Some(request) = request {
+                    write!(f, " (request {request})")?;
                 }
                 if let Some(owner) = owner {
                     write!(f, " (owner {owner})")?;
@@ -162,15 +181,21 @@ pub struct Op {
     pub start_us: u64,
     pub end_us: u64,
     pub outcome: Outcome,
+    /// A submit's records (archive IDs), the applicant's own; empty for
+    /// every other kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<String>,
 }
 
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.id)?;
+        if !self.records.is_empty() {
+            write!(f, " for {}", self.records.join(","))?;
+        }
         write!(
             f,
-            "{} {} at {} [{:.3} s .. {:.3} s] -> {}",
-            self.kind,
-            self.id,
+            " at {} [{:.3} s .. {:.3} s] -> {}",
             self.domain,
             secs(self.start_us),
             secs(self.end_us),
@@ -295,17 +320,100 @@ pub struct Fault {
     pub converged_us: Option<u64>,
 }
 
+/// A request as its receiving domain listed it in the final checks
+/// (`GET /v1/requests`), once every fault had healed and its parts had had
+/// time to be answered.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RequestSeen {
+    /// The receiving domain.
+    pub domain: String,
+    /// The request's ID.
+    pub id: String,
+    /// Its `purpose`: the `id` of the submit op it came from.
+    pub purpose: String,
+    pub status: RequestStatus,
+    pub parts: Vec<PartSeen>,
+    /// Records no domain was found to hold when it was submitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_found: Vec<String>,
+}
+
+/// One holding domain's part of a [`RequestSeen`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PartSeen {
+    pub holding: String,
+    pub state: HoldingState,
+    pub records: Vec<String>,
+    /// The archive numbers of the verified copies received.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<String>,
+    /// Records the holding domain said it does not hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+impl RequestSeen {
+    /// What the checker needs of `view`, listed at `domain`.
+    pub fn of(domain: &str, view: &RequestView) -> RequestSeen {
+        RequestSeen {
+            domain: domain.to_owned(),
+            id: view.id.clone(),
+            purpose: view.purpose.clone(),
+            status: view.status,
+            parts: view
+                .holdings
+                .iter()
+                .map(|h| PartSeen {
+                    holding: h.domain.clone(),
+                    state: h.state,
+                    records: h.records.clone(),
+                    copies: h
+                        .copies
+                        .iter()
+                        .map(|c| c.copy.archive_number.clone())
+                        .collect(),
+                    missing: h.missing.clone(),
+                })
+                .collect(),
+            not_found: view.not_found.clone(),
+        }
+    }
+}
+
+/// A step of a cross-archive request in a domain's audit log (an entry
+/// with an `action`), as the final checks read it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepSeen {
+    /// The domain whose log holds it.
+    pub domain: String,
+    /// `request_submitted`, `request_released`, `copies_received`, …
+    pub action: String,
+    /// The request's ID.
+    pub request: String,
+    /// The domain of the entry's requester: for a holding domain's
+    /// take-in, the receiving domain; for a receiving domain's receipt,
+    /// the holding one.
+    pub by: String,
+    /// The entry's time at that domain (microseconds since the Unix
+    /// epoch, its own clock: not the run's).
+    pub at_us: u64,
+}
+
 /// A run's history, as the checker reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {
     pub ops: Vec<Op>,
     pub faults: Vec<Fault>,
+    /// Every request the receiving domains listed in the final checks.
+    pub requests: Vec<RequestSeen>,
+    /// Every request step in the domains' audit logs, read after those.
+    pub steps: Vec<StepSeen>,
 }
 
 impl History {
-    /// Reads back a history written by a [`Recorder`] (its operations and
-    /// healed faults; notes and fault starts are skipped), to check it
-    /// again. `Err` names the first line that is not one.
+    /// Reads back a history written by a [`Recorder`] (its operations,
+    /// healed faults, and the requests and steps of the final checks;
+    /// notes and fault starts are skipped), to check it again. `Err` names the first line that is not one.
     pub fn load(path: &Path) -> Result<History, Error> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::History {
             path: path.to_owned(),
@@ -328,6 +436,12 @@ impl History {
                 Some("fault") => history
                     .faults
                     .push(serde_json::from_value(value).map_err(bad)?),
+                Some("request") => history
+                    .requests
+                    .push(serde_json::from_value(value).map_err(bad)?),
+                Some("step") => history
+                    .steps
+                    .push(serde_json::from_value(value).map_err(bad)?),
                 _ => {}
             }
         }
@@ -347,6 +461,8 @@ enum Line<'a> {
         at_us: u64,
     },
     Fault(&'a Fault),
+    Request(&'a RequestSeen),
+    Step(&'a StepSeen),
     Note {
         at_us: u64,
         text: &'a str,
@@ -450,6 +566,20 @@ impl Recorder {
         inner.history.faults.push(fault);
     }
 
+    /// A request as the final checks found it at its receiving domain.
+    pub fn request(&self, seen: RequestSeen) {
+        let mut inner = self.lock();
+        Self::write(&mut inner, &Line::Request(&seen));
+        inner.history.requests.push(seen);
+    }
+
+    /// A request's step as the final checks read it in an audit log.
+    pub fn step(&self, step: StepSeen) {
+        let mut inner = self.lock();
+        Self::write(&mut inner, &Line::Step(&step));
+        inner.history.steps.push(step);
+    }
+
     /// A line of free text in the file (what the run did when).
     pub fn note(&self, text: &str) {
         let at_us = self.now_us();
@@ -495,7 +625,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_op_and_fault_is_one_json_line() {
+    fn every_op_fault_request_and_step_is_one_json_line_and_reads_back_the_same() {
         let dir = xarchive_testkit::tempdir().unwrap();
         let path = dir.path().join("history.ndjson");
         let rec = Recorder::new(Some(&path)).unwrap();
@@ -510,6 +640,7 @@ mod tests {
                 status: 404,
                 code: Some(ErrorCode::NotFound),
             },
+            records: Vec::new(),
         });
         rec.fault_started(0, FaultKind::PauseDomain, "C", 5);
         rec.fault(Fault {
@@ -521,22 +652,48 @@ mod tests {
             whole_us: None,
             converged_us: None,
         });
+        rec.request(RequestSeen {
+            domain: "A".into(),
+            id: "00ff".into(),
+            purpose: "request-w1-000000".into(),
+            status: RequestStatus::Answered,
+            parts: vec![PartSeen {
+                holding: "B".into(),
+                state: HoldingState::Released,
+                records: vec!["B-w1-000001".into()],
+                copies: vec!["B-w1-000001".into()],
+                missing: Vec::new(),
+            }],
+            not_found: Vec::new(),
+        });
+        rec.step(StepSeen {
+            domain: "B".into(),
+            action: "request_released".into(),
+            request: "00ff".into(),
+            by: "A".into(),
+            at_us: 1,
+        });
         rec.finish().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert_eq!(lines.len(), 3);
+        assert_eq!(lines.len(), 5);
         assert_eq!(lines[0]["type"], "op");
         assert_eq!(lines[0]["outcome"]["result"], "http");
         assert_eq!(lines[0]["outcome"]["code"], "not_found");
         assert_eq!(lines[1]["type"], "fault_started");
         assert_eq!(lines[2]["kind"], "pause_domain");
+        assert_eq!(lines[3]["type"], "request");
+        assert_eq!(lines[3]["parts"][0]["state"], "released");
+        assert_eq!(lines[4]["type"], "step");
         let op: Op = serde_json::from_value(lines[0].clone()).unwrap();
         assert_eq!(op.end_us, 20);
         assert_eq!(rec.history().ops.len(), 1);
         assert_eq!(rec.history().faults.len(), 1);
+        assert_eq!(rec.history().requests.len(), 1);
+        assert_eq!(rec.history().steps.len(), 1);
         assert_eq!(History::load(&path).unwrap(), rec.history());
     }
 }

@@ -7,9 +7,11 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use xarchive_node::wire::{CacheRoute, ErrorBody, ErrorCode, LookupBody, SearchBody};
+use xarchive_node::wire::{
+    AuditPage, CacheRoute, ErrorBody, ErrorCode, LookupBody, RequestView, SearchBody,
+};
 
-use crate::history::Outcome;
+use crate::history::{Outcome, StepSeen};
 use crate::Error;
 
 /// How long a client waits for an answer: longer than a lookup waits for
@@ -33,11 +35,13 @@ pub fn client(timeout: Duration) -> Result<Client, Error> {
 }
 
 /// The record body every PUT sends: it carries the `id_card` of the
-/// person the ID is about ([`person_of`]).
+/// person the ID is about ([`person_of`]), and is an open marriage record
+/// (`category`, `access`), so that the default release policy
+/// (`[requests]`) hands a copy to that person's request without review.
 fn record(id: &str) -> Value {
     serde_json::json!({
         "title": format!("fault test record {id}"),
-        "metadata": {"test": "xarchive-faults"},
+        "metadata": {"test": "xarchive-faults", "category": "marriage", "access": "open"},
         "keys": {"id_card": person_of(id)},
     })
 }
@@ -112,6 +116,59 @@ pub fn get(client: &Client, base: &str, id: &str) -> Outcome {
     )
 }
 
+/// `POST {base}/v1/requests`: the person whose records `records` are
+/// (their identity number as `applicant_id`) asks for copies of them;
+/// `name` is sent as the `purpose`. A success carries the request's ID.
+pub fn submit(client: &Client, base: &str, name: &str, records: &[String]) -> Outcome {
+    let applicant = records.first().map(|id| person_of(id)).unwrap_or_default();
+    outcome(
+        client
+            .post(format!("{base}/v1/requests"))
+            .json(&serde_json::json!({
+                "applicant_id": applicant,
+                "applicant_name": "fault test applicant",
+                "purpose": name,
+                "records": records,
+            }))
+            .send(),
+        request_body,
+    )
+}
+
+/// `GET {base}/v1/requests/{id}`.
+pub fn request(client: &Client, base: &str, id: &str) -> Outcome {
+    outcome(
+        client.get(format!("{base}/v1/requests/{id}")).send(),
+        request_body,
+    )
+}
+
+/// `GET {base}/v1/audit` page by page: every entry of domain `domain`'s
+/// audit log that is a step of a cross-archive request (it has an
+/// `action` and a `request`).
+pub fn audit_steps(client: &Client, base: &str, domain: &str) -> Result<Vec<StepSeen>, String> {
+    let mut steps = Vec::new();
+    let mut since = "0".to_owned();
+    loop {
+        let page: AuditPage = get_typed(client, base, &format!("/v1/audit?since={since}"))?;
+        for entry in page.entries {
+            if let (Some(action), Some(request)) = (entry.action, entry.request) {
+                steps.push(StepSeen {
+                    domain: domain.to_owned(),
+                    action,
+                    request,
+                    by: entry.requester.domain,
+                    at_us: entry.at_us,
+                });
+            }
+        }
+        match page.next {
+            Some(next) => since = next,
+            None => return Ok(steps),
+        }
+    }
+}
+
 /// `GET {base}{path}` read as `T` (one of the node's wire types), or why
 /// not.
 pub fn get_typed<T: DeserializeOwned>(
@@ -135,13 +192,14 @@ pub fn get_typed<T: DeserializeOwned>(
 }
 
 /// What the test reads from a body: the owner (a lookup's success), the
-/// error code, the lookup's `route.cache`, a search's IDs.
+/// error code, the lookup's `route.cache`, a search's IDs, a request's ID.
 #[derive(Default)]
 struct Read {
     owner: Option<String>,
     code: Option<ErrorCode>,
     cache: Option<CacheRoute>,
     found: Option<Vec<String>>,
+    request: Option<String>,
 }
 
 /// A lookup's body, any status: `wire::LookupBody`.
@@ -163,6 +221,17 @@ fn search_body(body: &str) -> Read {
         Ok(b) => Read {
             code: b.code,
             found: Some(b.records.into_iter().map(|r| r.id.to_string()).collect()),
+            ..Read::default()
+        },
+        Err(_) => write_body(body),
+    }
+}
+
+/// A request's body, any status: `wire::RequestView`, or an error.
+fn request_body(body: &str) -> Read {
+    match serde_json::from_str::<RequestView>(body) {
+        Ok(view) => Read {
+            request: Some(view.id),
             ..Read::default()
         },
         Err(_) => write_body(body),
@@ -194,6 +263,7 @@ fn outcome(sent: reqwest::Result<Response>, read: fn(&str) -> Read) -> Outcome {
         code,
         cache,
         found,
+        request,
     } = read(&body);
     if (200..300).contains(&status) {
         Outcome::Ok {
@@ -201,6 +271,7 @@ fn outcome(sent: reqwest::Result<Response>, read: fn(&str) -> Read) -> Outcome {
             owner,
             cache,
             found,
+            request,
         }
     } else {
         Outcome::Http { status, code }

@@ -8,6 +8,8 @@
 //! - [`history`]: operations and faults with start and end times, kept in
 //!   memory and written as NDJSON;
 //! - [`checker`]: the rules over a history (testable on hand-made ones);
+//! - [`requests`]: the checker's rule over cross-archive requests (every
+//!   acknowledged one answered exactly once, none lost);
 //! - [`cluster`]: the processes, on ports picked once so that restarts
 //!   come back where clients and peers look for them;
 //! - [`nemesis`]: the faults;
@@ -15,7 +17,8 @@
 //!   (a node's whole link, or exactly one pair by blackhole routes);
 //! - [`ensemble`]: a three-server ZooKeeper ensemble, its leader found
 //!   with `srvr`;
-//! - [`workload`]: the client threads;
+//! - [`workload`]: the client threads (records, lookups, searches and
+//!   cross-archive requests);
 //! - [`run`]: one whole run, with the final checks once everything healed;
 //! - [`report`]: the summary tables.
 //!
@@ -26,8 +29,9 @@
 //! memory` for the domains' in-process cache, with the checker allowing a
 //! 200 up to `cache.max_lag_ms` + 1 s after a delete; `--bin PATH` for
 //! another `xarchive`). A run that finds violations keeps its directory:
-//! `history.ndjson` (one line per operation, fault start and heal) and
-//! each domain's log. The tests `randomized_faults_never_lose_an_acknowledged_record`
+//! `history.ndjson` (one line per operation, fault start and heal, and
+//! per request and request step the final checks found) and each
+//! domain's log. The tests `randomized_faults_never_lose_an_acknowledged_record`
 //! (120 s, loopback, ensemble) and
 //! `partitions_leader_kills_and_the_cache_never_lose_an_acknowledged_record`
 //! (75 s: namespaces, ensemble, cache) run the same thing with fixed
@@ -41,13 +45,17 @@ pub mod http;
 pub mod nemesis;
 pub mod netns;
 pub mod report;
+pub mod requests;
 pub mod run;
 pub mod workload;
 
 use std::path::PathBuf;
 
 pub use checker::{check_history, check_history_with, Rules, StaleReads, Violation, ViolationKind};
-pub use history::{Fault, FaultKind, History, Op, OpKind, Outcome, Recorder};
+pub use history::{
+    Fault, FaultKind, History, Op, OpKind, Outcome, PartSeen, Recorder, RequestSeen, StepSeen,
+};
+pub use requests::{request_counts, RequestCounts};
 pub use run::{run, RunConfig, RunReport};
 
 /// Why a run could not be carried out (as opposed to a run that found

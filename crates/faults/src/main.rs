@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use xarchive_faults::{
-    check_history_with, run, xarchive_binary, FaultKind, History, Rules, RunConfig,
+    check_history_with, request_counts, run, xarchive_binary, FaultKind, History, Rules, RunConfig,
 };
 
 fn parse_kind(s: &str) -> Result<FaultKind, String> {
@@ -19,8 +19,9 @@ fn parse_kind(s: &str) -> Result<FaultKind, String> {
 /// Randomized faults (kill -9, SIGSTOP, ZooKeeper crashes and fresh
 /// restarts; with --ensemble, leader kills; with --netns, cut links and
 /// pairwise partitions) against real `xarchive serve` domains (three, or
-/// --domains in --groups) and real ZooKeeper, with a workload recorded as
-/// a history and checked at the end.
+/// --domains in --groups) and real ZooKeeper, with a workload (records,
+/// lookups, searches, cross-archive requests) recorded as a history and
+/// checked at the end.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
@@ -180,6 +181,11 @@ fn check_only(path: &std::path::Path, rules: &Rules) -> ExitCode {
         stale.max_within_us as f64 / 1e6,
         stale.beyond,
         stale.max_beyond_us as f64 / 1e6
+    );
+    let r = request_counts(&history);
+    println!(
+        "requests: {} submitted, {} acknowledged, {} refused 503, {} without an answer; {} listed at the end, {} answered",
+        r.submitted, r.acknowledged, r.refused_503, r.unknown, r.listed, r.answered
     );
     for v in &violations {
         println!("  {v}");

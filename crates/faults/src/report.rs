@@ -1,6 +1,7 @@
 //! The summary a run prints: its faults (writes refused during each,
-//! convergence after each), operations by outcome, the final state, and
-//! the violations by kind with the first few examples.
+//! convergence after each), operations by outcome, the final state (the
+//! requests' fate among it), and the violations by kind with the first
+//! few examples.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -286,6 +287,25 @@ impl fmt::Display for RunReport {
             "  {} acknowledged, never deleted records read at their owner and looked up at every domain",
             self.final_ids
         )?;
+        let r = &self.requests;
+        writeln!(
+            f,
+            "  requests submitted: {} ({} acknowledged 201, {} refused 503, {} refused otherwise, {} without an answer: {} of those registered after all)",
+            r.submitted, r.acknowledged, r.refused_503, r.refused_other, r.unknown, r.unknown_registered
+        )?;
+        writeln!(
+            f,
+            "  requests listed at the end: {} ({} answered: {} parts released, {} refused, {} not answered); {} of the {} acknowledged read back",
+            r.listed, r.answered, r.parts_released, r.parts_refused, r.parts_open, r.read_back, r.acknowledged
+        )?;
+        match &self.requests_answered {
+            Ok(d) => writeln!(
+                f,
+                "  every part of every request answered {:.2} s after the records were read back",
+                d.as_secs_f64()
+            )?,
+            Err(why) => writeln!(f, "  requests NOT all answered: {why}")?,
+        }
         for v in &self.verified {
             match &v.answer {
                 Ok(r) => writeln!(
@@ -360,6 +380,7 @@ mod tests {
             start_us: start,
             end_us: start + 1,
             outcome,
+            records: Vec::new(),
         };
         let h = History {
             ops: vec![
@@ -370,6 +391,7 @@ mod tests {
                         owner: None,
                         cache: None,
                         found: None,
+                        request: None,
                     },
                 ),
                 op(
@@ -392,6 +414,7 @@ mod tests {
                         owner: None,
                         cache: None,
                         found: None,
+                        request: None,
                     },
                 ),
                 op(
@@ -401,10 +424,11 @@ mod tests {
                         owner: None,
                         cache: None,
                         found: None,
+                        request: None,
                     },
                 ),
             ],
-            faults: Vec::new(),
+            ..History::default()
         };
         let fault = Fault {
             n: 0,

@@ -1,6 +1,7 @@
 //! One whole run: start the cluster, run the clients and the nemesis for
 //! the duration, heal, wait for convergence, read back every acknowledged
-//! record, verify every filter, and check the history.
+//! record, wait for every request to be answered and read the requests
+//! and audit logs back, verify every filter, and check the history.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +13,8 @@ use crate::checker::{check_history_with, Rules, StaleReads, Violation, Violation
 use crate::cluster::{wait_converged, Cluster, ClusterConfig};
 use crate::history::{FaultKind, History, Recorder};
 use crate::nemesis::{self, NemesisConfig};
-use crate::workload::{Pool, Workload};
+use crate::requests::{request_counts, RequestCounts};
+use crate::workload::{Pool, Workload, REQUESTS_PATIENCE};
 use crate::{http, panic_message, Error};
 
 /// How long the cluster may take to converge at the start, after each
@@ -171,6 +173,11 @@ pub struct RunReport {
     pub final_convergence: Result<Duration, String>,
     /// IDs read back at the end (acknowledged, never deleted).
     pub final_ids: usize,
+    /// How long after the records were read back every part of every
+    /// request was answered, or what was not.
+    pub requests_answered: Result<Duration, String>,
+    /// The requests submitted, acknowledged, refused, answered.
+    pub requests: RequestCounts,
     pub verified: Vec<Verified>,
     /// The checker's rules (the cache's window, if any).
     pub rules: Rules,
@@ -348,6 +355,21 @@ pub fn run(config: &RunConfig, say: &(dyn Fn(&str) + Sync)) -> Result<RunReport,
     ));
     workload.final_reads(&ids, 4)?;
 
+    say("waiting for every request to be answered; reading the requests and audit logs back");
+    let reads_done = Instant::now();
+    let finals = workload.final_requests(REQUESTS_PATIENCE)?;
+    let requests_answered = finals
+        .answered
+        .map(|at| at.saturating_duration_since(reads_done));
+    for what in finals.unread {
+        extra.push(Violation {
+            kind: ViolationKind::RequestLost,
+            id: what.clone(),
+            at_us: rec.now_us(),
+            message: format!("after healing, the final checks could not read {what}"),
+        });
+    }
+
     let mut verified = Vec::new();
     for (name, url) in names.iter().zip(&urls) {
         let answer: Result<VerifyReport, String> =
@@ -380,6 +402,7 @@ pub fn run(config: &RunConfig, say: &(dyn Fn(&str) + Sync)) -> Result<RunReport,
     let history = rec.history();
     let rules = config.rules();
     let (mut violations, stale) = check_history_with(&history, &rules);
+    let requests = request_counts(&history);
     violations.extend(extra);
     violations.sort_by_key(|a| (a.at_us, a.kind));
     Ok(RunReport {
@@ -392,6 +415,8 @@ pub fn run(config: &RunConfig, say: &(dyn Fn(&str) + Sync)) -> Result<RunReport,
         violations,
         final_convergence,
         final_ids: ids.len(),
+        requests_answered,
+        requests,
         verified,
         rules,
         stale,

@@ -1,19 +1,22 @@
 //! The clients: threads that put new records at the domain named by each
 //! ID's prefix, delete some acknowledged ones there, look up
-//! acknowledged, deleted and never-written IDs at random domains, and
-//! search people by the identity number the records carry, without
-//! waiting for anything to be ready: every answer goes into the history.
+//! acknowledged, deleted and never-written IDs at random domains, search
+//! people by the identity number the records carry, and submit
+//! cross-archive requests for a person's acknowledged records (the first
+//! held at another domain than the one asked), without waiting for
+//! anything to be ready: every answer goes into the history.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::blocking::Client;
+use xarchive_node::wire::RequestList;
 
-use crate::history::{Op, OpKind, Outcome, Recorder};
+use crate::history::{Op, OpKind, Outcome, Recorder, RequestSeen};
 use crate::http;
 use crate::Error;
 
@@ -36,6 +39,9 @@ struct PoolInner {
     /// With the cache: the last [`HOT`] IDs whose delete was acknowledged,
     /// looked up again and again (a cached copy must go).
     recently_deleted: VecDeque<(String, usize)>,
+    /// The IDs of the requests acknowledged (201), with the index of the
+    /// receiving domain.
+    requests: Vec<(String, usize)>,
 }
 
 /// How many hot and recently deleted IDs the cache workload keeps.
@@ -72,7 +78,43 @@ impl Pool {
     pub fn acknowledged_ids(&self) -> Vec<(String, usize)> {
         self.lock().acked.clone()
     }
+
+    /// What a request submitted at domain `d` asks for: an acknowledged
+    /// record held at another domain, and up to [`REQUEST_RECORDS`] − 1
+    /// more of the same person's (held anywhere, `d` included), found
+    /// among [`REQUEST_PICKS`] random picks. None while no acknowledged
+    /// record is held elsewhere.
+    fn records_for_request(&self, d: usize, rng: &mut StdRng) -> Option<Vec<String>> {
+        let pool = self.lock();
+        let (first, _) = (0..REQUEST_PICKS)
+            .filter_map(|_| Pool::pick(&pool.acked, rng))
+            .find(|(_, owner)| *owner != d)?;
+        let person = http::person_of(&first);
+        let wanted = rng.random_range(1..=REQUEST_RECORDS);
+        let mut records = vec![first];
+        for _ in 0..REQUEST_PICKS {
+            if records.len() >= wanted {
+                break;
+            }
+            if let Some((id, _)) = Pool::pick(&pool.acked, rng) {
+                if http::person_of(&id) == person && !records.contains(&id) {
+                    records.push(id);
+                }
+            }
+        }
+        Some(records)
+    }
 }
+
+/// The most records one request of the workload asks for.
+const REQUEST_RECORDS: usize = 3;
+/// How many random picks of the pool a request's records are sought in
+/// (one person's records are about one in [`http::PEOPLE`]).
+const REQUEST_PICKS: usize = 60;
+
+/// How long the final checks wait for every part of every request to be
+/// answered, once the cluster converged and the records were read back.
+pub const REQUESTS_PATIENCE: Duration = Duration::from_secs(60);
 
 /// What the clients share.
 pub struct Workload<'a> {
@@ -100,6 +142,7 @@ impl Workload<'_> {
         );
         let mut written = 0u64;
         let mut never = 0u64;
+        let mut requested = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             let roll = rng.random_range(0..100);
             if roll < 35 {
@@ -137,6 +180,13 @@ impl Workload<'_> {
                             push_bounded(&mut pool.recently_deleted, (id, d));
                         }
                     }
+                }
+            } else if roll < 47 {
+                let d = rng.random_range(0..self.names.len());
+                if let Some(records) = self.pool.records_for_request(d, &mut rng) {
+                    let name = format!("request-w{w}-{requested:06}");
+                    requested += 1;
+                    self.submit(&client, w, &name, d, records);
                 }
             } else if rng.random_range(0..10) == 0 {
                 let person = http::person(rng.random_range(0..http::PEOPLE));
@@ -183,6 +233,31 @@ impl Workload<'_> {
 
     /// Sends one operation to domain `d` and records it.
     fn call(&self, client: &Client, w: usize, kind: OpKind, id: &str, d: usize) -> Outcome {
+        self.send(client, w, kind, id, Vec::new(), d)
+    }
+
+    /// Submits request `name` for `records` at domain `d` and records it.
+    fn submit(&self, client: &Client, w: usize, name: &str, d: usize, records: Vec<String>) {
+        let outcome = self.send(client, w, OpKind::Submit, name, records, d);
+        if let Outcome::Ok {
+            request: Some(id), ..
+        } = outcome
+        {
+            self.pool.lock().requests.push((id, d));
+        }
+    }
+
+    /// Sends one operation, with a submit's `records`, to domain `d` and
+    /// records it.
+    fn send(
+        &self,
+        client: &Client,
+        w: usize,
+        kind: OpKind,
+        id: &str,
+        records: Vec<String>,
+        d: usize,
+    ) -> Outcome {
         let url = &self.urls[d];
         let start_us = self.rec.now_us();
         let outcome = match kind {
@@ -191,6 +266,8 @@ impl Workload<'_> {
             OpKind::Lookup => http::lookup(client, url, id),
             OpKind::Get => http::get(client, url, id),
             OpKind::Search => http::search(client, url, id),
+            OpKind::Submit => http::submit(client, url, id, &records),
+            OpKind::Request => http::request(client, url, id),
         };
         let end_us = self.rec.now_us();
         self.rec.op(Op {
@@ -201,6 +278,7 @@ impl Workload<'_> {
             start_us,
             end_us,
             outcome: outcome.clone(),
+            records,
         });
         outcome
     }
@@ -254,4 +332,85 @@ impl Workload<'_> {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+
+    /// The final checks of the requests, after the records were read
+    /// back: waits (up to `patience`) until every part of every request
+    /// every domain lists is answered; reads each acknowledged request
+    /// back at its receiving domain (`GET /v1/requests/{id}`, recorded as
+    /// an operation); then records every request each domain lists and,
+    /// after those, every request step in each domain's audit log (a
+    /// receiving domain logs an answer just after keeping it, so the logs
+    /// are read last).
+    pub fn final_requests(&self, patience: Duration) -> Result<FinalRequests, Error> {
+        let client = http::client(http::REQUEST_TIMEOUT)?;
+        let answered = crate::cluster::poll(patience, || {
+            let mut open = Vec::new();
+            for (name, url) in self.names.iter().zip(self.urls) {
+                let list: RequestList = http::get_typed(&client, url, "/v1/requests")
+                    .map_err(|e| format!("{name}: {e}"))?;
+                for view in &list.requests {
+                    for part in view.holdings.iter().filter(|p| !p.state.is_final()) {
+                        open.push(format!(
+                            "{} at {name}: {} {:?}",
+                            view.id, part.domain, part.state
+                        ));
+                    }
+                }
+            }
+            match open.first() {
+                None => Ok(()),
+                Some(first) => Err(format!("{} parts not answered, e.g. {first}", open.len())),
+            }
+        });
+        let acked = self.pool.lock().requests.clone();
+        for (id, d) in &acked {
+            self.final_call(&client, OpKind::Request, id, *d);
+        }
+        let mut unread = Vec::new();
+        for (name, url) in self.names.iter().zip(self.urls) {
+            match again(|| http::get_typed::<RequestList>(&client, url, "/v1/requests")) {
+                Ok(list) => {
+                    for view in &list.requests {
+                        self.rec.request(RequestSeen::of(name, view));
+                    }
+                }
+                Err(e) => unread.push(format!("{name}: the list of requests: {e}")),
+            }
+        }
+        for (name, url) in self.names.iter().zip(self.urls) {
+            match again(|| http::audit_steps(&client, url, name)) {
+                Ok(steps) => {
+                    for step in steps {
+                        self.rec.step(step);
+                    }
+                }
+                Err(e) => unread.push(format!("{name}: the audit log: {e}")),
+            }
+        }
+        Ok(FinalRequests { answered, unread })
+    }
+}
+
+/// What the final checks of the requests did.
+#[derive(Clone, Debug)]
+pub struct FinalRequests {
+    /// When every part of every request was answered, or what was not
+    /// within the patience.
+    pub answered: Result<Instant, String>,
+    /// What could not be read (a domain's list of requests or its audit
+    /// log), after three tries.
+    pub unread: Vec<String>,
+}
+
+/// `read`, tried up to three times, 200 ms apart, until it succeeds.
+fn again<T>(mut read: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let mut last = read();
+    for _ in 0..2 {
+        if last.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        last = read();
+    }
+    last
 }
