@@ -90,6 +90,37 @@ pub enum ExchangeError {
     Encode(#[source] serde_json::Error),
 }
 
+/// A step of a request for this domain's audit log, kept in the request's
+/// entry (written in the transaction of the change it records) until it
+/// is in the log: a kill or a full disk between the two writes delays the
+/// log's entry, and never loses or doubles it ([`Node::log_step_once`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Step {
+    at_us: u64,
+    who: Requester,
+    action: String,
+    records: Vec<String>,
+}
+
+impl Step {
+    fn now(who: Requester, action: &str, records: Vec<String>) -> Step {
+        Step {
+            at_us: now_us(),
+            who,
+            action: action.to_owned(),
+            records,
+        }
+    }
+}
+
+/// An entry of the request book with steps to log.
+trait Kept: Serialize + serde::de::DeserializeOwned {
+    fn request_id(&self) -> &str;
+    fn applicant_digest(&self) -> &str;
+    fn unlogged(&mut self) -> &mut Vec<Step>;
+    fn entry(&self) -> Result<Entry, ExchangeError>;
+}
+
 /// A request as the receiving archive keeps it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Outgoing {
@@ -104,6 +135,8 @@ struct Outgoing {
     /// When the clerk issued the certificate.
     #[serde(default)]
     certified_us: Option<u64>,
+    #[serde(default)]
+    unlogged: Vec<Step>,
 }
 
 /// One holding archive's part of an [`Outgoing`] request.
@@ -126,6 +159,8 @@ struct Incoming {
     delivery: Delivery,
     received_us: u64,
     answer: Answer,
+    #[serde(default)]
+    unlogged: Vec<Step>,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ExchangeError> {
@@ -192,9 +227,21 @@ fn is_request_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-impl Incoming {
+impl Kept for Incoming {
+    fn request_id(&self) -> &str {
+        &self.delivery.request_id
+    }
+
+    fn applicant_digest(&self) -> &str {
+        &self.delivery.applicant_digest
+    }
+
+    fn unlogged(&mut self) -> &mut Vec<Step> {
+        &mut self.unlogged
+    }
+
     /// As the book keeps it: found by the codes of the copies released,
-    /// and listed for the reviewers while in review.
+    /// and listed as waiting while in review or with steps to log.
     fn entry(&self) -> Result<Entry, ExchangeError> {
         Ok(Entry {
             bytes: encode(self)?,
@@ -204,15 +251,27 @@ impl Incoming {
                 .iter()
                 .map(signing::verification_code)
                 .collect(),
-            unfinished: self.answer.state == HoldingState::InReview,
+            unfinished: self.answer.state == HoldingState::InReview || !self.unlogged.is_empty(),
         })
     }
 }
 
-impl Outgoing {
-    /// As the book keeps it: listed for the outbox while a part is not
-    /// final, and, once its certificate is issued, found by its copies'
-    /// codes.
+impl Kept for Outgoing {
+    fn request_id(&self) -> &str {
+        &self.id
+    }
+
+    fn applicant_digest(&self) -> &str {
+        &self.applicant_digest
+    }
+
+    fn unlogged(&mut self) -> &mut Vec<Step> {
+        &mut self.unlogged
+    }
+
+    /// As the book keeps it: listed as waiting while a part is not final
+    /// or a step is to be logged, and, once its certificate is issued,
+    /// found by its copies' codes.
     fn entry(&self) -> Result<Entry, ExchangeError> {
         let codes = match self.certified_us {
             Some(_) => self
@@ -225,10 +284,13 @@ impl Outgoing {
         Ok(Entry {
             bytes: encode(self)?,
             codes,
-            unfinished: self.parts.values().any(|p| !p.state.is_final()),
+            unfinished: self.parts.values().any(|p| !p.state.is_final())
+                || !self.unlogged.is_empty(),
         })
     }
+}
 
+impl Outgoing {
     fn status(&self) -> RequestStatus {
         match self.certified_us {
             Some(_) => RequestStatus::Certified,
@@ -286,27 +348,86 @@ impl Outgoing {
 }
 
 impl Node {
-    /// One step of a request, in this domain's audit log: who, which
-    /// request, which records, with the applicant as the keyed digest.
-    fn log_step(
+    /// A step of `request` in this domain's audit log (who, which records,
+    /// the applicant as the keyed digest), unless it is there already: an
+    /// entry of the same request, action and domain since the step was
+    /// taken is the one a kill kept from being marked logged.
+    fn log_step_once(
         &self,
-        who: Requester,
-        action: &str,
         request: &str,
         applicant_digest: &str,
-        records: Vec<String>,
+        step: &Step,
     ) -> Result<(), AuditError> {
+        const PAGE: usize = 1000;
+        let mut since = step.at_us;
+        loop {
+            let page = self.audit.since(since, PAGE)?;
+            let logged = page.iter().any(|e| {
+                e.request.as_deref() == Some(request)
+                    && e.action.as_deref() == Some(step.action.as_str())
+                    && e.requester.domain == step.who.domain
+            });
+            if logged {
+                return Ok(());
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => since = last.at_us + 1,
+                _ => break,
+            }
+        }
         self.audit.append(AuditEntry {
-            at_us: now_us(),
-            requester: who,
+            at_us: step.at_us,
+            requester: step.who.clone(),
             key_type: self.config.requests.key_type.clone(),
             value_digest: applicant_digest.to_owned(),
-            records,
-            action: Some(action.to_owned()),
+            records: step.records.clone(),
+            action: Some(step.action.clone()),
             request: Some(request.to_owned()),
             prev: String::new(),
             hash: String::new(),
         })?;
+        Ok(())
+    }
+
+    /// Writes the steps the entry at `key` keeps to the audit log, then
+    /// marks them logged. Blocks. A failure (a full disk) leaves them kept:
+    /// the outbox's next pass writes them.
+    fn flush_steps<T: Kept>(&self, side: Side, key: &str) {
+        if let Err(e) = self.try_flush_steps::<T>(side, key) {
+            tracing::warn!(error = %e, "a request's step is not in the audit log yet; it is kept and written at the outbox's next pass");
+        }
+    }
+
+    fn try_flush_steps<T: Kept>(&self, side: Side, key: &str) -> Result<(), ExchangeError> {
+        let Some(bytes) = self.requests.get(side, key)? else {
+            return Ok(());
+        };
+        let mut kept = decode::<T>(&bytes)?;
+        let steps = kept.unlogged().clone();
+        if steps.is_empty() {
+            return Ok(());
+        }
+        for step in &steps {
+            self.log_step_once(kept.request_id(), kept.applicant_digest(), step)?;
+        }
+        self.requests.change::<ExchangeError>(side, key, |old| {
+            let Some(old) = old else { return Ok(None) };
+            let mut kept = decode::<T>(old)?;
+            kept.unlogged().retain(|s| !steps.contains(s));
+            kept.entry().map(Some)
+        })?;
+        Ok(())
+    }
+
+    /// Writes the steps of every entry still keeping some (the outbox's
+    /// pass: those a full disk or a kill kept from the log). Blocks.
+    fn flush_all_steps(&self) -> Result<(), ExchangeError> {
+        for (key, _) in self.requests.unfinished(Side::Outgoing)? {
+            self.flush_steps::<Outgoing>(Side::Outgoing, &key);
+        }
+        for (key, _) in self.requests.unfinished(Side::Incoming)? {
+            self.flush_steps::<Incoming>(Side::Incoming, &key);
+        }
         Ok(())
     }
 
@@ -381,6 +502,7 @@ impl Node {
             purpose: new.purpose,
             not_found,
             certified_us: None,
+            unlogged: Vec::new(),
             parts: held
                 .into_iter()
                 .map(|(domain, records)| {
@@ -396,18 +518,14 @@ impl Node {
                 })
                 .collect(),
         };
+        let mut kept = request.clone();
+        kept.unlogged
+            .push(Step::now(clerk, "request_submitted", kept.records()));
         let node = self.clone();
-        let kept = request.clone();
         tokio::task::spawn_blocking(move || {
             node.requests
                 .change::<ExchangeError>(Side::Outgoing, &kept.id, |_| kept.entry().map(Some))?;
-            node.log_step(
-                clerk,
-                "request_submitted",
-                &kept.id,
-                &kept.applicant_digest,
-                kept.records(),
-            )?;
+            node.flush_steps::<Outgoing>(Side::Outgoing, &kept.id);
             Ok::<_, ExchangeError>(())
         })
         .await
@@ -445,7 +563,6 @@ impl Node {
         id: &str,
         clerk: Requester,
     ) -> Result<RequestView, ExchangeError> {
-        let mut issued = false;
         let kept = self
             .requests
             .change::<ExchangeError>(Side::Outgoing, id, |old| {
@@ -457,16 +574,15 @@ impl Node {
                     status => return Err(ExchangeError::NotAnswered(status)),
                 }
                 request.certified_us = Some(now_us());
-                issued = true;
+                let records = request.records();
+                request
+                    .unlogged
+                    .push(Step::now(clerk, "certificate_issued", records));
                 request.entry().map(Some)
             })?
             .ok_or_else(|| ExchangeError::NoRequest(id.to_owned()))?;
-        let request = decode::<Outgoing>(&kept)?;
-        if issued {
-            let (digest, records) = (&request.applicant_digest, request.records());
-            self.log_step(clerk, "certificate_issued", id, digest, records)?;
-        }
-        request.view()
+        self.flush_steps::<Outgoing>(Side::Outgoing, id);
+        decode::<Outgoing>(&kept)?.view()
     }
 
     /// Checks a certificate's code: finds the copy it was issued for (as
@@ -620,31 +736,28 @@ impl Node {
         let key = format!("{receiving}/{}", delivery.request_id);
         // Decided under the book's lock: a repeat that arrives meanwhile
         // finds this part taken in, and is answered what was kept.
-        let (kept, fresh) =
+        let (kept, _) =
             self.requests
                 .get_or_insert::<ExchangeError>(Side::Incoming, &key, || {
+                    let answer = self.policy_answer(&delivery)?;
+                    let action = match answer.state {
+                        HoldingState::Released => "request_released",
+                        HoldingState::Refused => "request_refused",
+                        _ => "request_referred_to_review",
+                    };
+                    let step = Step::now(by_archive(receiving), action, delivery.records.clone());
                     Incoming {
-                        answer: self.policy_answer(&delivery)?,
+                        answer,
                         delivery: delivery.clone(),
                         received_us: now_us(),
+                        unlogged: vec![step],
                     }
                     .entry()
                 })?;
         let kept = decode::<Incoming>(&kept)?;
-        if fresh {
-            let action = match kept.answer.state {
-                HoldingState::Released => "request_released",
-                HoldingState::Refused => "request_refused",
-                _ => "request_referred_to_review",
-            };
-            let d = &kept.delivery;
-            self.log_step(
-                by_archive(receiving),
-                action,
-                &d.request_id,
-                &d.applicant_digest,
-                d.records.clone(),
-            )?;
+        // Taken in now, or before with its step not yet logged.
+        if !kept.unlogged.is_empty() {
+            self.flush_steps::<Incoming>(Side::Incoming, &key);
         }
         Ok(kept.answer)
     }
@@ -692,10 +805,15 @@ impl Node {
         }
         check_text("reason", &decision.reason, false)?;
         let key = format!("{receiving}/{request_id}");
-        let mut decided = None;
+        let action = if decision.approve {
+            "review_approved"
+        } else {
+            "review_refused"
+        };
         // Decided under the book's lock: two reviewers deciding at once
         // cannot both succeed.
-        self.requests
+        let kept = self
+            .requests
             .change::<ExchangeError>(Side::Incoming, &key, |old| {
                 let old = old.ok_or_else(|| ExchangeError::NoReview(key.clone()))?;
                 let mut kept = decode::<Incoming>(old)?;
@@ -707,22 +825,14 @@ impl Node {
                 } else {
                     refused(decision.reason.clone())
                 };
-                let entry = kept.entry()?;
-                decided = Some(kept);
-                Ok(Some(entry))
-            })?;
-        // The change wrote, or failed with its reason.
-        let Some(kept) = decided else {
-            return Err(ExchangeError::NoReview(key));
-        };
-        let action = if decision.approve {
-            "review_approved"
-        } else {
-            "review_refused"
-        };
-        let d = kept.delivery;
-        self.log_step(reviewer, action, request_id, &d.applicant_digest, d.records)?;
-        Ok(kept.answer)
+                let records = kept.delivery.records.clone();
+                kept.unlogged.push(Step::now(reviewer, action, records));
+                kept.entry().map(Some)
+            })?
+            // The change wrote, or failed with its reason.
+            .ok_or_else(|| ExchangeError::NoReview(key.clone()))?;
+        self.flush_steps::<Incoming>(Side::Incoming, &key);
+        Ok(decode::<Incoming>(&kept)?.answer)
     }
 
     /// Sends every part not yet answered to its holding archive and keeps
@@ -749,6 +859,10 @@ impl Node {
     /// of `every` request), [`DELIVERIES_AT_ONCE`] at a time: a holding
     /// archive that does not answer holds up only its own parts.
     async fn send_unanswered(self: &Arc<Self>, every: bool) -> Result<(), ExchangeError> {
+        let node = self.clone();
+        tokio::task::spawn_blocking(move || node.flush_all_steps())
+            .await
+            .map_err(DomainError::from)??;
         let node = self.clone();
         let requests = tokio::task::spawn_blocking(move || {
             if every {
@@ -834,7 +948,13 @@ impl Node {
         request_id: &str,
         answer: Answer,
     ) -> Result<(), ExchangeError> {
-        let mut moved = None;
+        let action = match answer.state {
+            HoldingState::Released => "copies_received",
+            HoldingState::Refused => "refusal_received",
+            HoldingState::InReview => "in_review_there",
+            HoldingState::Pending => "pending",
+        };
+        let mut moved = false;
         self.requests
             .change::<ExchangeError>(Side::Outgoing, request_id, |old| {
                 let Some(old) = old else { return Ok(None) };
@@ -850,17 +970,13 @@ impl Node {
                 part.signing_key = signing_key.to_owned();
                 part.missing = answer.missing.clone();
                 part.reason = answer.reason.clone();
-                moved = Some((request.applicant_digest.clone(), part.records.clone()));
+                let step = Step::now(by_archive(holding), action, part.records.clone());
+                request.unlogged.push(step);
+                moved = true;
                 request.entry().map(Some)
             })?;
-        if let Some((digest, records)) = moved {
-            let action = match answer.state {
-                HoldingState::Released => "copies_received",
-                HoldingState::Refused => "refusal_received",
-                HoldingState::InReview => "in_review_there",
-                HoldingState::Pending => "pending",
-            };
-            self.log_step(by_archive(holding), action, request_id, &digest, records)?;
+        if moved {
+            self.flush_steps::<Outgoing>(Side::Outgoing, request_id);
         }
         Ok(())
     }
@@ -950,6 +1066,7 @@ mod tests {
             purpose: "贷款".into(),
             not_found: Vec::new(),
             certified_us: None,
+            unlogged: Vec::new(),
             parts: BTreeMap::from([(
                 "A".to_owned(),
                 Part {
@@ -1099,6 +1216,50 @@ mod tests {
         }
     }
 
+    /// The entries of `action` for `request` in `node`'s audit log.
+    fn logged(node: &Node, request: &str, action: &str) -> usize {
+        node.audit
+            .since(0, 10_000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.request.as_deref() == Some(request))
+            .filter(|e| e.action.as_deref() == Some(action))
+            .count()
+    }
+
+    #[test]
+    fn a_step_kept_from_the_log_by_a_kill_is_logged_once_whichever_write_the_kill_came_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(dir.path());
+        let (request_id, _) = answered(&node);
+        let key = format!("A/{request_id}");
+        assert_eq!(logged(&node, &request_id, "review_approved"), 1);
+        // Killed after the book's write, before the log's: the step is
+        // kept, and written once, however often it is flushed.
+        let step = Step::now(by_archive("A"), "review_noted", vec!["R-1".into()]);
+        let keep = |step: Step| {
+            node.requests
+                .change::<ExchangeError>(Side::Incoming, &key, |old| {
+                    let mut kept = decode::<Incoming>(old.unwrap())?;
+                    kept.unlogged.push(step);
+                    kept.entry().map(Some)
+                })
+                .unwrap();
+        };
+        keep(step.clone());
+        assert_eq!(node.requests.unfinished(Side::Incoming).unwrap().len(), 1);
+        node.flush_all_steps().unwrap();
+        node.flush_all_steps().unwrap();
+        assert_eq!(logged(&node, &request_id, "review_noted"), 1);
+        assert!(node.requests.unfinished(Side::Incoming).unwrap().is_empty());
+        // Killed after the log's write, before the step was marked: the
+        // entry in the log is found, and not written again.
+        keep(step);
+        node.flush_all_steps().unwrap();
+        assert_eq!(logged(&node, &request_id, "review_noted"), 1);
+        assert!(node.requests.unfinished(Side::Incoming).unwrap().is_empty());
+    }
+
     #[test]
     fn a_certificate_is_issued_once_and_only_for_an_answered_request() {
         let dir = tempfile::tempdir().unwrap();
@@ -1108,14 +1269,7 @@ mod tests {
         let again = node.issue_certificate(&request_id, clerk()).unwrap();
         assert_eq!(first, again);
         assert_eq!(again.holdings[0].copies[0].code, code);
-        let issued = node
-            .audit
-            .since(0, 1000)
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.action.as_deref() == Some("certificate_issued"))
-            .count();
-        assert_eq!(issued, 1);
+        assert_eq!(logged(&node, &request_id, "certificate_issued"), 1);
         assert!(matches!(
             node.issue_certificate("0abc", clerk()),
             Err(ExchangeError::NoRequest(_))
