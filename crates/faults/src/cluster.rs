@@ -18,6 +18,30 @@ use crate::http;
 use crate::netns::{Network, NsZooKeeper};
 use crate::Error;
 
+/// The domains' names: `A`, `B`, … in one group; in several, the group
+/// (a province's two-digit code, from 11) and a number, `11-01`, `12-01`,
+/// `11-02`, …, the groups taking turns so that each holds about as many
+/// and the relay tree, laid out in name order, runs through both. A
+/// domain's group is its name's first two characters ([`group_of`]).
+pub fn domain_names(domains: usize, groups: usize) -> Vec<String> {
+    if groups <= 1 && domains <= 26 {
+        return (b'A'..)
+            .take(domains)
+            .map(|c| char::from(c).to_string())
+            .collect();
+    }
+    let groups = groups.max(1);
+    (0..domains)
+        .map(|i| format!("{}-{:02}", 11 + i % groups, 1 + i / groups))
+        .collect()
+}
+
+/// The group of a domain named by [`domain_names`] in several groups.
+pub fn group_of(name: &str) -> Option<&str> {
+    let (group, _) = name.split_once('-')?;
+    (group.len() == 2 && group.bytes().all(|b| b.is_ascii_digit())).then_some(group)
+}
+
 /// How the domains are started.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -278,7 +302,7 @@ fn domain_spawn(
             &config.session_timeout_ms.to_string(),
         ])
         .args(["--expected-items", &config.expected_items.to_string()]);
-    let spawn = match crate::run::group_of(name) {
+    let spawn = match group_of(name) {
         Some(group) => spawn.env("XARCHIVE_CLUSTER__GROUP", group),
         None => spawn,
     };
@@ -379,5 +403,27 @@ pub fn poll(
             Err(why) if Instant::now() >= deadline => return Err(why),
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{domain_names, group_of};
+
+    #[test]
+    fn three_domains_in_one_group_are_a_b_and_c_and_more_groups_take_turns() {
+        assert_eq!(domain_names(3, 1), ["A", "B", "C"]);
+        let names = domain_names(5, 2);
+        assert_eq!(names, ["11-01", "12-01", "11-02", "12-02", "11-03"]);
+        let groups: Vec<_> = names.iter().map(|n| group_of(n)).collect();
+        assert_eq!(
+            groups,
+            [Some("11"), Some("12"), Some("11"), Some("12"), Some("11")]
+        );
+        assert_eq!(group_of("A"), None);
+        assert_eq!(domain_names(30, 1).len(), 30);
+        assert!(domain_names(30, 1)
+            .iter()
+            .all(|n| group_of(n) == Some("11")));
     }
 }

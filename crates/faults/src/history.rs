@@ -187,6 +187,14 @@ pub struct Op {
     pub records: Vec<String>,
 }
 
+impl Op {
+    /// Whether it was refused with an answer that promises nothing
+    /// changed.
+    pub fn was_refused(&self) -> bool {
+        self.outcome.is_definite() && self.outcome.status().is_some_and(|s| s >= 400)
+    }
+}
+
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.kind, self.id)?;

@@ -47,6 +47,7 @@ pub mod netns;
 pub mod report;
 pub mod requests;
 pub mod run;
+pub mod violation;
 pub mod workload;
 
 use std::path::PathBuf;

@@ -22,8 +22,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::checker::{refused, Violation, ViolationKind, FINAL};
 use crate::history::{History, Op, OpKind, Outcome, PartSeen, RequestSeen};
+use crate::violation::{Violation, ViolationKind, FINAL};
 use xarchive_node::wire::{HoldingState, RequestStatus};
 
 /// The holding domain's audit actions for taking a part in (one of them,
@@ -79,8 +79,8 @@ pub fn request_counts(history: &History) -> RequestCounts {
         c.submitted += 1;
         match &op.outcome {
             Outcome::Ok { .. } => c.acknowledged += 1,
-            Outcome::Http { status: 503, .. } if refused(op) => c.refused_503 += 1,
-            _ if refused(op) => c.refused_other += 1,
+            Outcome::Http { status: 503, .. } if op.was_refused() => c.refused_503 += 1,
+            _ if op.was_refused() => c.refused_other += 1,
             _ => {
                 c.unknown += 1;
                 if listed.contains(op.id.as_str()) {
@@ -184,7 +184,7 @@ impl<'a> Index<'a> {
     fn may_be_deleted(&self, record: &str) -> bool {
         self.deletes
             .get(record)
-            .is_some_and(|ds| ds.iter().any(|d| !refused(d)))
+            .is_some_and(|ds| ds.iter().any(|d| !d.was_refused()))
     }
 
     /// Whether a DELETE of `record` started before `us`.
@@ -261,7 +261,7 @@ pub fn check_requests(history: &History, found: &mut Vec<Violation>) {
                     continue;
                 }
             }
-            _ if refused(s) => {
+            _ if s.was_refused() => {
                 if let Some(r) = listed.first() {
                     push(
                         ViolationKind::RefusedThenFound,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use xarchive_node::VerifyReport;
 
 use crate::checker::{check_history_with, Rules, StaleReads, Violation, ViolationKind};
-use crate::cluster::{wait_converged, Cluster, ClusterConfig};
+use crate::cluster::{domain_names, wait_converged, Cluster, ClusterConfig};
 use crate::history::{FaultKind, History, Recorder};
 use crate::nemesis::{self, NemesisConfig};
 use crate::requests::{request_counts, RequestCounts};
@@ -120,30 +120,6 @@ impl RunConfig {
         self.cache_max_lag_ms = Some(DEFAULT_MAX_LAG_MS);
         self
     }
-}
-
-/// The domains' names: `A`, `B`, … in one group; in several, the group
-/// (a province's two-digit code, from 11) and a number, `11-01`, `12-01`,
-/// `11-02`, …, the groups taking turns so that each holds about as many
-/// and the relay tree, laid out in name order, runs through both. A
-/// domain's group is its name's first two characters ([`group_of`]).
-pub fn domain_names(domains: usize, groups: usize) -> Vec<String> {
-    if groups <= 1 && domains <= 26 {
-        return (b'A'..)
-            .take(domains)
-            .map(|c| char::from(c).to_string())
-            .collect();
-    }
-    let groups = groups.max(1);
-    (0..domains)
-        .map(|i| format!("{}-{:02}", 11 + i % groups, 1 + i / groups))
-        .collect()
-}
-
-/// The group of a domain named by [`domain_names`] in several groups.
-pub fn group_of(name: &str) -> Option<&str> {
-    let (group, _) = name.split_once('-')?;
-    (group.len() == 2 && group.bytes().all(|b| b.is_ascii_digit())).then_some(group)
 }
 
 /// `cache.max_lag_ms`'s documented default.
@@ -461,26 +437,4 @@ pub fn run_as_test(
     );
     let _ = std::fs::remove_dir_all(&dir);
     report
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{domain_names, group_of};
-
-    #[test]
-    fn three_domains_in_one_group_are_a_b_and_c_and_more_groups_take_turns() {
-        assert_eq!(domain_names(3, 1), ["A", "B", "C"]);
-        let names = domain_names(5, 2);
-        assert_eq!(names, ["11-01", "12-01", "11-02", "12-02", "11-03"]);
-        let groups: Vec<_> = names.iter().map(|n| group_of(n)).collect();
-        assert_eq!(
-            groups,
-            [Some("11"), Some("12"), Some("11"), Some("12"), Some("11")]
-        );
-        assert_eq!(group_of("A"), None);
-        assert_eq!(domain_names(30, 1).len(), 30);
-        assert!(domain_names(30, 1)
-            .iter()
-            .all(|n| group_of(n) == Some("11")));
-    }
 }
