@@ -88,17 +88,6 @@ impl BloomFilter {
         self.contains_probes(&self.geometry.probes(id.as_ref()))
     }
 
-    /// Whether each of `filters` may hold `id`: the same answers as
-    /// [`contains`](Self::contains) on each, but every filter's block read
-    /// is started before any is tested. Routing over thousands of copies
-    /// that no cache holds then waits for their memory reads together
-    /// rather than one after another (at 3 301 domains and 10^9 IDs, a
-    /// routing step went from 12.0 to 8.0 µs; docs/SCALING.md). The ID is
-    /// hashed once per run of equal seeds.
-    pub fn contains_each(filters: &[&BloomFilter], id: impl AsRef<[u8]>) -> Vec<bool> {
-        crate::index::candidates_all(&[], filters, id).1
-    }
-
     /// Starts the read of `probes`' block (see [`contains_each`]).
     ///
     /// [`contains_each`]: Self::contains_each
