@@ -399,6 +399,9 @@ impl Node {
     }
 
     fn try_flush_steps<T: Kept>(&self, side: Side, key: &str) -> Result<(), ExchangeError> {
+        // Two flushes of one entry at once (a repeat delivery and the
+        // outbox's pass) would each find the step missing and write it.
+        let _one_at_a_time = self.logging_steps.lock();
         let Some(bytes) = self.requests.get(side, key)? else {
             return Ok(());
         };

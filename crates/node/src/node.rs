@@ -80,6 +80,10 @@ pub struct Node {
     pub(crate) signer: Signer,
     /// Wakes the outbox of requests when one is registered.
     pub(crate) outbox: tokio::sync::Notify,
+    /// One writer of requests' steps to the audit log at a time, so that
+    /// looking for a step in the log and writing it are one act
+    /// (`exchange.rs`, `Node::log_step_once`).
+    pub(crate) logging_steps: parking_lot::Mutex<()>,
 }
 
 impl Node {
@@ -180,6 +184,7 @@ impl Node {
             requests,
             signer,
             outbox: tokio::sync::Notify::new(),
+            logging_steps: parking_lot::Mutex::new(()),
         }))
     }
 
