@@ -170,13 +170,25 @@ test('an archive number typed with an ASCII dot and spaces is found, and a slip 
 });
 
 test('an absent archive number is answered by the browser, without asking a server', async () => {
-  const id = `档案/1999/不存在-${Date.now()}-🗂`;
-  const lookups = await lookupsDuring(id, async () => {
-    await search(id);
-    await seeText(page.locator('#result'), ['Not in any domain', 'Answered by this browser', 'No server was asked', id]);
-  });
-  assert.deepEqual(lookups, [], 'no lookup request may be sent for the local answer');
-  await shot('page-absent');
+  // A filter held in the browser may say "maybe" of an absent number (a
+  // false positive, about 1 in 100): then the page rightly asks the
+  // servers, and the test tries another number.
+  for (let attempt = 0; attempt < 8; attempt += 1) {
+    const id = `档案/1999/不存在-${Date.now()}-${attempt}-🗂`;
+    let text = '';
+    const lookups = await lookupsDuring(id, async () => {
+      await search(id);
+      text = await seeText(page.locator('#result'), ['Not in any domain', id]);
+    });
+    if (text.includes('Answered by this browser')) {
+      assert.ok(text.includes('No server was asked'), text);
+      assert.deepEqual(lookups, [], 'no lookup request may be sent for the local answer');
+      await shot('page-absent');
+      return;
+    }
+    assert.ok(text.includes('The filters held in this browser said'), text);
+  }
+  assert.fail('eight absent numbers in a row were false positives of the filters held in the browser');
 });
 
 test('a record added through the page to domain B is found there', async () => {
