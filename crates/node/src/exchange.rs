@@ -425,11 +425,18 @@ impl Node {
     /// Writes the steps of every entry still keeping some (the outbox's
     /// pass: those a full disk or a kill kept from the log). Blocks.
     fn flush_all_steps(&self) -> Result<(), ExchangeError> {
-        for (key, _) in self.requests.unfinished(Side::Outgoing)? {
-            self.flush_steps::<Outgoing>(Side::Outgoing, &key);
-        }
-        for (key, _) in self.requests.unfinished(Side::Incoming)? {
-            self.flush_steps::<Incoming>(Side::Incoming, &key);
+        self.flush_listed::<Outgoing>(Side::Outgoing)?;
+        self.flush_listed::<Incoming>(Side::Incoming)
+    }
+
+    /// [`flush_all_steps`](Self::flush_all_steps) for one side: of the
+    /// entries listed as waiting, only those that keep steps are flushed
+    /// (read again under the lock); most wait for an answer, not the log.
+    fn flush_listed<T: Kept>(&self, side: Side) -> Result<(), ExchangeError> {
+        for (key, bytes) in self.requests.unfinished(side)? {
+            if !decode::<T>(&bytes)?.unlogged().is_empty() {
+                self.flush_steps::<T>(side, &key);
+            }
         }
         Ok(())
     }
@@ -863,16 +870,14 @@ impl Node {
     /// archive that does not answer holds up only its own parts.
     async fn send_unanswered(self: &Arc<Self>, every: bool) -> Result<(), ExchangeError> {
         let node = self.clone();
-        tokio::task::spawn_blocking(move || node.flush_all_steps())
-            .await
-            .map_err(DomainError::from)??;
-        let node = self.clone();
         let requests = tokio::task::spawn_blocking(move || {
-            if every {
+            node.flush_all_steps()?;
+            let requests = if every {
                 node.requests.all(Side::Outgoing)
             } else {
                 node.requests.unfinished(Side::Outgoing)
-            }
+            };
+            Ok::<_, ExchangeError>(requests?)
         })
         .await
         .map_err(DomainError::from)??;
