@@ -392,21 +392,8 @@ fn check_final(id: &str, r: &Op, ops: &PerId<'_>, found: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Fault;
+    use crate::history::{op, Fault};
     use crate::FaultKind;
-
-    fn op(kind: OpKind, id: &str, domain: &str, start: u64, end: u64, outcome: Outcome) -> Op {
-        Op {
-            worker: 1,
-            kind,
-            id: id.into(),
-            domain: domain.into(),
-            start_us: start,
-            end_us: end,
-            outcome,
-            records: Vec::new(),
-        }
-    }
 
     fn ok(status: u16) -> Outcome {
         Outcome::Ok {

@@ -195,6 +195,28 @@ impl Op {
     }
 }
 
+/// An operation of worker 1, for the checkers' tests' hand-made histories.
+#[cfg(test)]
+pub(crate) fn op(
+    kind: OpKind,
+    id: &str,
+    domain: &str,
+    start: u64,
+    end: u64,
+    outcome: Outcome,
+) -> Op {
+    Op {
+        worker: 1,
+        kind,
+        id: id.into(),
+        domain: domain.into(),
+        start_us: start,
+        end_us: end,
+        outcome,
+        records: Vec::new(),
+    }
+}
+
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.kind, self.id)?;

@@ -439,21 +439,8 @@ fn check_part(
 mod tests {
     use super::*;
     use crate::checker::check_history;
-    use crate::history::StepSeen;
+    use crate::history::{op, StepSeen};
     use xarchive_node::wire::ErrorCode;
-
-    fn op(kind: OpKind, id: &str, domain: &str, start: u64, end: u64, outcome: Outcome) -> Op {
-        Op {
-            worker: 1,
-            kind,
-            id: id.into(),
-            domain: domain.into(),
-            start_us: start,
-            end_us: end,
-            outcome,
-            records: Vec::new(),
-        }
-    }
 
     fn ok(status: u16, request: Option<&str>) -> Outcome {
         Outcome::Ok {
