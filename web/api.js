@@ -3,7 +3,8 @@
 // The token is kept for this browser tab only (sessionStorage). A 401 or
 // 403 answer shows the token field, with why it is needed.
 
-import { $ } from './dom.js';
+import { $, h, show } from './dom.js';
+import { plainApiError } from './util.js';
 
 /** Requests to a domain give up after this long. */
 export const TIMEOUT_MS = 8000;
@@ -87,6 +88,34 @@ export async function callApi(base, path, { method = 'GET', body, quiet = false 
     askForToken('This token may not do that. 当前令牌无此权限。');
   }
   return { status: response.status, body: parsed, ms: performance.now() - started };
+}
+
+/**
+ * GETs `path` at the serving domain (`served`) for a view drawn in `out`:
+ * the body of a 200, or null once `out` says why not — `describe(answer)`
+ * for an error answer (quietly where a token is needed), which domain
+ * could not be reached when none came. Null without drawing anything when
+ * `stale()` says a newer read took over meanwhile.
+ */
+export async function readView(out, path, { quiet, served, describe, stale = () => false }) {
+  let answer;
+  try {
+    answer = await callApi('', path, { quiet });
+  } catch (e) {
+    if (stale()) return null;
+    out.dataset.state = 'error';
+    show(out, h('p', { class: 'card error' }, plainApiError(served, e)));
+    return null;
+  }
+  if (stale()) return null;
+  if (answer.status !== 200) {
+    out.dataset.state = 'error';
+    const needsToken = answer.status === 401 || answer.status === 403;
+    show(out, h('p', { class: needsToken ? 'muted small' : 'card error' }, describe(answer)));
+    return null;
+  }
+  out.dataset.state = 'loaded';
+  return answer.body ?? {};
 }
 
 /** The error of an answer from `callApi`, as `plainApiError` (util.js) takes it. */

@@ -18,7 +18,7 @@ import {
   tone,
 } from './requests-model.js';
 import { $, h, show } from './dom.js';
-import { apiError, callApi } from './api.js';
+import { apiError, callApi, readView } from './api.js';
 import { state } from './cluster.js';
 import { openCertificate } from './certificate.js';
 
@@ -110,24 +110,14 @@ export async function loadRequests({ quiet = true } = {}) {
   timer = null;
   const mine = ++generation;
   const out = $('requests-list');
-  let answer;
-  try {
-    answer = await callApi('', '/v1/requests', { quiet });
-    if (mine !== generation) return;
-  } catch (e) {
-    if (mine !== generation) return;
-    out.dataset.state = 'error';
-    show(out, h('p', { class: 'card error' }, plainApiError(state.served ?? '?', e)));
-    return;
-  }
-  if (answer.status !== 200) {
-    out.dataset.state = 'error';
-    const needsToken = answer.status === 401 || answer.status === 403;
-    show(out, h('p', { class: needsToken ? 'muted small' : 'card error' }, requestError(answer)));
-    return;
-  }
-  const requests = answer.body?.requests ?? [];
-  out.dataset.state = 'loaded';
+  const body = await readView(out, '/v1/requests', {
+    quiet,
+    served: state.served ?? '?',
+    describe: requestError,
+    stale: () => mine !== generation,
+  });
+  if (!body) return;
+  const requests = body.requests ?? [];
   show(
     out,
     requests.length

@@ -8,7 +8,7 @@
 
 import { plainApiError } from './util.js';
 import { $, h, show } from './dom.js';
-import { apiError, callApi } from './api.js';
+import { apiError, callApi, readView } from './api.js';
 import { state } from './cluster.js';
 
 /** A reviewer's error in plain words. */
@@ -109,22 +109,9 @@ function renderItem(item) {
  */
 export async function loadReviews({ quiet = true } = {}) {
   const out = $('reviews-list');
-  let answer;
-  try {
-    answer = await callApi('', '/v1/reviews', { quiet });
-  } catch (e) {
-    out.dataset.state = 'error';
-    show(out, h('p', { class: 'card error' }, plainApiError(state.served ?? '?', e)));
-    return;
-  }
-  if (answer.status !== 200) {
-    out.dataset.state = 'error';
-    const needsToken = answer.status === 401 || answer.status === 403;
-    show(out, h('p', { class: needsToken ? 'muted small' : 'card error' }, reviewError(answer)));
-    return;
-  }
-  const reviews = answer.body?.reviews ?? [];
-  out.dataset.state = 'loaded';
+  const body = await readView(out, '/v1/reviews', { quiet, served: state.served ?? '?', describe: reviewError });
+  if (!body) return;
+  const reviews = body.reviews ?? [];
   if (reviews.length === 0) {
     show(out, h('p', { class: 'muted' }, 'Nothing waits for review here. 暂无待审核的申请。'));
     return;
