@@ -24,6 +24,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
+  closeAll,
   getJson,
   openBrowser,
   prerequisites,
@@ -32,7 +33,6 @@ import {
   segment,
   shot as snap,
   startCluster,
-  stopCluster,
 } from './harness.mjs';
 
 const BUDGET = { bytes: 6000, requests: 2 };
@@ -85,13 +85,7 @@ before(async () => {
   await page.locator('body[data-ready="true"]').waitFor();
 });
 
-after(async () => {
-  try {
-    if (browser) await browser.close();
-  } finally {
-    await stopCluster(server);
-  }
-});
+after(() => closeAll(browser, server));
 
 test('the serving domain tells the page its budget, and the three filters do not fit in it', async () => {
   const { body } = await getJson(`http://127.0.0.1:${server.port}/v1/cluster`);

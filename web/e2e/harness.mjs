@@ -137,6 +137,15 @@ export async function stopCluster(server) {
   rmSync(server.data, { recursive: true, force: true });
 }
 
+/** Closes the browser, if it opened, and stops the cluster whatever the browser did: each test file's `after`. */
+export async function closeAll(browser, server) {
+  try {
+    if (browser) await browser.close();
+  } finally {
+    await stopCluster(server);
+  }
+}
+
 /**
  * Chromium with a profile of its own: `{ context, page, pageErrors, close }`.
  * Script errors on the page are collected in `pageErrors`.

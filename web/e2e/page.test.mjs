@@ -32,6 +32,7 @@ import { execFileSync } from 'node:child_process';
 
 import {
   BINARY,
+  closeAll,
   getJson,
   openBrowser,
   prerequisites,
@@ -40,7 +41,6 @@ import {
   segment,
   shot as snap,
   startCluster,
-  stopCluster,
 } from './harness.mjs';
 
 let server = null; // { child, port, log, data }
@@ -74,13 +74,7 @@ before(async () => {
   await page.goto(`http://127.0.0.1:${server.port}/`);
 });
 
-after(async () => {
-  try {
-    if (browser) await browser.close();
-  } finally {
-    await stopCluster(server);
-  }
-});
+after(() => closeAll(browser, server));
 
 // ---------------------------------------------------------------- the page
 

@@ -23,6 +23,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
+  closeAll,
   openBrowser,
   prerequisites,
   requestsDuring,
@@ -30,7 +31,6 @@ import {
   segment,
   shot as snap,
   startCluster,
-  stopCluster,
 } from './harness.mjs';
 
 /** A valid resident identity number (its check digit is right), used by no sample person's record here. */
@@ -74,13 +74,7 @@ before(async () => {
   await page.locator('body[data-ready="true"]').waitFor();
 });
 
-after(async () => {
-  try {
-    if (browser) await browser.close();
-  } finally {
-    await stopCluster(server);
-  }
-});
+after(() => closeAll(browser, server));
 
 test('a clerk registers a request; it is listed with the holding archive in review, and the identity number is gone', async () => {
   await seeText(page.locator('#requests-list'), ['No requests registered here yet']);
