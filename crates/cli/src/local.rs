@@ -139,10 +139,10 @@ impl LocalCluster {
     pub async fn converged(&self, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
         loop {
-            let done = self
-                .nodes
-                .iter()
-                .all(|n| n.cluster_view().converged(self.nodes.len()));
+            let mut done = true;
+            for node in &self.nodes {
+                done &= node.cluster_view().await.converged(self.nodes.len());
+            }
             if done {
                 return Ok(());
             }

@@ -4,17 +4,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use xarchive_filter::GeometryError;
+use xarchive_filter::{Delta, GeometryError};
 
 use crate::cluster::cache::{Cache, CacheError};
 use crate::cluster::client::ClientError;
 use crate::cluster::lookup::{Lookup, Outcome, Started, Strategy};
+use crate::cluster::relay::OwnFilters;
 use crate::cluster::CoordError;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
 use crate::local::audit::{AuditEntry, AuditError, AuditHead, AuditIntegrity, AuditLog, Requester};
 use crate::local::backup::{self, BackupError, BackupHeader};
-use crate::local::domain::{Domain, DomainError};
+use crate::local::domain::{DeltaRefusal, Domain, DomainError, FilterView};
 use crate::local::id::ArchiveId;
 use crate::local::id_profile::cluster_fingerprint;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
@@ -202,6 +203,7 @@ impl Node {
             // profile (local/id_profile.rs says why the default adds nothing).
             cluster_fingerprint(&self.key_types().fingerprint(), &self.config.ids),
             self.signer.public_hex(),
+            self.clone(),
             self.domain.subscribe(),
             stop,
         );
@@ -409,30 +411,57 @@ impl Node {
 
     /// Every domain this one knows, itself first, and what the page may
     /// hold in a browser (`/v1/cluster`).
-    pub fn cluster_view(&self) -> ClusterView {
+    pub async fn cluster_view(&self) -> ClusterView {
         let me = self.domain.position();
-        let mut view = self.cluster.view(DomainView {
-            name: self.cluster.me.clone(),
-            address: self.cluster.address.clone(),
-            is_self: true,
-            up: true,
-            reachable: true,
-            kind: self.domain.settings().kind,
-            filter_bytes: Some(self.domain.filter_view_bytes()),
-            epoch: Some(me.epoch),
-            version: Some(me.version),
-            replica_epoch: None,
-            replica_version: None,
-            lag: None,
-            current: None,
-            keys_current: None,
-            last_sync_ms_ago: None,
-            last_error: None,
-            behind_ms: None,
-            grace_pulls: None,
-            first_copy_from: None,
-        });
+        let mut view = self
+            .cluster
+            .view(DomainView {
+                name: self.cluster.me.clone(),
+                address: self.cluster.address.clone(),
+                is_self: true,
+                up: true,
+                reachable: true,
+                kind: self.domain.settings().kind,
+                filter_bytes: Some(self.domain.filter_view_bytes()),
+                epoch: Some(me.epoch),
+                version: Some(me.version),
+                replica_epoch: None,
+                replica_version: None,
+                lag: None,
+                current: None,
+                keys_current: None,
+                last_sync_ms_ago: None,
+                last_error: None,
+                behind_ms: None,
+                grace_pulls: None,
+                first_copy_from: None,
+            })
+            .await;
         view.page = Some(self.config.page.budget());
         view
+    }
+}
+
+/// What the relay sends of this domain's own filters: what its routes
+/// serve peers (src/http/replication.rs).
+impl OwnFilters for Node {
+    fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
+        self.domain.delta(epoch, since)
+    }
+
+    fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
+        self.domain.key_delta(epoch, since)
+    }
+
+    fn filter_view(&self) -> FilterView {
+        self.domain.filter_view()
+    }
+
+    fn key_filter_view(&self) -> FilterView {
+        self.domain.key_filter_view()
+    }
+
+    fn key_id(&self) -> String {
+        self.domain.keying().hasher.filter_key_id()
     }
 }

@@ -87,14 +87,14 @@ impl Pair {
     /// the position A last heard of, which may be older).
     async fn settle(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let caught_up = || {
+        let caught_up = || async {
             let at = self.b.domain().position();
-            self.a.cluster_view().get("B").is_some_and(|p| {
+            self.a.cluster_view().await.get("B").is_some_and(|p| {
                 (p.epoch, p.version) == (Some(at.epoch), Some(at.version))
                     && p.current == Some(true)
             })
         };
-        while !caught_up() {
+        while !caught_up().await {
             assert!(
                 Instant::now() < deadline,
                 "A's replica of B did not converge"

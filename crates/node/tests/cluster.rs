@@ -111,7 +111,7 @@ impl Cluster {
         loop {
             let mut all = true;
             for d in &running {
-                let view = d.node.cluster_view();
+                let view = d.node.cluster_view().await;
                 for other in running
                     .iter()
                     .filter(|o| o.node.config().name != d.node.config().name)
@@ -130,7 +130,10 @@ impl Cluster {
             }
             if Instant::now() >= deadline {
                 for d in &running {
-                    eprintln!("{}", serde_json::to_string(&d.node.cluster_view()).unwrap());
+                    eprintln!(
+                        "{}",
+                        serde_json::to_string(&d.node.cluster_view().await).unwrap()
+                    );
                 }
             }
             assert!(Instant::now() < deadline, "replicas did not converge");
@@ -645,7 +648,7 @@ async fn a_domain_joining_takes_its_first_copies_from_its_relay_tree_neighbour_n
     c.settle().await;
 
     let d = &c.domains[3];
-    let view = d.node.cluster_view();
+    let view = d.node.cluster_view().await;
     let from = |name: &str| {
         let peer = view.domains.iter().find(|p| p.name == name);
         peer.and_then(|p| p.first_copy_from.clone())
@@ -815,7 +818,7 @@ impl Cluster {
         loop {
             let mut behind = Vec::new();
             for d in &self.domains {
-                let view = d.node.cluster_view();
+                let view = d.node.cluster_view().await;
                 for (origin, at) in targets.iter().filter(|(o, _)| *o != view.domain) {
                     let reached = view.get(origin).is_some_and(|copy| {
                         copy.replica_epoch == Some(at.epoch)
@@ -831,7 +834,10 @@ impl Cluster {
             }
             if Instant::now() >= deadline {
                 for d in &self.domains {
-                    eprintln!("{}", serde_json::to_string(&d.node.cluster_view()).unwrap());
+                    eprintln!(
+                        "{}",
+                        serde_json::to_string(&d.node.cluster_view().await).unwrap()
+                    );
                 }
                 panic!("still behind after {bound:?}: {behind:?}");
             }
@@ -843,7 +849,12 @@ impl Cluster {
     async fn sees_up(&self, at: usize, peer: &str, up: bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let shown = self.domains[at].node.cluster_view().get(peer).map(|p| p.up);
+            let shown = self.domains[at]
+                .node
+                .cluster_view()
+                .await
+                .get(peer)
+                .map(|p| p.up);
             if shown == Some(up) {
                 return;
             }

@@ -148,7 +148,9 @@ pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
 }
 
 /// Sessions that follow the membership as a full domain's coordinator
-/// does (a persistent recursive watch, a read per event), counting events.
+/// does (a persistent watch on the folder's children, its listing read
+/// again at each event: joins and departures, never publications),
+/// counting events.
 struct Watchers {
     events: Arc<AtomicU64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -163,9 +165,7 @@ impl Watchers {
                 .with_session_timeout(Duration::from_secs(6))
                 .connect(connect)
                 .await?;
-            let mut watcher = client
-                .watch(folder, zk::AddWatchMode::PersistentRecursive)
-                .await?;
+            let mut watcher = client.watch(folder, zk::AddWatchMode::Persistent).await?;
             let events = events.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
@@ -177,7 +177,7 @@ impl Watchers {
                         continue;
                     }
                     events.fetch_add(1, Ordering::Relaxed);
-                    let _ = client.get_data(&event.path).await;
+                    let _ = client.list_children(&event.path).await;
                 }
             }));
         }

@@ -1,6 +1,7 @@
 //! One read of the positions for every "not found" waiting on it: a
 //! domain answering a hundred absent lookups at once asks the coordinator
-//! once or twice, not a hundred times.
+//! once or twice, not a hundred times. A cached record needs less: a read
+//! begun recently enough ([`Confirmations::recent`]).
 //!
 //! A lookup may only use a read that started after it did (a read begun
 //! earlier may predate a write acknowledged before the lookup began, and
@@ -13,6 +14,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::coordinator::{CoordError, Roster};
 
@@ -26,6 +28,8 @@ pub struct Confirmations {
     lane: tokio::sync::Mutex<()>,
     /// The last read: the arrivals it covers, and what it gave.
     last: parking_lot::Mutex<Option<(u64, Read)>>,
+    /// The last read that succeeded, and when it began.
+    last_good: parking_lot::Mutex<Option<(Instant, Arc<Roster>)>>,
 }
 
 impl Confirmations {
@@ -44,9 +48,28 @@ impl Confirmations {
             }
         }
         let covers = self.arrivals.load(Ordering::SeqCst);
+        let began = Instant::now();
         let result = read().await.map(Arc::new);
         *self.last.lock() = Some((covers, result.clone()));
+        if let Ok(roster) = &result {
+            *self.last_good.lock() = Some((began, roster.clone()));
+        }
         result
+    }
+
+    /// The positions as read by a read begun less than `max_age` ago: the
+    /// last one if it did, else a new one ([`confirm`](Self::confirm)).
+    pub async fn recent<F, Fut>(&self, max_age: Duration, read: F) -> Read
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Roster, CoordError>>,
+    {
+        if let Some((began, roster)) = &*self.last_good.lock() {
+            if began.elapsed() < max_age {
+                return Ok(roster.clone());
+            }
+        }
+        self.confirm(read).await
     }
 }
 
@@ -114,6 +137,31 @@ mod tests {
         shared.confirm(|| counted(&reads)).await.unwrap();
         let second = shared.confirm(|| counted(&reads)).await.unwrap();
         assert_eq!(second.known.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_recent_read_is_shared_until_it_is_older_than_asked_then_read_again() {
+        let shared = Confirmations::default();
+        let reads = AtomicUsize::new(0);
+        let hour = Duration::from_secs(3600);
+        shared.recent(hour, || counted(&reads)).await.unwrap();
+        let again = shared.recent(hour, || counted(&reads)).await.unwrap();
+        assert_eq!(again.known.len(), 1, "the read begun within the hour");
+        let fresh = shared
+            .recent(Duration::ZERO, || counted(&reads))
+            .await
+            .unwrap();
+        assert_eq!(fresh.known.len(), 2, "no read is younger than zero");
+        let failed = shared
+            .confirm(|| async { Err(CoordError::NoSession) })
+            .await;
+        assert!(failed.is_err());
+        let after = shared.recent(hour, || counted(&reads)).await.unwrap();
+        assert_eq!(
+            after.known.len(),
+            2,
+            "a failed read leaves the last good one"
+        );
     }
 
     #[tokio::test]

@@ -79,13 +79,9 @@ pub struct View {
     changes: BTreeMap<u64, String>,
     revision_of: BTreeMap<String, u64>,
     /// Whether changes are being followed right now (for ZooKeeper: the
-    /// session is connected). While false the view may be behind.
+    /// session is connected). While false the view may be behind, and
+    /// writes are refused.
     pub connected: bool,
-    /// When the view last stopped following changes (the connection was
-    /// lost, or an event could not be read), if it ever did. Kept after
-    /// reconnecting: a copy found behind afterwards may have been behind
-    /// since then, unseen (the lookup's cache rule counts from here).
-    pub lost_at: Option<std::time::Instant>,
 }
 
 impl View {
@@ -169,21 +165,8 @@ impl View {
         }
     }
 
-    /// Marks the view as no longer following changes, from now unless it
-    /// already stopped earlier.
+    /// Marks the view as no longer following changes.
     pub fn lose(&mut self) {
-        self.lose_since(std::time::Instant::now());
-    }
-
-    /// Marks the view as no longer following changes since `at` (a
-    /// disconnection noticed late is dated back), or since an earlier
-    /// moment if it already stopped then: the gap's start is the earliest
-    /// any observer dates it to, whichever marks it first.
-    pub fn lose_since(&mut self, at: std::time::Instant) {
-        self.lost_at = match self.lost_at {
-            Some(earlier) if !self.connected => Some(earlier.min(at)),
-            _ => Some(at),
-        };
         self.connected = false;
     }
 }
@@ -407,30 +390,6 @@ mod tests {
                 Err(CoordError::AnchorDisagrees { anchored: 3, .. })
             ));
         }
-    }
-
-    #[test]
-    fn a_lost_view_remembers_when_it_first_stopped_following() {
-        let mut view = View {
-            connected: true,
-            ..View::default()
-        };
-        view.lose();
-        let first = view.lost_at;
-        assert!(!view.connected && first.is_some());
-        // Still lost: the gap started at the first loss.
-        view.lose();
-        assert_eq!(view.lost_at, first);
-        // Dated back by a later observer: the earlier moment wins.
-        let earlier = first.map(|t| t - std::time::Duration::from_millis(1));
-        view.lose_since(earlier.unwrap());
-        assert_eq!(view.lost_at, earlier);
-        let first = earlier;
-        // Reconnected, then lost again: a new gap.
-        view.connected = true;
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        view.lose();
-        assert!(view.lost_at > first);
     }
 
     fn member(keys: &str) -> Member {

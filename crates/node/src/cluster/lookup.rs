@@ -182,35 +182,20 @@ impl Cluster {
         // Candidates and the positions of the copies they came from, read
         // together: a copy updated after its candidates were read must not
         // then pass as current, or an ID it gained would be missed.
-        let (peers, follows, lost_at) = {
-            let view = cluster.coordinator.view();
-            let view = view.borrow();
+        let peers = {
             let replicas = cluster.replicas.read();
             route.candidates = replicas.candidates(id.as_str());
-            (replicas.infos(), replicas.follows(&view), view.lost_at)
+            replicas.infos()
         };
-        // A cached copy from a domain that may hold the ID needs no call.
+        // A cached copy from a domain that may hold the ID needs no call,
+        // if the owner's copy here is confirmed current (`copy_confirmed`).
         let cache = &cluster.cache;
         cache.seen(id.as_str());
-        // It is served only while the owner's copy here is (nearly)
-        // current, and the positions held here follow the coordinator's
-        // (connected, and read since its last gap): else a delete at the
-        // owner may not have reached this domain. A copy found behind
-        // after a gap (a lost connection) may have been behind, unseen,
-        // since then: its lag counts from that moment, not from when it
-        // was noticed. An owner not registered now may have published
-        // writes this domain never saw (it died, or its registration
-        // expired, during a gap here): its records are not served from
-        // the cache at all.
         let mut stale = false;
         for owner in &route.candidates {
-            let lagging = match peers.iter().find(|p| p.name == *owner) {
-                Some(p) if follows && p.registered => p
-                    .lagging
-                    .map(|lag| lost_at.map_or(lag, |at| lag.max(at.elapsed()))),
-                _ => Some(std::time::Duration::MAX),
-            };
-            match cache.get(owner, id.as_str(), lagging).await {
+            let held = peers.iter().find(|p| p.name == *owner);
+            let current = cluster.copy_confirmed(owner, held.and_then(|p| p.position));
+            match cache.get(owner, id.as_str(), current).await {
                 Cached::Fresh(bytes) => match StoredRecord::decode(&bytes) {
                     Ok(stored) => {
                         route.cache = Some(CacheRoute::Hit);

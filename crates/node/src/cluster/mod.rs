@@ -295,16 +295,17 @@ impl Cluster {
         })
     }
 
-    /// Starts the coordinator and the replica sync; both end when
-    /// `stop` is cancelled (the coordinator after deregistering).
-    /// `keys` is the fingerprint of the key types this domain declares:
-    /// it refuses to join a cluster whose members declare others;
-    /// `signing_key` the public key its signed copies verify under.
+    /// Starts the coordinator, the replica sync and the relay of `own`
+    /// changes; all end when `stop` is cancelled (the coordinator after
+    /// deregistering). `keys` is the fingerprint of the key types this
+    /// domain declares: it refuses to join a cluster whose members declare
+    /// others; `signing_key` the public key its signed copies verify under.
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         keys: String,
         signing_key: String,
+        own: Arc<dyn relay::OwnFilters>,
         positions: watch::Receiver<Position>,
         stop: &CancellationToken,
     ) {
@@ -317,6 +318,14 @@ impl Cluster {
             keys,
             signing_key,
         };
+        if self.relay_grace().is_some() {
+            self.tasks.spawn(relay::own(
+                self.clone(),
+                own,
+                self.coordinator.published(),
+                stop.child_token(),
+            ));
+        }
         self.tasks.spawn(self.coordinator.clone().run(
             self.me.clone(),
             member,
@@ -383,8 +392,15 @@ impl Cluster {
         self.replicas.read().candidates(id)
     }
 
-    /// The cluster as `/v1/cluster` shows it, with `me` first.
-    pub fn view(&self, me: DomainView) -> ClusterView {
+    /// The cluster as `/v1/cluster` shows it, with `me` first. The
+    /// positions published are read from the coordinator first (they are
+    /// not followed at each publication), so a copy shown current holds
+    /// everything its origin acknowledged before this call; if they cannot
+    /// be read, those known are shown, and `connected` says why.
+    pub async fn view(&self, me: DomainView) -> ClusterView {
+        if let Err(e) = self.confirmed().await {
+            tracing::debug!(error = %e, "positions not read for the cluster's view");
+        }
         let mut domains = vec![me];
         domains.extend(self.replicas.read().views());
         ClusterView {

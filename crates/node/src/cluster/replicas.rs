@@ -15,7 +15,7 @@ use xarchive_filter::{
     GeometryMismatch, SlicedIndex,
 };
 
-use super::coordinator::{MemberChange, View};
+use super::coordinator::{MemberChange, Roster, View};
 use super::sliced::{Sliced, MIN_SLICED};
 use crate::cluster::client::{FetchedFilter, FetchedKeys};
 use crate::local::domain::Position;
@@ -168,13 +168,9 @@ pub struct Remembered {
 pub struct PeerInfo {
     pub name: String,
     pub address: String,
-    /// For how long the copy has lagged the last published position.
-    pub lagging: Option<std::time::Duration>,
     pub position: Option<Position>,
     /// The position of the copy of its key filter.
     pub key_position: Option<Position>,
-    /// Registered with the coordinator now.
-    pub registered: bool,
 }
 
 /// A peer as `/metrics` shows it, copied out of the lock.
@@ -198,19 +194,6 @@ pub struct Replicas {
     key_id: String,
     sliced: HashMap<BloomGeometry, Sliced>,
     peers: BTreeMap<String, Peer>,
-    /// What the last view taken in was: whether the published positions
-    /// here are those read since the coordinator's last gap.
-    taken: Taken,
-}
-
-/// The last view [`Replicas::update_view`] took in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Taken {
-    /// None yet, or one that did not follow the coordinator.
-    Behind,
-    /// One that followed it, read after the gap that ended at `lost_at`
-    /// (none if it never lost it).
-    Following { lost_at: Option<Instant> },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -241,20 +224,27 @@ impl Replicas {
             key_id: key_id.to_owned(),
             sliced: HashMap::new(),
             peers: BTreeMap::new(),
-            taken: Taken::Behind,
         }
     }
 
-    /// Whether the positions held here follow `view` (the coordinator's
-    /// view now): it is connected, and the view taken in last was read
-    /// after its last gap. A view that reconnected but was not taken in
-    /// yet may carry positions the copies are behind, unnoticed.
-    pub fn follows(&self, view: &View) -> bool {
-        view.connected
-            && self.taken
-                == Taken::Following {
-                    lost_at: view.lost_at,
-                }
+    /// Takes in the positions a read of the coordinator's ledger found,
+    /// where they are ahead of those known here (the view is not told of
+    /// each publication), so that the lag shown and the lag clock count
+    /// from them.
+    pub fn take_positions(&mut self, roster: &Roster) {
+        for (name, known) in roster.active() {
+            let Some(peer) = self.peers.get_mut(name) else {
+                continue;
+            };
+            let read = known.member.position();
+            let ahead = peer
+                .last_published
+                .is_none_or(|p| p.epoch != read.epoch || p.version < read.version);
+            if ahead {
+                peer.last_published = Some(read);
+                peer.note_lag();
+            }
+        }
     }
 
     /// Peers remembered from an earlier run (no copy, not known up): asked
@@ -286,13 +276,6 @@ impl Replicas {
     /// their copy, once the view follows the coordinator. Returns whether
     /// the peers known (names, addresses, kinds) changed.
     pub fn update_view(&mut self, view: &View, changes: &[MemberChange]) -> bool {
-        self.taken = if view.connected {
-            Taken::Following {
-                lost_at: view.lost_at,
-            }
-        } else {
-            Taken::Behind
-        };
         let mut known_changed = false;
         for change in changes.iter().filter(|c| c.name() != self.me) {
             match change {
@@ -375,10 +358,8 @@ impl Replicas {
             .map(|(name, p)| PeerInfo {
                 name: name.clone(),
                 address: p.address.clone(),
-                lagging: p.lagging(),
                 position: p.position,
                 key_position: p.key_position,
-                registered: p.registered(),
             })
             .collect()
     }
@@ -768,23 +749,44 @@ mod tests {
     }
 
     #[test]
-    fn positions_follow_the_coordinator_only_once_a_view_read_after_its_last_gap_is_taken_in() {
+    fn positions_read_from_the_ledger_move_what_a_copy_is_measured_against_forward_only() {
         let mut r = Replicas::new("A", "key");
-        let mut live = view(&[("A", 1, 1), ("B", 7, 3)]);
-        assert!(!r.follows(&live), "nothing taken in yet");
-        r.update_view_all(&live);
-        assert!(r.follows(&live));
-        // The connection drops: nothing follows, taken in or not.
-        live.lose();
-        assert!(!r.follows(&live));
-        r.update_view_all(&live);
-        assert!(!r.follows(&live));
-        // Reconnected and read again, but not yet taken in here: B may
-        // have published positions that the copies are behind, unseen.
-        live.connected = true;
-        assert!(!r.follows(&live));
-        r.update_view_all(&live);
-        assert!(r.follows(&live));
+        r.update_view_all(&view(&[("A", 1, 1), ("B", 7, 3)]));
+        let read = |epoch, version, departed| {
+            let mut known = BTreeMap::new();
+            let member = view(&[("B", epoch, version)]).members["B"].clone();
+            let entry = crate::cluster::Known {
+                member,
+                departed,
+                retired: false,
+            };
+            known.insert("B".to_owned(), entry);
+            Roster { known }
+        };
+        let last = |r: &Replicas| r.peer("B").and_then(|p| p.last_published);
+        r.take_positions(&read(7, 9, false));
+        assert_eq!(
+            last(&r),
+            Some(Position {
+                epoch: 7,
+                version: 9
+            })
+        );
+        r.take_positions(&read(7, 5, false));
+        assert_eq!(last(&r).map(|p| p.version), Some(9), "an older read");
+        r.take_positions(&read(8, 2, true));
+        assert_eq!(
+            last(&r),
+            Some(Position {
+                epoch: 8,
+                version: 2
+            }),
+            "rebuilt, then left"
+        );
+        assert!(
+            r.peer("B").unwrap().lagging().is_some(),
+            "no copy covers it"
+        );
     }
 
     #[test]

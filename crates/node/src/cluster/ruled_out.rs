@@ -63,9 +63,41 @@ impl Cluster {
     /// Every domain's last published position, read after this call began
     /// (shared with the lookups and searches waiting at the same time).
     pub(super) async fn confirmed(&self) -> Result<std::sync::Arc<Roster>, super::CoordError> {
-        self.confirmations
+        let roster = self
+            .confirmations
             .confirm(|| self.coordinator.read_current())
-            .await
+            .await?;
+        self.replicas.write().take_positions(&roster);
+        Ok(roster)
+    }
+
+    /// Whether the copy of `owner` held here (at `held`) covers what the
+    /// coordinator said `owner` had published, in a read begun less than
+    /// the cache's `max_lag` ago (one read, shared, serves every lookup
+    /// meanwhile). A cached record of `owner` is served only then.
+    ///
+    /// Why this bounds a cached record's staleness by `max_lag`: a write
+    /// `owner` acknowledged before that read began is within the position
+    /// read (it is acknowledged only once published); a copy covering that
+    /// position took it in, and evicted what it replaced or deleted first
+    /// (`Cluster::on_changed` before a delta is applied; a whole copy
+    /// renews `owner`'s cache generation). A retired owner, or one the
+    /// ledger does not know, is never confirmed.
+    pub(super) async fn copy_confirmed(&self, owner: &str, held: Option<Position>) -> bool {
+        let read = self
+            .confirmations
+            .recent(self.cache.max_lag(), || self.coordinator.read_current())
+            .await;
+        match read {
+            Ok(roster) => roster
+                .active()
+                .find(|(name, _)| *name == owner)
+                .is_some_and(|(_, known)| covers(held, Some(known.member.position()))),
+            Err(e) => {
+                tracing::debug!(error = %e, "positions unconfirmed: cached records not served");
+                false
+            }
+        }
     }
 
     /// Drops the copies of the domains `roster` says were retired, and
@@ -186,10 +218,8 @@ mod tests {
         PeerInfo {
             name: name.into(),
             address: format!("http://{name}"),
-            lagging: None,
             position: version.map(|version| Position { epoch: 7, version }),
             key_position: None,
-            registered: true,
         }
     }
 

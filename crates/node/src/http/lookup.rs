@@ -194,5 +194,5 @@ pub async fn route(
     responses((status = 200, description = "The cluster as this domain sees it", body = ClusterView))
 )]
 pub async fn cluster(State(node): State<Arc<Node>>) -> Json<ClusterView> {
-    Json(node.cluster_view())
+    Json(node.cluster_view().await)
 }

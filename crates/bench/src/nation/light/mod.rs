@@ -356,13 +356,12 @@ impl Nation {
 
     /// Puts `d`'s change in the relay of the measured domain's tree
     /// neighbour it would come through, as if it had come there along the
-    /// tree. A neighbour's own changes the measured domain pulls from it.
+    /// tree (a neighbour's own change in its own relay, as a domain puts
+    /// it there).
     fn pass_on(&self, d: usize, entries: Vec<RelayEntry>) {
-        let through = self.toward(d);
-        if through != d {
-            for entry in entries {
-                self.domains[through].relay.push(entry, "");
-            }
+        let through = &self.domains[self.toward(d)];
+        for entry in entries {
+            through.relay.push(entry, &self.domains[d].name);
         }
     }
 

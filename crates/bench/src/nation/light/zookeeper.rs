@@ -135,14 +135,12 @@ impl Nation {
             .clone()
             .context("a light domain wrote before registering")?;
         let member = self.member(domain);
-        let registration = serde_json::to_vec(&member)?;
         let path = self.ledger_path(domain.index);
         let entry = self.entry(domain)?;
-        // As a domain publishes: its registration and its ledger entry in
-        // one transaction, the ledger by compare-and-set on its version.
-        // (A lookup's "not found" reads the ledger alone: a position
-        // published only in the registration would let the measured
-        // domain rule this one out for writes it had not yet taken in.)
+        // As a domain publishes: its ledger entry by compare-and-set on the
+        // znode's version, in one transaction with a check that its
+        // registration is still there (not rewritten: nobody is woken by a
+        // publication).
         let mut ledger = self.ledgers[domain.index / LEDGER_GROUP].lock().await;
         let mut written = false;
         for _ in 0..32 {
@@ -155,7 +153,7 @@ impl Nation {
             };
             entries.insert(domain.name.clone(), entry.clone());
             let mut writer = client.new_multi_writer();
-            writer.add_set_data(&self.path(domain), &registration, None)?;
+            writer.add_check_version(&self.path(domain), -1)?;
             writer.add_set_data(&path, &serde_json::to_vec(&entries)?, Some(version))?;
             match writer.commit().await {
                 Ok(_) => {

@@ -67,10 +67,11 @@ pub struct CacheConfig {
     /// How long a cache call may take before it counts as failed.
     pub timeout_ms: u64,
     /// A cached copy of domain X's record is served only while this
-    /// domain's copy of X's filter has been behind X's published position
-    /// for less than this (and the coordinator is connected): past it, a
-    /// delete or replace at X may not have reached this domain (a
-    /// partition between the two), so the lookup goes to X instead.
+    /// domain's copy of X's filter covers what the coordinator said X had
+    /// published in a read begun less than this ago (one such read, 3
+    /// ZooKeeper requests, serves every lookup meanwhile): else a delete
+    /// or replace at X may not have reached this domain (a partition
+    /// between the two), so the lookup goes to X instead.
     pub max_lag_ms: u64,
 }
 
@@ -253,6 +254,12 @@ impl Cache {
         self.backend.is_some()
     }
 
+    /// How old the coordinator's word on an owner's position may be for
+    /// its cached records to be served ([`CacheConfig::max_lag_ms`]).
+    pub fn max_lag(&self) -> Duration {
+        self.max_lag
+    }
+
     fn key(&self, owner: &str, id: &str) -> String {
         let owner_generation = self.owners.lock().get(owner).copied().unwrap_or(0);
         format!(
@@ -290,11 +297,16 @@ impl Cache {
             .map_err(|_| CacheError::Timeout(self.timeout))?
     }
 
-    /// A cached copy of `owner`'s record `id`, if any.
-    /// The cached copy of `owner`'s record `id`, served only if `owner`'s
-    /// filter copy here has lagged its published position for no longer
-    /// than `max_lag_ms` (`lagging`: for how long; `None` when current).
-    pub async fn get(&self, owner: &str, id: &str, lagging: Option<Duration>) -> Cached {
+    /// The cached copy of `owner`'s record `id`, served only if `current`
+    /// (awaited only when a copy is there) confirms that `owner`'s filter
+    /// copy here held everything `owner` had published `max_lag_ms` ago
+    /// ([`max_lag`](Self::max_lag); `Cluster::copy_confirmed`).
+    pub async fn get(
+        &self,
+        owner: &str,
+        id: &str,
+        current: impl std::future::Future<Output = bool>,
+    ) -> Cached {
         if self.backend.is_none() {
             return Cached::Absent;
         }
@@ -304,13 +316,14 @@ impl Cache {
         };
         let key = self.key(owner, id);
         match self.bounded(backend.get(&key)).await {
-            Ok(Some(_)) if lagging.is_some_and(|lag| lag > self.max_lag) => {
-                self.counters.stale.inc();
-                Cached::Stale
-            }
             Ok(Some(v)) => {
-                self.counters.hits.inc();
-                Cached::Fresh(v)
+                if current.await {
+                    self.counters.hits.inc();
+                    Cached::Fresh(v)
+                } else {
+                    self.counters.stale.inc();
+                    Cached::Stale
+                }
             }
             Ok(None) => {
                 self.counters.misses.inc();

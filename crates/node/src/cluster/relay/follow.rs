@@ -161,7 +161,14 @@ async fn take_in(cluster: &Cluster, entry: RelayEntry, via: &str) {
             RelayPart::Filter => peer.copy_position(),
             RelayPart::Keys => peer.key_position,
         };
-        (held, peer.published)
+        // The origin's own relay sends the filter it has now: an epoch
+        // from there is the one it publishes.
+        let published = if via == h.origin {
+            Some(offered)
+        } else {
+            peer.published
+        };
+        (held, published)
     };
     let taken = match (h.part, h.from) {
         (RelayPart::Filter, Some(from)) if advances(held, h.epoch, from, h.version) => {

@@ -1,10 +1,9 @@
 //! Passing changes on, so that no domain sends a change to every other.
 //!
 //! The members in name order are laid out as a tree of degree
-//! [`ClusterConfig::relay_fanout`](super::ClusterConfig). A domain pulls
-//! the changes of its tree neighbours' own filters from them directly, at
-//! once (src/cluster/sync.rs), and keeps every change its copies take in
-//! (those pulls, and what comes by relay) in its relay, in order, for a
+//! [`ClusterConfig::relay_fanout`](super::ClusterConfig). A domain keeps
+//! its own changes, once published, and every change its copies take in
+//! (by relay, or pulled from an origin) in its relay, in order, for a
 //! while. Each domain reads its tree neighbours' relays in pages, takes in
 //! what brings a copy forward, and keeps that in its own relay for its
 //! other neighbours. A change so crosses each edge of the tree once: its
@@ -24,15 +23,18 @@
 //! [`ClusterConfig::relay_grace_ms`](super::ClusterConfig).
 //!
 //! Its files: `ring.rs` (the changes kept and the pages read from them),
-//! `tree.rs` (who neighbours whom), `follow.rs` (reading the neighbours'
-//! relays and taking in what they bring).
+//! `tree.rs` (who neighbours whom), `own.rs` (this domain's own changes
+//! put in), `follow.rs` (reading the neighbours' relays and taking in
+//! what they bring).
 
 mod follow;
+mod own;
 mod ring;
 mod tree;
 
 pub use follow::pause_after;
 pub(crate) use follow::Followers;
+pub(crate) use own::{own, OwnFilters};
 pub use ring::Relay;
 pub(crate) use ring::{pulled, Pulled};
 pub use tree::neighbours;

@@ -1,11 +1,17 @@
 //! The ZooKeeper coordinator: an ephemeral znode per domain under
-//! `/xarchive/<cluster>/domains`, a persistent recursive watch on that
-//! folder, and a new session (registered again) whenever one is lost.
-//! Every domain also has an entry in its group's znode of the positions
-//! ledger, `/xarchive/<cluster>/positions/<group>` (`ledger.rs`): written
-//! at registration, at every publication and at a clean departure, so
-//! that peers know of a domain that is down or paused, and can tell
-//! whether their copy of it covers everything it acknowledged. What a
+//! `/xarchive/<cluster>/domains`, a persistent watch on that folder's
+//! children (who is a member: it fires when a domain joins or leaves,
+//! never at a publication), and a new session (registered again) whenever
+//! one is lost. Every domain also has an entry in its group's znode of the
+//! positions ledger, `/xarchive/<cluster>/positions/<group>`
+//! (`ledger.rs`): written at registration, at every publication and at a
+//! clean departure, so that peers know of a domain that is down or
+//! paused, and can tell whether their copy of it covers everything it
+//! acknowledged. No domain learns of another's publications through
+//! ZooKeeper: the changes and their positions travel along the relay
+//! tree, and the ledger is read on demand (a "not found", a search, a
+//! cached record, `/v1/cluster`), so ZooKeeper's events and reads do not
+//! grow with domains × writes (docs/SCALING.md, "ZooKeeper"). What a
 //! registered session does at each event is in `session.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,15 +125,16 @@ struct Members {
     groups: BTreeMap<String, BTreeSet<String>>,
 }
 
-/// What a publication does to this domain's registration, in the
-/// transaction that writes its ledger entry: the two then always say the
-/// same of it (`read_members`).
+/// What a publication does with this domain's registration, in the
+/// transaction that writes its ledger entry.
 #[derive(Clone, Copy)]
 enum Registration<'a> {
     /// Creates it (ephemeral), with these contents.
     Create(&'a [u8]),
-    /// Replaces its contents.
-    Set(&'a [u8]),
+    /// Only checks that it is there (the transaction fails if the session
+    /// lost it): the registration is not rewritten at each publication,
+    /// so that nobody watching the membership is woken by one.
+    Check,
 }
 
 /// Why a publication did not happen.
@@ -323,10 +330,11 @@ impl ZooKeeperCoordinator {
         Ok(())
     }
 
-    /// Publishes `member`'s position in its registration (`own`, whose new
-    /// contents are `data`) and, in the same ZooKeeper transaction, in its
-    /// entry in the positions ledger: the entry then always holds the last
-    /// position published, which bounds every write this domain
+    /// Publishes `member`'s position in its entry in the positions ledger,
+    /// in a ZooKeeper transaction that also creates its registration
+    /// (`own`) or checks that the session still holds it: the entry then
+    /// always holds the last position published while registered, which
+    /// bounds every write this domain
     /// acknowledged (a write is acknowledged only once published). So a
     /// domain that crashed, was paused past its session or is cut off can
     /// be ruled out by a copy that covers that position
@@ -380,7 +388,7 @@ impl ZooKeeperCoordinator {
                 Registration::Create(data) => {
                     writer.add_create(own, data, &self.options(zk::CreateMode::Ephemeral))?
                 }
-                Registration::Set(data) => writer.add_set_data(own, data, None)?,
+                Registration::Check => writer.add_check_version(own, -1)?,
             }
             writer.add_set_data(&path, &bytes, Some(version))?;
             match writer.commit().await {
@@ -683,74 +691,52 @@ impl ZooKeeperCoordinator {
         Ok(())
     }
 
-    /// Applies watch events to the view, reading every znode they name in
-    /// one request and changing the view once: at national scale events
-    /// come a thousand a second, and a read and a wake-up each cost the
-    /// follower most of its CPU (docs/SCALING.md). An error means the
-    /// view may have missed these changes (the znodes could not be read).
+    /// Takes in watch events: the watch on the membership's folder fires
+    /// only when a domain registers or its registration goes (never at a
+    /// publication), and the members are then read again with their
+    /// ledger entries, in three requests whatever their number. An error
+    /// means the view may have missed a change.
     async fn on_events(
         &self,
         client: &zk::Client,
         events: &[zk::WatchedEvent],
     ) -> Result<(), CoordError> {
         let folder = self.folder();
-        let mut names: Vec<&str> = events
-            .iter()
-            .filter(|e| {
-                matches!(
+        let membership = events.iter().any(|e| {
+            e.path == folder
+                && matches!(
                     e.event_type,
-                    zk::EventType::NodeCreated
-                        | zk::EventType::NodeDataChanged
+                    zk::EventType::NodeChildrenChanged
+                        | zk::EventType::NodeCreated
                         | zk::EventType::NodeDeleted
                 )
-            })
-            .filter_map(|e| {
-                e.path
-                    .strip_prefix(&folder)
-                    .and_then(|p| p.strip_prefix('/'))
-                    .filter(|n| !n.is_empty() && !n.contains('/'))
-            })
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        if names.is_empty() {
-            return Ok(());
+        });
+        if membership {
+            self.reread(client).await?;
         }
-        // Each znode as it is now, whatever order its events came in.
-        let mut reader = client.new_multi_reader();
-        for name in &names {
-            reader
-                .add_get_data(&format!("{folder}/{name}"))
-                .map_err(failed)?;
-        }
-        let mut read = reader.commit().await.map_err(failed)?;
-        // A znode that could not be read (but for being gone) is a change
-        // the view would miss: the caller reads the membership again.
-        if let Some(i) = read.iter().position(
-            |r| matches!(r, zk::MultiReadResult::Error { err } if *err != zk::Error::NoNode),
-        ) {
-            if let zk::MultiReadResult::Error { err } = read.swap_remove(i) {
-                return Err(failed(err));
-            }
-        }
-        self.view.send_modify(|view| {
-            for (name, result) in names.iter().zip(read) {
-                match result {
-                    zk::MultiReadResult::Data { data, .. } => {
-                        if let Some(member) =
-                            admit::<Member>(&self.settings.admission, &folder, name, &data)
-                        {
-                            view.put(name, member)
-                        }
-                    }
-                    zk::MultiReadResult::Error {
-                        err: zk::Error::NoNode,
-                    } => view.remove(name),
-                    _ => {}
+        Ok(())
+    }
+
+    /// Brings the view's members to the positions a ledger read found: the
+    /// view is not told of each publication (the relay brings the changes
+    /// themselves), so the sync loop learns here of a copy the relay left
+    /// behind, and pulls it after its grace as it did at a watch event.
+    fn take_positions(&self, roster: &Roster) {
+        self.view.send_if_modified(|view| {
+            let mut changed = false;
+            for (name, known) in roster.active() {
+                let Some(member) = view.members.get(name) else {
+                    continue;
+                };
+                let (read, held) = (known.member.position(), member.position());
+                let ahead = read.epoch != held.epoch || read.version > held.version;
+                if !known.departed && ahead && known.member.address == member.address {
+                    view.put(name, known.member.clone());
+                    changed = true;
                 }
             }
+            changed
         });
-        Ok(())
     }
 
     /// Creates this domain's ephemeral znode, replacing one left by an
@@ -830,19 +816,14 @@ impl ZooKeeperCoordinator {
         let position = *positions.borrow_and_update();
         (member.epoch, member.version) = (position.epoch, position.version);
         let watcher = client
-            .watch(&folder, zk::AddWatchMode::PersistentRecursive)
+            .watch(&folder, zk::AddWatchMode::Persistent)
             .await
             .map_err(failed)?;
         let state = client.state_watcher();
         // The loop below may wait on ZooKeeper (a read, a publish) while
-        // the connection drops. The view must say so at once: a lookup
-        // trusts cached records only while the view follows every change,
-        // and a read of the membership must fail fast rather than wait.
-        // The client notices a silent connection only after a read timeout
-        // (2/5 of the session timeout in zookeeper-client 0.11; half is
-        // taken): changes may have been missed since then, so the loss is
-        // dated back by it.
-        let unnoticed = s.session_timeout / 2;
+        // the connection drops. The view must say so at once: writes are
+        // refused while it does not follow (none could be published), and
+        // a read of the membership must fail fast rather than wait.
         let _follower = {
             let view = self.view.clone();
             let mut state = client.state_watcher();
@@ -850,9 +831,7 @@ impl ZooKeeperCoordinator {
                 loop {
                     let now = state.changed().await;
                     if !following(now) {
-                        let now = std::time::Instant::now();
-                        let since = now.checked_sub(unnoticed).unwrap_or(now);
-                        view.send_modify(|v| v.lose_since(since));
+                        view.send_modify(View::lose);
                     }
                     // A terminal state must not be polled again.
                     if now.is_terminated() {
@@ -1036,9 +1015,11 @@ impl Coordinator for ZooKeeperCoordinator {
             if !self.view.borrow().connected {
                 return Err(CoordError::Disconnected);
             }
-            timeout(limit, self.read_ledger(&client))
+            let roster = timeout(limit, self.read_ledger(&client))
                 .await
-                .map_err(|_| CoordError::Timeout(limit))?
+                .map_err(|_| CoordError::Timeout(limit))??;
+            self.take_positions(&roster);
+            Ok(roster)
         }
         .boxed()
     }

@@ -121,7 +121,6 @@ impl Session<'_> {
     async fn on_publish_due(&mut self, position: Position) -> Step {
         let coordinator = self.coordinator;
         (self.member.epoch, self.member.version) = (position.epoch, position.version);
-        let data = coordinator.sealed(self.name, self.member)?;
         self.last_publish = Instant::now();
         let published = coordinator
             .publish(
@@ -129,12 +128,13 @@ impl Session<'_> {
                 self.name,
                 &self.own,
                 self.member,
-                Registration::Set(&data),
+                Registration::Check,
             )
             .await;
         match published {
             Ok(_) => {}
             Err(Unpublished::Unregistered | Unpublished::AlreadyRegistered) => {
+                let data = coordinator.sealed(self.name, self.member)?;
                 coordinator
                     .register(&self.client, self.name, &self.own, self.member, &data)
                     .await?;
@@ -153,10 +153,11 @@ impl Session<'_> {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// Members changed: takes in all the events that came. While they
-    /// come faster than they are read (the last read, just now, found more
-    /// than one), first lets those of one publish interval gather: one
-    /// read instead of ten at national scale. An event after a quiet
+    /// Members changed (a domain registered or left): takes in all the
+    /// events that came. While they come faster than they are read (the
+    /// last read, just now, found more than one: domains coming back
+    /// after an outage), first lets those of one publish interval gather:
+    /// one read of the membership instead of ten. An event after a quiet
     /// spell is read at once.
     async fn on_watch_event(&mut self, event: zk::WatchedEvent) -> ControlFlow<End> {
         let coordinator = self.coordinator;
@@ -212,7 +213,7 @@ impl Session<'_> {
                 self.link = Link::Up;
                 match self
                     .client
-                    .watch(&self.folder, zk::AddWatchMode::PersistentRecursive)
+                    .watch(&self.folder, zk::AddWatchMode::Persistent)
                     .await
                 {
                     Ok(again) => self.watcher = again,

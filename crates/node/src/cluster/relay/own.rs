@@ -1,0 +1,108 @@
+//! A domain's own changes put in its relay once published, where its
+//! tree neighbours read them (long-polled) and pass them on. The
+//! coordinator tells nobody of a publication: that would cost every domain
+//! a ZooKeeper event per publication anywhere in the nation, N × the
+//! writes (docs/SCALING.md, "ZooKeeper").
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use xarchive_filter::Delta;
+
+use super::ring::{pulled, Pulled};
+use crate::cluster::client::FetchedFilter;
+use crate::cluster::Cluster;
+use crate::local::domain::{DeltaRefusal, FilterView, Position};
+use crate::local::id::ArchiveId;
+use crate::wire::{RelayEntry, RelayPart};
+
+/// A domain's own filters, as its relay sends their changes: what its
+/// routes serve peers (src/http/replication.rs).
+pub trait OwnFilters: Send + Sync {
+    fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal>;
+    fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal>;
+    fn filter_view(&self) -> FilterView;
+    fn key_filter_view(&self) -> FilterView;
+    /// The key under which the key filter hashes (sent with it whole).
+    fn key_id(&self) -> String;
+}
+
+/// The changes of `own`'s two filters since `fed`, as relay entries (a
+/// delta, or the whole filter when no delta can say it: a new epoch, or
+/// more changes than the filter's bytes), and the position they bring a
+/// copy to.
+pub(crate) fn own_entries(
+    own: &dyn OwnFilters,
+    me: &str,
+    fed: Position,
+) -> (Vec<RelayEntry>, Position) {
+    let whole = |part, view: FilterView, key_id: Option<&str>| {
+        let fetched = FetchedFilter {
+            kind: view.kind,
+            position: view.position,
+            bytes: view.bytes.into(),
+        };
+        pulled(me, part, Pulled::Whole(&fetched, key_id))
+    };
+    let filter = match own.delta(fed.epoch, fed.version) {
+        Ok((delta, changed)) => pulled(me, RelayPart::Filter, Pulled::Delta(&delta, &changed)),
+        Err(_) => whole(RelayPart::Filter, own.filter_view(), None),
+    };
+    let keys = match own.key_delta(fed.epoch, fed.version) {
+        Ok(delta) => pulled(me, RelayPart::Keys, Pulled::Delta(&delta, &[])),
+        Err(_) => whole(RelayPart::Keys, own.key_filter_view(), Some(&own.key_id())),
+    };
+    let at = Position {
+        epoch: filter.header.epoch,
+        version: filter.header.version,
+    };
+    let entries = [filter, keys]
+        .into_iter()
+        .filter(|e| e.header.from != Some(e.header.version))
+        .collect();
+    (entries, at)
+}
+
+/// Puts this domain's own changes in its relay each time the coordinator
+/// confirms a new position published, until `stop`.
+///
+/// Why this cannot cause a false "not found": what a copy holds is
+/// trusted only up to its position and only once that covers what the
+/// coordinator's ledger says its origin published (`ruled_out.rs`); the
+/// entries only bring copies forward sooner. They may carry changes past
+/// the position published (writes still waiting for theirs): a copy ahead
+/// routes more IDs to this domain, never fewer, and after a crash this
+/// domain rebuilds its filters in a new epoch, so no copy's version can
+/// be reached again with other contents.
+pub(crate) async fn own(
+    cluster: Arc<Cluster>,
+    own: Arc<dyn OwnFilters>,
+    mut published: watch::Receiver<Option<Position>>,
+    stop: CancellationToken,
+) {
+    // Peers take their first copy whole (from a neighbour or from here);
+    // the relay carries what changes after the first position published.
+    let mut fed: Option<Position> = None;
+    loop {
+        tokio::select! {
+            changed = published.changed() => if changed.is_err() { return },
+            _ = stop.cancelled() => return,
+        }
+        let Some(position) = *published.borrow_and_update() else {
+            continue;
+        };
+        let Some(from) = fed else {
+            fed = Some(position);
+            continue;
+        };
+        if from == position {
+            continue;
+        }
+        let (entries, at) = own_entries(own.as_ref(), &cluster.me, from);
+        for entry in entries {
+            cluster.relay.push(entry, &cluster.me);
+        }
+        fed = Some(at);
+    }
+}
