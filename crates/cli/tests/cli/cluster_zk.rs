@@ -516,6 +516,44 @@ async fn an_absent_id_costs_zookeeper_a_few_requests_whatever_the_number_of_doma
     );
 }
 
+/// A write's publication is one ZooKeeper transaction, answered to its
+/// writer alone: no other domain is told of it (their watch on the
+/// membership fires only at joins and departures), and its change reaches
+/// them along the relay tree. With a watch on every registration, each
+/// write cost ZooKeeper an event and a read at every other domain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_wakes_no_other_domain_through_zookeeper_and_is_found_everywhere() {
+    let cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let a = cluster.client(0);
+    let writes = 100;
+    let before = cluster.zk.packets_sent();
+    for n in 0..writes {
+        a.put(&format!("W-{n}"), &json!({"title": "t"}))
+            .await
+            .unwrap();
+    }
+    let sent = cluster.zk.packets_sent() - before;
+    // Each write one publication's answer (they may coalesce), besides
+    // the three sessions' pings and audit anchoring meanwhile; five per
+    // write before (the answer, and an event and a read at B and C).
+    let background = 60;
+    eprintln!("ZooKeeper sent {sent} packets for {writes} writes at one of three domains");
+    assert!(
+        sent <= writes + background,
+        "ZooKeeper sent {sent} packets for {writes} writes"
+    );
+    for d in 1..3 {
+        for n in 0..writes {
+            let (status, answer) = lookup(&cluster.client(d), &format!("W-{n}")).await;
+            assert_eq!(
+                (status, answer.owner.as_deref()),
+                (200, Some("A")),
+                "{answer:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_domain_killed_past_its_session_is_ruled_out_by_copies_covering_its_last_publication() {
     let mut cluster = Cluster::start(|zk| zk.connect_string()).await;

@@ -1,11 +1,11 @@
 //! Keeping the replicas current: one task per peer pulls a delta (or a
 //! snapshot on first contact, a new epoch, or 409) whenever the peer's
-//! published position moves past the copy held; first of its filter,
-//! then of its key filter. With relaying on (src/cluster/relay/) that
-//! is so for the relay tree neighbours, and what is pulled is passed on;
-//! a copy of any other domain is pulled only once it has stayed behind
-//! for a grace period (the relay brings nearly every change first). This
-//! loop also keeps a follower of each tree neighbour's relay.
+//! published position, as the view last gave it, moves past the copy
+//! held; first of its filter, then of its key filter. With relaying on
+//! (src/cluster/relay/) a copy held is pulled so only once it has stayed
+//! behind for a grace period (the relay brings every change first, its
+//! origin's own included), and what is pulled is passed on. This loop also
+//! keeps a follower of each tree neighbour's relay.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -157,14 +157,15 @@ impl Sync {
         };
         match (self.tasks.get(&name), member) {
             (Some(tx), Some(member)) => {
-                // With relaying on, a copy held of a domain that is not
-                // a tree neighbour waits for the relay (the sweep
-                // wakes it if that takes too long): a wake-up per change
-                // and peer cost most of the CPU at national scale.
+                // With relaying on, a copy held waits for the relay (the
+                // sweep wakes it if that takes too long), its tree
+                // neighbours' included: each publication comes by their
+                // relays, and a position read from the ledger is usually
+                // a moment behind what the relay already brought.
                 let wake = {
                     let replicas = self.cluster.replicas.read();
                     let copy = replicas.peer(&name).and_then(Peer::copy_position);
-                    (self.grace.is_none() || self.followers.follows(&name) || copy.is_none())
+                    (self.grace.is_none() || copy.is_none())
                         && needs_sync(&replicas, &name, member.position())
                 };
                 tx.send_if_modified(|slot| {
@@ -232,9 +233,8 @@ impl Sync {
 /// view and never again once it came back: a domain re-registering after
 /// losing its ZooKeeper session (its znode deleted, then created again,
 /// taken in as two changes). Its tree neighbours then no longer followed
-/// its relay, and no longer woke their pulls at its publications (the
-/// wake-up rule of [`run`] spares non-neighbours), so their copies of it,
-/// and the copies relayed from them, followed it only at the pace of the
+/// its relay, where its own changes come from, so their copies of it, and
+/// the copies relayed from them, followed it only at the pace of the
 /// grace sweep, behind for as long as it kept writing.
 #[derive(Default)]
 struct Layout {

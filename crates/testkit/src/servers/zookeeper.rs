@@ -106,6 +106,17 @@ impl ZooKeeperServer {
     /// `zk_packets_received`): what a test counts to show what an
     /// operation costs ZooKeeper.
     pub fn packets_received(&self) -> u64 {
+        self.mntr("zk_packets_received")
+    }
+
+    /// Packets the server has sent to clients so far (`mntr`'s
+    /// `zk_packets_sent`: answers and watch events).
+    pub fn packets_sent(&self) -> u64 {
+        self.mntr("zk_packets_sent")
+    }
+
+    /// One figure of `mntr`'s answer.
+    fn mntr(&self, figure: &str) -> u64 {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port()))
             .expect("ZooKeeper accepts a connection for mntr");
@@ -113,9 +124,9 @@ impl ZooKeeperServer {
         let mut text = String::new();
         stream.read_to_string(&mut text).expect("mntr answered");
         text.lines()
-            .find_map(|l| l.strip_prefix("zk_packets_received"))
+            .find_map(|l| l.strip_prefix(figure))
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no zk_packets_received in mntr's answer: {text}"))
+            .unwrap_or_else(|| panic!("no {figure} in mntr's answer: {text}"))
     }
 
     /// The pid of the running `java` process (for signals a test sends

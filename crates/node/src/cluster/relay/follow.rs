@@ -42,11 +42,6 @@ pub(crate) struct Followers {
 }
 
 impl Followers {
-    /// Whether `name` is a tree neighbour followed.
-    pub fn follows(&self, name: &str) -> bool {
-        self.running.contains_key(name)
-    }
-
     /// Follows exactly `wanted` (name, address), and makes them the
     /// cluster's neighbours (`Cluster::neighbours`, where first copies are
     /// asked for).
