@@ -4,8 +4,9 @@
 //! nation writes at a steady rate, while one archive imports a million
 //! records, and while it answers lookups; ZooKeeper is measured by its
 //! own `mntr` figures. Optional light watchers hold the membership watch
-//! a full domain holds and read each changed znode, as its coordinator
-//! does, to show ZooKeeper's load when every domain follows every other.
+//! a full domain holds and list the members at each change, as its
+//! coordinator does, to show ZooKeeper's load when every domain follows
+//! the membership.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -112,8 +112,8 @@ pub struct NationBenchArgs {
     #[arg(long, default_value_t = 1_000_000)]
     import: u64,
     /// Light watchers: sessions that follow the membership as a full
-    /// domain does (a watch, a read per change), to load ZooKeeper as N
-    /// full domains would.
+    /// domain does (a watch on its children, a listing per change), to
+    /// load ZooKeeper as N full domains would.
     #[arg(long, default_value_t = 0)]
     watchers: usize,
     /// Lookups through the measured domain, of held IDs and of absent ones.
