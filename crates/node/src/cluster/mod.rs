@@ -104,7 +104,10 @@ pub struct ClusterConfig {
     pub wan_delay_ms: u64,
     /// Degree of the relay tree changes travel along (each domain passes
     /// them on to at most this many; src/cluster/relay/tree.rs). 0: every
-    /// domain pulls every change from its origin.
+    /// domain pulls every change from its origin, once a read of the
+    /// positions (a "not found", a search, `/v1/cluster`) shows it: with
+    /// ZooKeeper nobody is told of a publication, so copies then follow
+    /// only as often as the positions are read.
     pub relay_fanout: usize,
     /// How long a copy may stay behind its origin, waiting for the
     /// relay, before it is pulled from the origin itself.
