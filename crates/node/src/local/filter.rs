@@ -181,7 +181,6 @@ impl<F: ErasableFilter + Versioned> Kept for F {
 }
 
 impl LocalFilter {
-    /// An empty filter for `capacity` records.
     /// An empty filter for `capacity` records, at the rate the settings
     /// give that capacity ([`FilterSettings::rate_for`]).
     pub fn new(settings: &FilterSettings, capacity: u64) -> Result<Self, GeometryError> {

@@ -106,3 +106,87 @@ pub(crate) async fn own(
         fed = Some(at);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::filter::{FilterSettings, LocalFilter};
+    use parking_lot::Mutex;
+
+    /// One filter standing for both of a domain's (the relay treats them
+    /// alike), with no IDs changed to tell.
+    struct Filters(Mutex<LocalFilter>);
+
+    impl Filters {
+        fn view(&self) -> FilterView {
+            let f = self.0.lock();
+            FilterView {
+                kind: f.kind(),
+                position: Position {
+                    epoch: f.epoch(),
+                    version: f.version(),
+                },
+                bytes: f.peer_view(),
+            }
+        }
+
+        fn delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
+            let f = self.0.lock();
+            if f.epoch() != epoch {
+                return Err(DeltaRefusal::EpochChanged { current: f.epoch() });
+            }
+            f.delta_since(since)
+                .map_err(|_| DeltaRefusal::SnapshotRequired { since })
+        }
+    }
+
+    impl OwnFilters for Filters {
+        fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
+            Ok((Filters::delta(self, epoch, since)?, Vec::new()))
+        }
+        fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
+            Filters::delta(self, epoch, since)
+        }
+        fn filter_view(&self) -> FilterView {
+            self.view()
+        }
+        fn key_filter_view(&self) -> FilterView {
+            self.view()
+        }
+        fn key_id(&self) -> String {
+            "k1".into()
+        }
+    }
+
+    #[test]
+    fn own_changes_go_in_as_deltas_from_the_position_fed_or_whole_in_a_new_epoch() {
+        let filter = LocalFilter::new(&FilterSettings::default(), 1_000).unwrap();
+        let own = Filters(Mutex::new(filter));
+        let fed = own.view().position;
+        for id in ["A-1", "A-2", "A-3"] {
+            own.0.lock().insert(id).unwrap();
+        }
+        let (entries, at) = own_entries(&own, "A", fed);
+        assert_eq!(at.version, fed.version + 3);
+        assert_eq!(entries.len(), 2, "the filter's and the key filter's");
+        for entry in &entries {
+            let h = &entry.header;
+            assert_eq!((h.origin.as_str(), h.epoch), ("A", fed.epoch));
+            assert_eq!((h.from, h.version), (Some(fed.version), at.version));
+        }
+
+        let (nothing, still) = own_entries(&own, "A", at);
+        assert!(nothing.is_empty(), "nothing changed since");
+        assert_eq!(still, at);
+
+        own.0.lock().set_epoch(fed.epoch ^ 2);
+        let (whole, rebuilt) = own_entries(&own, "A", at);
+        assert_eq!(rebuilt.epoch, fed.epoch ^ 2);
+        assert_eq!(whole.len(), 2);
+        assert!(whole
+            .iter()
+            .all(|e| e.header.from.is_none() && e.header.kind.is_some()));
+        let keys = whole.iter().find(|e| e.header.part == RelayPart::Keys);
+        assert_eq!(keys.and_then(|e| e.header.key_id.as_deref()), Some("k1"));
+    }
+}
