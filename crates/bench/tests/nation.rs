@@ -1,9 +1,10 @@
 //! `xarchive-bench nation`'s cluster part end to end, at a small size: a
 //! real ZooKeeper, light publishers, and a measured `xarchive serve` that
-//! joins, follows steady writes and an import, and answers lookups. Its
-//! JSON must show every write reached the measured domain and every
-//! lookup answered right (held IDs found, absent ones 404). No timing is
-//! asserted.
+//! joins, follows steady writes and an import, and answers lookups, then
+//! again with a light domain killed. Its JSON must show every write
+//! reached the measured domain and every lookup answered right (held IDs
+//! found, absent ones 404, or 503 naming only the killed domain). No
+//! timing is asserted.
 //!
 //! `xarchive-bench` runs the `xarchive` binary beside it in `target/debug`:
 //! `cargo build -p xarchive` first (`cargo test --workspace` builds it).
@@ -68,7 +69,17 @@ fn bench_nation_measures_a_domain_joining_syncing_and_looking_up_among_light_pub
             number(row, "znodes") >= 2.0 * number(row, "domains"),
             "{row}"
         );
-        assert!(number(row, "watch_events_per_second") > 0.0, "{row}");
+        // The watchers follow the membership as domains do: no
+        // publication wakes them.
+        assert_eq!(number(row, "watch_events_per_second"), 0.0, "{row}");
+        // One light domain killed (1 %, at least one): every absent ID
+        // is then 404 or 503 naming it, nothing else (counted as wrong).
+        assert_eq!(number(row, "killed"), 1.0, "{row}");
+        assert_eq!(
+            number(row, "killed_absent_404") + number(row, "killed_absent_503"),
+            20.0,
+            "{row}"
+        );
         // A held ID costs at least the call that finds it.
         assert!(number(row, "calls_per_found") >= 1.0, "{row}");
     }

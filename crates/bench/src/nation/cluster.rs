@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::task::AbortOnDropHandle;
 use xarchive_node::cluster::pause_after;
-use xarchive_node::Client;
+use xarchive_node::{Client, FilterSettings};
 use zookeeper_client as zk;
 
 use super::light::{light_id, Nation, MEASURED};
@@ -85,6 +85,13 @@ pub struct ClusterRow {
     /// Answered 503 (a domain that may hold it not reached, or the
     /// membership not confirmed): honest, but no answer.
     pub lookups_unanswered: u64,
+    /// Light domains killed after those lookups (`--killed`), as crashes
+    /// past their sessions leave them.
+    pub killed: usize,
+    /// Lookups of absent IDs then, answered 404 and 503 (a 503 naming a
+    /// domain not killed counts as wrong).
+    pub killed_absent_404: u64,
+    pub killed_absent_503: u64,
 }
 
 impl ClusterRow {
@@ -385,7 +392,14 @@ pub async fn measure(
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
 
     let filling = bar(ids, format!("{n} domains: filling light filters"))?;
-    let nation = Nation::new(sizes, args.fpr, cluster.clone(), &|k| filling.inc(k))?;
+    // Every filter sized as the domains of such a nation size theirs
+    // (`filter.cluster_ids`: this cluster's IDs unless given).
+    let filters = FilterSettings {
+        fpr: args.fpr,
+        cluster_ids: args.cluster_ids.unwrap_or(ids),
+        ..FilterSettings::default()
+    };
+    let nation = Nation::new(sizes, filters.clone(), cluster.clone(), &|k| filling.inc(k))?;
     row.relay_fanout = nation.fanout;
     filling.finish_and_clear();
     let _server = nation.serve().await?;
@@ -414,17 +428,23 @@ pub async fn measure(
     joining.enable_steady_tick(Duration::from_millis(200));
     let before = nation.sent.bytes();
     let started = Instant::now();
-    let fpr = args.fpr.to_string();
+    let config = dir.path().join("measured.toml");
+    std::fs::write(
+        &config,
+        format!("[filter]\ncluster_ids = {}\n", filters.cluster_ids),
+    )?;
     let child = ServeChild::start(
         MEASURED,
         &dir.path().join("data"),
         &[
+            "--config".into(),
+            config.display().to_string(),
             "--zk".into(),
             zk_connect.into(),
             "--cluster".into(),
             cluster.clone(),
             "--fpr".into(),
-            fpr,
+            args.fpr.to_string(),
         ],
         &dir.path().join("measured.log"),
     )
@@ -606,11 +626,76 @@ pub async fn measure(
     (row.lookup_absent_ms_p50, row.calls_per_absent) =
         lookups(&client, &nation, &absent, 404, &mut row).await;
 
+    if args.killed > 0.0 {
+        with_some_killed(args, &client, &nation, &mut rng, &mut row).await?;
+    }
+
     drop(neighbours_reading);
     child.stop().await?;
     drop(watchers);
     nation.close();
     Ok(row)
+}
+
+/// Kills `--killed` of the light domains (at least one) as crashes past
+/// their sessions leave them (registration gone, ledger entry left,
+/// nothing answered), waits until the measured domain no longer counts
+/// them registered, then looks up absent IDs: each is 404 unless a
+/// killed domain's copy may hold it, then 503 naming it (issue 24's
+/// rule: a dead domain is ruled out by a copy covering its last
+/// publication).
+async fn with_some_killed(
+    args: &NationBenchArgs,
+    client: &Client,
+    nation: &Nation,
+    rng: &mut impl Rng,
+    row: &mut ClusterRow,
+) -> anyhow::Result<()> {
+    let lights = nation.len();
+    let count = ((lights as f64 * args.killed).round() as usize).clamp(1, lights);
+    let mut killed: Vec<usize> = (0..lights).collect();
+    for i in 0..count {
+        let j = rng.random_range(i..lights);
+        killed.swap(i, j);
+    }
+    killed.truncate(count);
+    for &d in &killed {
+        nation.kill(d).await?;
+    }
+    let names: Vec<String> = killed.iter().map(|&d| nation.name(d).to_owned()).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = client.cluster().await?;
+        if names.iter().all(|n| view.get(n).is_some_and(|p| !p.up)) {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the measured domain still counts a killed domain registered after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    row.killed = count;
+    for i in 0..args.cluster_lookups {
+        let id = format!("absent-{}-{i}", rng.random::<u64>());
+        match client.lookup(&id, false).await {
+            Ok((404, _)) => row.killed_absent_404 += 1,
+            Ok((503, body)) if body.unavailable.iter().all(|n| names.contains(n)) => {
+                row.killed_absent_503 += 1
+            }
+            Ok((200, _)) => row.lookups_wrong += 1,
+            Ok((503, _)) => row.lookups_wrong += 1,
+            _ => row.lookups_unanswered += 1,
+        }
+    }
+    println!(
+        "{} domains: {count} killed, {} of {} absent IDs answered 404, {} 503 naming a killed one",
+        lights + 1,
+        row.killed_absent_404,
+        args.cluster_lookups,
+        row.killed_absent_503
+    );
+    Ok(())
 }
 
 /// Looks `ids` up through the measured domain, each expected to answer
@@ -677,7 +762,7 @@ pub fn print(rows: &[ClusterRow]) {
     }
     println!("\nZooKeeper and lookups\n");
     println!(
-        "{:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7}",
+        "{:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7} {:>9} {:>7} {:>9}",
         "domains",
         "znodes",
         "conns",
@@ -688,11 +773,15 @@ pub fn print(rows: &[ClusterRow]) {
         "events/s",
         "calls/hit",
         "calls/miss",
-        "wrong"
+        "wrong",
+        "no answer",
+        "killed",
+        "then 404"
     );
     for r in rows {
+        let then = r.killed_absent_404 + r.killed_absent_503;
         println!(
-            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>7} {:>7}",
+            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>7} {:>9} {:>7} {:>8.1}%",
             r.domains,
             r.znodes,
             r.zk_connections,
@@ -705,6 +794,8 @@ pub fn print(rows: &[ClusterRow]) {
             r.calls_per_absent,
             r.lookups_wrong,
             r.lookups_unanswered,
+            r.killed,
+            100.0 * r.killed_absent_404 as f64 / then.max(1) as f64,
         );
     }
 }

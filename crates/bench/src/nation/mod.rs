@@ -68,9 +68,10 @@ pub struct NationBenchArgs {
     /// Target false-positive rate of every filter (at most, in `classes`).
     #[arg(long, default_value_t = 0.01)]
     fpr: f64,
-    /// The domains' `filter.cluster_ids`, for `classes`: a filter for c
-    /// IDs is sized for a rate of 2 c / this (at most `--fpr`); 0 sizes
-    /// every one for `--fpr`. By default the nation's IDs (`--ids`).
+    /// The domains' `filter.cluster_ids`, for `classes` and the cluster
+    /// part: a filter for c IDs is sized for a rate of 2 c / this (at most
+    /// `--fpr`); 0 sizes every one for `--fpr`. By default the nation's
+    /// IDs (`--ids`; in the cluster part, the IDs of the N measured).
     #[arg(long)]
     cluster_ids: Option<u64>,
     /// The `expected_items` of the `common` layout (a domain's default).
@@ -119,6 +120,10 @@ pub struct NationBenchArgs {
     /// Lookups through the measured domain, of held IDs and of absent ones.
     #[arg(long, default_value_t = 500)]
     cluster_lookups: usize,
+    /// The share of the light domains killed after those lookups (at
+    /// least one), before as many lookups of absent IDs again (0: none).
+    #[arg(long, default_value_t = 0.01)]
+    killed: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -610,6 +615,7 @@ mod tests {
             import: 0,
             watchers: 0,
             cluster_lookups: 0,
+            killed: 0.0,
         };
         let bar = ProgressBar::hidden();
         let mut out = Vec::new();

@@ -26,7 +26,7 @@
 //! ledger entries), `routes.rs` (their HTTP server).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -140,6 +140,9 @@ struct LightDomain {
     filter: Mutex<Filter>,
     /// The ZooKeeper session that owns its znode.
     session: Mutex<Option<zk::Client>>,
+    /// Killed ([`Nation::kill`]): its registration gone, its ledger entry
+    /// left, and nothing answered under its name.
+    dead: AtomicBool,
 }
 
 /// What the HTTP server sent, by kind, in bytes (bodies only).
@@ -177,7 +180,9 @@ impl Sent {
 pub struct Nation {
     domains: Vec<LightDomain>,
     by_name: HashMap<String, usize>,
-    fpr: f64,
+    /// How every filter is sized: the rate `fpr`, or in proportion to its
+    /// size with `cluster_ids` (as the domains size theirs).
+    filters: FilterSettings,
     /// The empty key filter's bytes are the same for every light domain
     /// but for the position, so only its geometry is kept.
     key_geometry: BloomGeometry,
@@ -209,21 +214,26 @@ fn capacity(held: u64) -> u64 {
     capacity_for(&FilterSettings::default(), held, 0)
 }
 
-fn geometry(held: u64, fpr: f64) -> anyhow::Result<BloomGeometry> {
-    Ok(BloomGeometry::for_capacity(capacity(held), fpr)?)
+fn geometry(held: u64, filters: &FilterSettings) -> anyhow::Result<BloomGeometry> {
+    let capacity = capacity(held);
+    Ok(BloomGeometry::for_capacity(
+        capacity,
+        filters.rate_for(capacity),
+    )?)
 }
 
 impl Nation {
-    /// Light domains of these sizes, their filters filled (`progress`
-    /// is told of every ID inserted, by domain).
+    /// Light domains of these sizes, their filters sized by `filters`
+    /// and filled (`progress` is told of every ID inserted, by domain).
     pub fn new(
         sizes: &[u64],
-        fpr: f64,
+        filters: FilterSettings,
         cluster: String,
         progress: &(dyn Fn(u64) + Sync),
     ) -> anyhow::Result<Arc<Nation>> {
         // Filled on every core: at 10^9 IDs this is minutes.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let sizing = &filters;
         let mut filled: Vec<Option<anyhow::Result<BloomFilter>>> =
             (0..sizes.len()).map(|_| None).collect();
         std::thread::scope(|scope| {
@@ -235,7 +245,7 @@ impl Nation {
                 scope.spawn(move || {
                     for (j, slot) in part.iter_mut().enumerate() {
                         let (d, held) = (first + j, sizes[first + j]);
-                        *slot = Some(geometry(held, fpr).map(|g| fill(d, held, g, 1)));
+                        *slot = Some(geometry(held, sizing).map(|g| fill(d, held, g, 1)));
                         progress(held);
                     }
                 });
@@ -259,6 +269,7 @@ impl Nation {
                         unsent: VecDeque::new(),
                     }),
                     session: Mutex::new(None),
+                    dead: AtomicBool::new(false),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -273,8 +284,8 @@ impl Nation {
         Ok(Arc::new(Nation {
             domains,
             by_name,
-            fpr,
-            key_geometry: geometry(0, fpr)?,
+            key_geometry: BloomGeometry::for_capacity(capacity(0), filters.fpr)?,
+            filters,
             key_id: KeyHasher::new(None).filter_key_id(),
             sent: Sent::default(),
             lags: Mutex::new(Vec::new()),
@@ -301,7 +312,7 @@ impl Nation {
             // capacity, which changes only at powers of two.)
             if capacity(held) != capacity(f.bits.items()) {
                 let epoch = f.bits.epoch() + 1;
-                f.bits = fill(d, held, geometry(held, self.fpr)?, epoch);
+                f.bits = fill(d, held, geometry(held, &self.filters)?, epoch);
                 f.log = Log::new(f.bits.version());
             } else {
                 for i in first..held {
@@ -406,6 +417,11 @@ impl Nation {
         self.domains[d].sent.load(Ordering::Relaxed)
     }
 
+    /// How many light domains there are.
+    pub fn len(&self) -> usize {
+        self.domains.len()
+    }
+
     pub fn name(&self, d: usize) -> &str {
         &self.domains[d].name
     }
@@ -455,6 +471,13 @@ impl Nation {
     fn asked(&self, name: &str) -> Option<&LightDomain> {
         self.sent.requests.fetch_add(1, Ordering::Relaxed);
         self.by_name.get(name).map(|&i| &self.domains[i])
+    }
+
+    /// Whether light domain `name` was killed.
+    pub(super) fn is_dead(&self, name: &str) -> bool {
+        self.by_name
+            .get(name)
+            .is_some_and(|&d| self.domains[d].dead.load(Ordering::SeqCst))
     }
 
     /// Whether the measured domain was sent every version `d` wrote.
@@ -522,13 +545,22 @@ fn delta_since(f: &Filter, since: u64) -> Option<Delta> {
     })
 }
 
+/// Filters at 1 %, for the tests.
+#[cfg(test)]
+pub(super) fn test_filters() -> FilterSettings {
+    FilterSettings {
+        fpr: 0.01,
+        ..FilterSettings::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_delta_from_a_light_domain_brings_a_copy_to_its_filter() {
-        let nation = Nation::new(&[1_000], 0.01, "t".into(), &|_| {}).unwrap();
+        let nation = Nation::new(&[1_000], test_filters(), "t".into(), &|_| {}).unwrap();
         let mut copy = BloomFilter::decode(&nation.domains[0].filter.lock().bits.encode()).unwrap();
         let since = copy.version();
         // Written without publishing: the filter and log only.
@@ -548,7 +580,7 @@ mod tests {
 
     #[test]
     fn every_light_domain_reaches_the_measured_one_through_one_of_its_tree_neighbours() {
-        let nation = Nation::new(&[1; 40], 0.01, "t".into(), &|_| {}).unwrap();
+        let nation = Nation::new(&[1; 40], test_filters(), "t".into(), &|_| {}).unwrap();
         let around = nation.neighbours(MEASURED);
         assert!(!around.is_empty());
         for d in 0..40 {

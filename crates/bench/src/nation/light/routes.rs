@@ -43,6 +43,10 @@ impl Nation {
             .route("/p/{name}/v1/filter/delta", get(light_delta))
             .route("/p/{name}/v1/filter/keys", get(key_snapshot))
             .route("/p/{name}/v1/filter/keys/delta", get(key_delta))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                refuse_dead,
+            ))
             .with_state(self.clone());
         Ok(AbortOnDropHandle::new(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -53,6 +57,25 @@ impl Nation {
 }
 
 type Shared = State<Arc<Nation>>;
+
+/// A light domain killed ([`Nation::kill`]) answers nothing: every route
+/// under its name is a bare 503, which a domain's peer client counts as
+/// a domain it could not ask (a 404 would say "not held here").
+async fn refuse_dead(
+    State(nation): Shared,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = request.uri().path();
+    let name = path
+        .strip_prefix("/d/")
+        .or_else(|| path.strip_prefix("/p/"))
+        .and_then(|rest| rest.split('/').next());
+    if name.is_some_and(|name| nation.is_dead(name)) {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    next.run(request).await
+}
 
 /// Counts `len` bytes served by `domain` in `counter` too.
 fn served(domain: &LightDomain, len: usize, counter: &AtomicU64) {
@@ -324,7 +347,8 @@ mod tests {
 
     #[test]
     fn a_light_domain_holds_exactly_its_named_ids() {
-        let nation = Nation::new(&[3, 5], 0.01, "t".into(), &|_| {}).unwrap();
+        let nation =
+            Nation::new(&[3, 5], super::super::test_filters(), "t".into(), &|_| {}).unwrap();
         let d = &nation.domains[1];
         assert!(holds(&nation, d, "n1-0"));
         assert!(holds(&nation, d, "n1-4"));

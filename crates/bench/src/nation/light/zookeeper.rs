@@ -3,6 +3,7 @@
 //! entries in the positions ledger, published together.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -181,6 +182,22 @@ impl Nation {
         let mut f = domain.filter.lock();
         if let Some(entry) = f.unsent.iter_mut().find(|(v, _)| *v == member.version) {
             entry.1 = Some(acked);
+        }
+        Ok(())
+    }
+
+    /// Kills light domain `d` as a crash past its session would: its
+    /// registration goes, its ledger entry stays with the last position
+    /// it published, and its routes answer nothing from now on.
+    pub async fn kill(&self, d: usize) -> anyhow::Result<()> {
+        let domain = &self.domains[d];
+        domain.dead.store(true, Ordering::SeqCst);
+        let session = domain.session.lock().take();
+        if let Some(client) = session {
+            match client.delete(&self.path(domain), None).await {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(e).with_context(|| format!("{}: cannot kill", domain.name)),
+            }
         }
         Ok(())
     }
