@@ -334,8 +334,8 @@ impl ZooKeeperCoordinator {
     /// in a ZooKeeper transaction that also creates its registration
     /// (`own`) or checks that the session still holds it: the entry then
     /// always holds the last position published while registered, which
-    /// bounds every write this domain
-    /// acknowledged (a write is acknowledged only once published). So a
+    /// bounds every write this domain acknowledged (a write is
+    /// acknowledged only once published). So a
     /// domain that crashed, was paused past its session or is cut off can
     /// be ruled out by a copy that covers that position
     /// (`ruled_out::not_ruled_out`), instead of being asked, and answering
