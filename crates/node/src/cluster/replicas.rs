@@ -237,10 +237,7 @@ impl Replicas {
                 continue;
             };
             let read = known.member.position();
-            let ahead = peer
-                .last_published
-                .is_none_or(|p| p.epoch != read.epoch || p.version < read.version);
-            if ahead {
+            if peer.last_published.is_none_or(|p| read.replaces(p)) {
                 peer.last_published = Some(read);
                 peer.note_lag();
             }

@@ -728,8 +728,7 @@ impl ZooKeeperCoordinator {
                 let Some(member) = view.members.get(name) else {
                     continue;
                 };
-                let (read, held) = (known.member.position(), member.position());
-                let ahead = read.epoch != held.epoch || read.version > held.version;
+                let ahead = known.member.position().replaces(member.position());
                 if !known.departed && ahead && known.member.address == member.address {
                     view.put(name, known.member.clone());
                     changed = true;

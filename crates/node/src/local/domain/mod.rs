@@ -83,6 +83,15 @@ pub struct Position {
     pub version: u64,
 }
 
+impl Position {
+    /// Whether a position read later may replace `known`: a later version
+    /// of the same epoch, or another epoch (epochs are random, so a new
+    /// one cannot be told from an old one but by when it was read).
+    pub fn replaces(self, known: Position) -> bool {
+        self.epoch != known.epoch || self.version > known.version
+    }
+}
+
 /// A filter as peers and browsers receive it (`/v1/filter`,
 /// `/v1/filter/keys`): what a copy is made from. Not to be confused with a
 /// *published* position, which is one recorded in the coordinator.
