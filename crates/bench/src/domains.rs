@@ -1,9 +1,11 @@
 //! `xarchive-bench domains`: real `xarchive serve` domains in groups on
 //! one ZooKeeper, under steady writes: what a write's acknowledgement
 //! takes, how long until the domain at the far end of the relay tree
-//! routes it, what ZooKeeper sends per write and domain, and
-//! each domain's CPU. Light publishers (`nation`) stand in for a nation;
-//! these are full domains, each following all the others.
+//! routes it, whether a lookup there right after the acknowledgement ever
+//! says "not found" (with domains on the way killed and paused, if
+//! asked), what ZooKeeper sends per write and domain, and each domain's
+//! CPU. Light publishers (`nation`) stand in for a nation; these are full
+//! domains, each following all the others.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,6 +24,14 @@ use crate::quantile;
 /// benchmark counts it as never routed (and fails).
 const GIVE_UP: Duration = Duration::from_secs(10);
 
+/// The relay tree's degree the domains are given (`cluster.relay_fanout`,
+/// its default), from which the benchmark finds the tree's longest path.
+const FANOUT: usize = 3;
+
+/// How many writes a second are followed until routed at the far end (the
+/// others are only looked up there): each is polled every 2 ms.
+const LAG_SAMPLES_PER_SECOND: u32 = 50;
+
 #[derive(clap::Args)]
 pub struct DomainsBenchArgs {
     /// ZooKeeper (`host:port`); scripts/zookeeper.sh sets XARCHIVE_ZK.
@@ -39,6 +49,15 @@ pub struct DomainsBenchArgs {
     /// How long the writes go on.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     duration: Duration,
+    /// Every write at one end of the relay tree's longest path, looked up
+    /// at the other end (else the domains write in turn, each looked up at
+    /// its far end in name order).
+    #[arg(long)]
+    longest_path: bool,
+    /// Meanwhile, every few seconds, kill -9 (and start again) or pause for
+    /// a while a domain other than the two ends being measured.
+    #[arg(long)]
+    faults: bool,
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "bench-domains.json")]
     json: PathBuf,
@@ -49,15 +68,27 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         args.domains >= 2 && args.groups >= 1,
         "--domains ≥ 2, --groups ≥ 1"
     );
+    anyhow::ensure!(
+        !args.faults || args.domains >= 3,
+        "--faults needs a domain besides the two measured: --domains ≥ 3"
+    );
     let dir = tempfile::tempdir()?;
     let cluster = format!("bench-domains-{}", rand::random::<u32>());
     let names: Vec<String> = (0..args.domains)
         .map(|i| format!("{}-{:02}", 11 + i % args.groups, 1 + i / args.groups))
         .collect();
-    let mut domains = Vec::new();
+    let mut sorted = names.clone();
+    sorted.sort();
+    let mut starts = Vec::new();
     for name in &names {
         let config = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&config, format!("[cluster]\ngroup = \"{}\"\n", &name[..2]))?;
+        std::fs::write(
+            &config,
+            format!(
+                "[cluster]\ngroup = \"{}\"\nrelay_fanout = {FANOUT}\n",
+                &name[..2]
+            ),
+        )?;
         let serve_args = [
             "--zk",
             &args.zk,
@@ -71,12 +102,21 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         .map(|s| s.to_string())
         .chain([config.display().to_string()])
         .collect::<Vec<_>>();
-        let log = dir.path().join(format!("{name}.log"));
-        domains.push(ServeChild::start(name, &dir.path().join(name), &serve_args, &log).await?);
+        starts.push(Start {
+            name: name.clone(),
+            data: dir.path().join(name),
+            args: serve_args,
+            log: dir.path().join(format!("{name}.log")),
+        });
     }
-    let clients: Vec<Client> = domains
+    let mut domains = Vec::new();
+    for start in &starts {
+        domains.push(start.start().await?);
+    }
+    let urls: Vec<String> = domains.iter().map(|d| d.url.clone()).collect();
+    let clients: Vec<Client> = urls
         .iter()
-        .map(|d| Client::new(&d.url, Duration::from_secs(10)))
+        .map(|url| Client::new(url, Duration::from_secs(10)))
         .collect::<Result<_, _>>()?;
     let deadline = Instant::now() + Duration::from_secs(120);
     for c in &clients {
@@ -88,73 +128,104 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    // The relay tree lays the names out in name order (`relay/tree.rs`).
+    let at = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
+    let (a, b, hops) = longest_path(sorted.len(), FANOUT);
+    let ends = args.longest_path.then(|| (at(&sorted[a]), at(&sorted[b])));
 
     let http = reqwest::Client::new();
     let zk_before = mntr(&args.zk).await?;
-    let cpu_before: Vec<f64> = domains
+    let pids: Vec<u32> = domains.iter().map(ServeChild::pid).collect();
+    let cpu_before: Vec<f64> = pids
         .iter()
-        .map(|d| cpu_seconds(d.pid()))
+        .map(|&pid| cpu_seconds(pid))
         .collect::<Result<_, _>>()?;
+    let domains = std::sync::Arc::new(std::sync::Mutex::new(
+        domains.into_iter().map(Some).collect::<Vec<_>>(),
+    ));
+    let stop_faults = tokio_util::sync::CancellationToken::new();
+    let fault_task = args.faults.then(|| {
+        let measured: Vec<usize> = match ends {
+            Some((w, r)) => vec![w, r],
+            None => Vec::new(),
+        };
+        let targets: Vec<usize> = (0..names.len()).filter(|i| !measured.contains(i)).collect();
+        tokio::spawn(faults(
+            domains.clone(),
+            starts,
+            targets,
+            stop_faults.clone(),
+        ))
+    });
     let started = Instant::now();
     let total = (args.duration.as_secs_f64() * f64::from(args.rate)) as u64;
     let bar = ProgressBar::new(total).with_style(ProgressStyle::with_template(
         "{msg} {wide_bar} {pos}/{len} writes",
     )?);
     bar.set_message(format!("{} domains, {} writes/s", names.len(), args.rate));
-    let (mut acks, mut lags) = (Vec::new(), Vec::new());
-    let mut watching = tokio::task::JoinSet::new();
+    let mut tally = Tally::default();
+    let mut pairs = tokio::task::JoinSet::new();
     let every = Duration::from_secs_f64(1.0 / f64::from(args.rate.max(1)));
+    let follow_every = u64::from((args.rate / LAG_SAMPLES_PER_SECOND).max(1));
     for k in 0..total {
         tokio::time::sleep_until((started + every * k as u32).into()).await;
-        // The heap lays the names out in order: the far end of the first
-        // is the last.
-        let (w, r) = (
+        // Without --longest-path each domain writes in turn, looked up at
+        // the name that many places from the end.
+        let (w, r) = ends.unwrap_or((
             k as usize % names.len(),
             names.len() - 1 - k as usize % names.len(),
-        );
-        let id = format!("{}-d{k}", names[w]);
-        let sent = Instant::now();
-        clients[w].put(&id, &json!({"title": "t"})).await?;
-        let acked = Instant::now();
-        acks.push((acked - sent).as_secs_f64() * 1e3);
-        let (url, owner, http) = (
-            format!("{}/v1/route/{id}", domains[r].url),
-            names[w].clone(),
-            http.clone(),
-        );
-        watching.spawn(async move {
-            while acked.elapsed() < GIVE_UP {
-                let route: Option<RouteBody> = match http.get(&url).send().await {
-                    Ok(answer) => answer.json().await.ok(),
-                    Err(_) => None,
-                };
-                if route.is_some_and(|r| r.candidates.contains(&owner)) {
-                    return Some((Instant::now() - acked).as_secs_f64() * 1e3);
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            None
-        });
+        ));
+        let pair = Pair {
+            id: format!("{}-d{k}", names[w]),
+            owner: names[w].clone(),
+            writer: clients[w].clone(),
+            reader: clients[r].clone(),
+            route: (k % follow_every == 0)
+                .then(|| (http.clone(), format!("{}/v1/route/", urls[r]))),
+        };
+        pairs.spawn(pair.run());
+        while let Some(done) = pairs.try_join_next() {
+            tally.add(done.context("a write-then-lookup pair failed")?);
+        }
         bar.inc(1);
     }
     let writing = started.elapsed().as_secs_f64();
-    let mut never = 0;
-    while let Some(lag) = watching.join_next().await {
-        match lag.context("a lag watcher failed")? {
-            Some(lag) => lags.push(lag),
-            None => never += 1,
-        }
+    while let Some(done) = pairs.join_next().await {
+        tally.add(done.context("a write-then-lookup pair failed")?);
     }
     bar.finish_and_clear();
+    stop_faults.cancel();
+    let faulted = match fault_task {
+        Some(task) => task.await.context("the fault task failed")??,
+        None => Faulted::default(),
+    };
     let zk_after = mntr(&args.zk).await?;
+    // Only the domains never restarted: a restarted one's figures start
+    // again from zero.
+    let domains: Vec<ServeChild> = std::mem::take(&mut *lock(&domains))
+        .into_iter()
+        .flatten()
+        .collect();
     let mut cpus: Vec<f64> = domains
         .iter()
-        .zip(&cpu_before)
-        .map(|(d, before)| cpu_seconds(d.pid()).map(|now| (now - before) / writing * 100.0))
+        .filter_map(|d| {
+            let i = pids.iter().position(|&p| p == d.pid())?;
+            Some(cpu_seconds(d.pid()).map(|now| (now - cpu_before[i]) / writing * 100.0))
+        })
         .collect::<Result<_, _>>()?;
     for d in domains {
         d.stop().await?;
     }
+    let Tally {
+        mut acks,
+        mut lags,
+        never,
+        unacknowledged,
+        found,
+        not_found,
+        unavailable,
+        failed,
+    } = tally;
     acks.sort_by(f64::total_cmp);
     lags.sort_by(f64::total_cmp);
     cpus.sort_by(f64::total_cmp);
@@ -164,42 +235,303 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
             / names.len() as f64
     };
     let report = json!({
-        "domains": names.len(), "groups": args.groups, "rate": args.rate, "writes": total, "not_routed_within_10_s": never,
+        "domains": names.len(), "groups": args.groups, "rate": args.rate, "writes": total,
+        "longest_path": args.longest_path, "longest_path_hops": hops,
+        "unacknowledged": unacknowledged, "not_routed_within_10_s": never,
         "ack_ms": {"p50": quantile(&acks, 0.5), "p99": quantile(&acks, 0.99)},
-        "far_end_lag_ms": {"p50": quantile(&lags, 0.5), "p99": quantile(&lags, 0.99)},
+        "far_end_lag_ms": {"samples": lags.len(), "p50": quantile(&lags, 0.5), "p99": quantile(&lags, 0.99), "max": quantile(&lags, 1.0)},
+        "far_end_lookups": {"found": found, "not_found": not_found, "unavailable": unavailable, "failed": failed},
+        "faults": {"kills": faulted.kills, "pauses": faulted.pauses},
         "zk_packets_sent_per_write_per_domain": per("zk_packets_sent"),
         "zk_packets_received_per_write_per_domain": per("zk_packets_received"),
-        "cpu_percent_of_a_core": {"median": quantile(&cpus, 0.5), "max": quantile(&cpus, 1.0)},
+        "cpu_percent_of_a_core": {"domains": cpus.len(), "median": quantile(&cpus, 0.5), "max": quantile(&cpus, 1.0)},
     });
     std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
     println!(
-        "{} domains in {} groups, {total} writes at {}/s:",
+        "{} domains in {} groups, {total} writes at {}/s{}{}:",
         names.len(),
         args.groups,
-        args.rate
+        args.rate,
+        if args.longest_path {
+            format!(", at one end of the longest path ({hops} hops), looked up at the other")
+        } else {
+            String::new()
+        },
+        if args.faults {
+            format!(
+                ", {} domains killed and {} paused meanwhile",
+                faulted.kills, faulted.pauses
+            )
+        } else {
+            String::new()
+        }
     );
-    println!("| | p50 | p99 |\n|---|---|---|");
+    println!("| | p50 | p99 | max |\n|---|---|---|---|");
     println!(
-        "| acknowledgement | {:.1} ms | {:.1} ms |",
+        "| acknowledgement | {:.1} ms | {:.1} ms | {:.1} ms |",
         quantile(&acks, 0.5),
-        quantile(&acks, 0.99)
+        quantile(&acks, 0.99),
+        quantile(&acks, 1.0)
     );
     println!(
-        "| routed at the far end, after the acknowledgement | {:.1} ms | {:.1} ms |",
+        "| routed at the far end, after the acknowledgement ({} followed) | {:.1} ms | {:.1} ms | {:.1} ms |",
+        lags.len(),
         quantile(&lags, 0.5),
-        quantile(&lags, 0.99)
+        quantile(&lags, 0.99),
+        quantile(&lags, 1.0)
     );
     println!(
-        "ZooKeeper per write and domain: {:.2} packets sent, {:.2} received; CPU per domain: median {:.1} %, max {:.1} % of a core",
+        "looked up at the far end as acknowledged: {found} found, {not_found} not found, {unavailable} unavailable, {failed} failed; {unacknowledged} writes not acknowledged"
+    );
+    println!(
+        "ZooKeeper per write and domain: {:.2} packets sent, {:.2} received; CPU per domain ({} never restarted): median {:.1} %, max {:.1} % of a core",
         per("zk_packets_sent"),
         per("zk_packets_received"),
+        cpus.len(),
         quantile(&cpus, 0.5),
         quantile(&cpus, 1.0)
     );
     println!("figures in {}", args.json.display());
     anyhow::ensure!(
+        not_found == 0,
+        "{not_found} acknowledged writes were answered \"not found\" at the far end"
+    );
+    anyhow::ensure!(
         never == 0,
         "{never} writes were not routed at the far end within {GIVE_UP:?}"
     );
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// How to start one domain (again).
+struct Start {
+    name: String,
+    data: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+}
+
+impl Start {
+    async fn start(&self) -> anyhow::Result<ServeChild> {
+        ServeChild::start(&self.name, &self.data, &self.args, &self.log).await
+    }
+}
+
+/// One write and its lookup at the far end as soon as it is acknowledged;
+/// with `route`, then followed until the far end routes it.
+struct Pair {
+    id: String,
+    owner: String,
+    writer: Client,
+    reader: Client,
+    route: Option<(reqwest::Client, String)>,
+}
+
+/// What became of a [`Pair`].
+enum Outcome {
+    Unacknowledged,
+    Acknowledged {
+        ack_ms: f64,
+        /// The far end's answer (0: none).
+        status: u16,
+        /// Until routed at the far end, if followed: None if not within
+        /// [`GIVE_UP`].
+        lag_ms: Option<Option<f64>>,
+    },
+}
+
+impl Pair {
+    async fn run(self) -> Outcome {
+        let sent = Instant::now();
+        if self
+            .writer
+            .put(&self.id, &json!({"title": "t"}))
+            .await
+            .is_err()
+        {
+            return Outcome::Unacknowledged;
+        }
+        let acked = Instant::now();
+        let status = match self.reader.lookup(&self.id, false).await {
+            Ok((status, _)) => status,
+            Err(_) => 0,
+        };
+        let lag_ms = match self.route {
+            Some((http, route)) => {
+                Some(routed(&http, &format!("{route}{}", self.id), &self.owner, acked).await)
+            }
+            None => None,
+        };
+        Outcome::Acknowledged {
+            ack_ms: (acked - sent).as_secs_f64() * 1e3,
+            status,
+            lag_ms,
+        }
+    }
+}
+
+/// Milliseconds from `acked` until `url` (a route at the far end) names
+/// `owner` among the candidates; None if not within [`GIVE_UP`].
+async fn routed(http: &reqwest::Client, url: &str, owner: &str, acked: Instant) -> Option<f64> {
+    while acked.elapsed() < GIVE_UP {
+        let route: Option<RouteBody> = match http.get(url).send().await {
+            Ok(answer) => answer.json().await.ok(),
+            Err(_) => None,
+        };
+        if route.is_some_and(|r| r.candidates.iter().any(|c| c == owner)) {
+            return Some((Instant::now() - acked).as_secs_f64() * 1e3);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    None
+}
+
+/// The pairs' outcomes so far.
+#[derive(Default)]
+struct Tally {
+    acks: Vec<f64>,
+    lags: Vec<f64>,
+    never: u64,
+    unacknowledged: u64,
+    found: u64,
+    /// Acknowledged, then answered 404 at the far end: must be 0.
+    not_found: u64,
+    unavailable: u64,
+    failed: u64,
+}
+
+impl Tally {
+    fn add(&mut self, outcome: Outcome) {
+        let Outcome::Acknowledged {
+            ack_ms,
+            status,
+            lag_ms,
+        } = outcome
+        else {
+            self.unacknowledged += 1;
+            return;
+        };
+        self.acks.push(ack_ms);
+        match status {
+            200 => self.found += 1,
+            404 => self.not_found += 1,
+            503 => self.unavailable += 1,
+            _ => self.failed += 1,
+        }
+        match lag_ms {
+            Some(Some(lag)) => self.lags.push(lag),
+            Some(None) => self.never += 1,
+            None => {}
+        }
+    }
+}
+
+#[derive(Default)]
+struct Faulted {
+    kills: u64,
+    pauses: u64,
+}
+
+type Domains = std::sync::Arc<std::sync::Mutex<Vec<Option<ServeChild>>>>;
+
+fn lock(domains: &Domains) -> std::sync::MutexGuard<'_, Vec<Option<ServeChild>>> {
+    domains
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Until `stop`: every 1–3 s one of `targets` is killed with SIGKILL and
+/// started again 0.5–2 s later on its data, or paused (SIGSTOP) for
+/// 0.5–3 s, at times past its ZooKeeper session.
+async fn faults(
+    domains: Domains,
+    starts: Vec<Start>,
+    targets: Vec<usize>,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Faulted> {
+    use rand::seq::IndexedRandom;
+    use rand::{Rng, SeedableRng};
+    let mut faulted = Faulted::default();
+    let mut rng = rand::rngs::StdRng::from_os_rng();
+    loop {
+        let wait = Duration::from_millis(rng.random_range(1_000..3_000));
+        if stop
+            .run_until_cancelled(tokio::time::sleep(wait))
+            .await
+            .is_none()
+        {
+            return Ok(faulted);
+        }
+        let Some(&i) = targets.choose(&mut rng) else {
+            return Ok(faulted);
+        };
+        let down = Duration::from_millis(rng.random_range(500..3_000));
+        if rng.random_bool(0.5) {
+            // Dropped: SIGKILL, and reaped.
+            drop(lock(&domains)[i].take());
+            tokio::time::sleep(down).await;
+            let again = starts[i].start().await?;
+            lock(&domains)[i] = Some(again);
+            faulted.kills += 1;
+        } else {
+            let pid = lock(&domains)[i].as_ref().map(ServeChild::pid);
+            let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
+                continue;
+            };
+            let pid = nix::unistd::Pid::from_raw(pid);
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP)?;
+            tokio::time::sleep(down).await;
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT)?;
+            faulted.pauses += 1;
+        }
+    }
+}
+
+/// The two ends of the longest path in a heap of `n` names of degree
+/// `fanout`, and its length in hops: the farthest name from the first,
+/// and the farthest from that.
+fn longest_path(n: usize, fanout: usize) -> (usize, usize, usize) {
+    let neighbours = |i: usize| {
+        let parent = (i > 0).then(|| (i - 1) / fanout);
+        parent
+            .into_iter()
+            .chain((i * fanout + 1)..((i + 1) * fanout + 1).min(n))
+    };
+    let farthest = |from: usize| {
+        let mut hops = vec![usize::MAX; n];
+        hops[from] = 0;
+        let mut queue = std::collections::VecDeque::from([from]);
+        let mut last = from;
+        while let Some(i) = queue.pop_front() {
+            last = i;
+            for j in neighbours(i) {
+                if hops[j] == usize::MAX {
+                    hops[j] = hops[i] + 1;
+                    queue.push_back(j);
+                }
+            }
+        }
+        (last, hops[last])
+    };
+    let (a, _) = farthest(0);
+    let (b, hops) = farthest(a);
+    (a, b, hops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_path_of_a_heap_joins_two_deepest_leaves_through_the_root() {
+        // Degree 3: 0; 1–3; 4–12; 13–15 (children of 4). The deepest
+        // leaves are under 1 (via 4); the farthest from them is 12, under 3.
+        let (a, b, hops) = longest_path(16, 3);
+        assert_eq!(hops, 5);
+        let ends = [a.min(b), a.max(b)];
+        assert!((13..=15).contains(&ends[1]), "{ends:?}");
+        assert!((7..=12).contains(&ends[0]), "{ends:?}");
+        assert_eq!(longest_path(2, 3).2, 1);
+        assert_eq!(longest_path(40, 3).2, 6);
+    }
 }

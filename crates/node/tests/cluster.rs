@@ -776,7 +776,7 @@ impl Coordinator for Blinkered {
         self.inner.published()
     }
 
-    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
+    fn read_current(&self) -> BoxFuture<'_, Result<std::sync::Arc<Roster>, CoordError>> {
         self.inner.read_current()
     }
 

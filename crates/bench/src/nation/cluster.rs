@@ -80,6 +80,10 @@ pub struct ClusterRow {
     pub lookup_absent_ms_p50: f64,
     pub calls_per_found: f64,
     pub calls_per_absent: f64,
+    /// Lookups of absent IDs while writes flow at the steady rate: the
+    /// copies behind a publication in flight are asked (probed).
+    pub absent_in_writes_ms_p50: f64,
+    pub calls_per_absent_in_writes: f64,
     /// A held ID answered 404, or an absent one found: must be 0.
     pub lookups_wrong: u64,
     /// Answered 503 (a domain that may hold it not reached, or the
@@ -486,26 +490,16 @@ pub async fn measure(
         format!("{n} domains: {} writes/s", args.write_rate),
     )?;
     let started = Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / args.write_rate as f64));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut writes = tokio::task::JoinSet::new();
-    let mut sent_writes = 0u64;
-    while started.elapsed() < window {
-        tick.tick().await;
-        let d = weighted.pick(&mut rng);
-        let nation = nation.clone();
-        writes.spawn(async move { nation.write(d, 1).await });
-        sent_writes += 1;
-        steady.inc(1);
-        while let Some(done) = writes.try_join_next() {
-            done??;
-            row.writes_acknowledged += 1;
-        }
-    }
-    while let Some(done) = writes.join_next().await {
-        done??;
-        row.writes_acknowledged += 1;
-    }
+    let (sent_writes, acknowledged, ()) = write_while(
+        &nation,
+        &weighted,
+        args.write_rate,
+        &mut rng,
+        Some(&steady),
+        tokio::time::sleep(window),
+    )
+    .await?;
+    row.writes_acknowledged += acknowledged;
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(child.pid())? - cpu0;
     let zk1 = mntr(zk_connect).await?;
@@ -625,6 +619,22 @@ pub async fn measure(
         lookups(&client, &nation, &held, 200, &mut row).await;
     (row.lookup_absent_ms_p50, row.calls_per_absent) =
         lookups(&client, &nation, &absent, 404, &mut row).await;
+    // As many again while writes flow: the copies behind a publication in
+    // flight cannot rule their domains out, and are asked (the probes).
+    let absent: Vec<String> = (0..args.cluster_lookups)
+        .map(|i| format!("absent-{}-{i}", rng.random::<u64>()))
+        .collect();
+    let mut writer_rng = rand::rngs::StdRng::seed_from_u64(rng.random());
+    let (_, _, (ms, calls)) = write_while(
+        &nation,
+        &weighted,
+        args.write_rate,
+        &mut writer_rng,
+        None,
+        lookups(&client, &nation, &absent, 404, &mut row),
+    )
+    .await?;
+    (row.absent_in_writes_ms_p50, row.calls_per_absent_in_writes) = (ms, calls);
 
     if args.killed > 0.0 {
         with_some_killed(args, &client, &nation, &mut rng, &mut row).await?;
@@ -694,6 +704,47 @@ async fn with_some_killed(
 /// Looks `ids` up through the measured domain, each expected to answer
 /// `right`; returns the median time in ms and the calls to light domains
 /// per lookup.
+/// Writes `rate` records a second over the nation, each at a domain drawn
+/// in proportion to its size and published as a domain publishes it, until
+/// `meanwhile` is done; returns the writes sent, those acknowledged, and
+/// what `meanwhile` gave.
+async fn write_while<T>(
+    nation: &Arc<Nation>,
+    weighted: &Weighted,
+    rate: u64,
+    rng: &mut impl Rng,
+    bar: Option<&ProgressBar>,
+    meanwhile: impl std::future::Future<Output = T>,
+) -> anyhow::Result<(u64, u64, T)> {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut writes = tokio::task::JoinSet::new();
+    let (mut sent, mut acknowledged) = (0u64, 0u64);
+    tokio::pin!(meanwhile);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut meanwhile => break outcome,
+            _ = tick.tick() => {}
+        }
+        let d = weighted.pick(rng);
+        let nation = nation.clone();
+        writes.spawn(async move { nation.write(d, 1).await });
+        sent += 1;
+        if let Some(bar) = bar {
+            bar.inc(1);
+        }
+        while let Some(done) = writes.try_join_next() {
+            done??;
+            acknowledged += 1;
+        }
+    };
+    while let Some(done) = writes.join_next().await {
+        done??;
+        acknowledged += 1;
+    }
+    Ok((sent, acknowledged, outcome))
+}
+
 async fn lookups(
     client: &Client,
     nation: &Nation,
@@ -755,7 +806,7 @@ pub fn print(rows: &[ClusterRow]) {
     }
     println!("\nZooKeeper and lookups\n");
     println!(
-        "{:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7} {:>9} {:>7} {:>9}",
+        "{:>7} {:>8} {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>14} {:>15} {:>7} {:>9} {:>7} {:>9}",
         "domains",
         "znodes",
         "conns",
@@ -766,6 +817,8 @@ pub fn print(rows: &[ClusterRow]) {
         "events/s",
         "calls/hit",
         "calls/miss",
+        "miss ms, writes",
+        "calls/miss, wr.",
         "wrong",
         "no answer",
         "killed",
@@ -774,7 +827,7 @@ pub fn print(rows: &[ClusterRow]) {
     for r in rows {
         let then = r.killed_absent_404 + r.killed_absent_503;
         println!(
-            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>7} {:>9} {:>7} {:>8.1}%",
+            "{:>7} {:>8} {:>8} {:>8} {:>10.0} {:>10.0} {:>9} {:>9.0} {:>10.2} {:>10.2} {:>14.1} {:>15.2} {:>7} {:>9} {:>7} {:>8.1}%",
             r.domains,
             r.znodes,
             r.zk_connections,
@@ -785,6 +838,8 @@ pub fn print(rows: &[ClusterRow]) {
             r.watch_events_per_second,
             r.calls_per_found,
             r.calls_per_absent,
+            r.absent_in_writes_ms_p50,
+            r.calls_per_absent_in_writes,
             r.lookups_wrong,
             r.lookups_unanswered,
             r.killed,

@@ -38,7 +38,7 @@ impl Confirmations {
     pub async fn confirm<F, Fut>(&self, read: F) -> Read
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Roster, CoordError>>,
+        Fut: Future<Output = Read>,
     {
         let ticket = self.arrivals.fetch_add(1, Ordering::SeqCst) + 1;
         let _lane = self.lane.lock().await;
@@ -49,7 +49,7 @@ impl Confirmations {
         }
         let covers = self.arrivals.load(Ordering::SeqCst);
         let began = Instant::now();
-        let result = read().await.map(Arc::new);
+        let result = read().await;
         *self.last.lock() = Some((covers, result.clone()));
         if let Ok(roster) = &result {
             *self.last_good.lock() = Some((began, roster.clone()));
@@ -62,7 +62,7 @@ impl Confirmations {
     pub async fn recent<F, Fut>(&self, max_age: Duration, read: F) -> Read
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Roster, CoordError>>,
+        Fut: Future<Output = Read>,
     {
         if let Some((began, roster)) = &*self.last_good.lock() {
             if began.elapsed() < max_age {
@@ -80,7 +80,7 @@ mod tests {
 
     /// A read that counts itself and says which read it was (in the
     /// roster's size), after yielding so that others can arrive.
-    async fn counted(reads: &AtomicUsize) -> Result<Roster, CoordError> {
+    async fn counted(reads: &AtomicUsize) -> Read {
         let n = reads.fetch_add(1, Ordering::SeqCst) + 1;
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -102,7 +102,7 @@ mod tests {
                 (format!("{i}"), known)
             })
             .collect();
-        Ok(Roster { known })
+        Ok(Arc::new(Roster { known }))
     }
 
     #[tokio::test]

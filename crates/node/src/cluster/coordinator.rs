@@ -340,8 +340,9 @@ pub trait Coordinator: Send + Sync + 'static {
     /// reflecting every publication completed before this call, in a
     /// number of requests that does not grow with the domains (ZooKeeper:
     /// a `sync`, a listing of the ledger's groups and one multi-read). An
-    /// error means the positions cannot be confirmed now.
-    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>>;
+    /// error means the positions cannot be confirmed now. Shared: the same
+    /// `Arc` as the last read's while nothing changed.
+    fn read_current(&self) -> BoxFuture<'_, Result<Arc<Roster>, CoordError>>;
 
     /// A line for logs and `/v1/cluster`.
     fn describe(&self) -> String;

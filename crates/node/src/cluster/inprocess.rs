@@ -115,8 +115,8 @@ impl Coordinator for InProcessCoordinator {
         self.published.subscribe()
     }
 
-    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
-        let roster = self.hub.members.lock().1.clone();
+    fn read_current(&self) -> BoxFuture<'_, Result<Arc<Roster>, CoordError>> {
+        let roster = Arc::new(self.hub.members.lock().1.clone());
         async move { Ok(roster) }.boxed()
     }
 

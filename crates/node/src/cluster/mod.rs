@@ -169,6 +169,8 @@ pub struct Cluster {
     flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
     /// Reads of the positions, shared by the "not found"s waiting on them.
     confirmations: confirm::Confirmations,
+    /// The last read whose positions the replicas took.
+    positions_taken: parking_lot::Mutex<Option<Arc<Roster>>>,
     /// Every task it spawns, so that shutdown can wait for them.
     tasks: TaskTracker,
     http: reqwest::Client,
@@ -239,6 +241,7 @@ impl Cluster {
             neighbours: RwLock::new(Vec::new()),
             flights: Default::default(),
             confirmations: Default::default(),
+            positions_taken: Default::default(),
             tasks: TaskTracker::new(),
             http,
             member: member_key.map(|key| Arc::new((key, me.to_owned()))),

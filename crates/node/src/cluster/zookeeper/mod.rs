@@ -68,6 +68,9 @@ pub struct ZooKeeperCoordinator {
     /// with its version: a publication then costs one multi-op, not a
     /// read first (another writer's change makes it fail, and it is read).
     ledger: Mutex<Option<(Entries, i32)>>,
+    /// The ledger's entries as last admitted, so a read checks again only
+    /// those written since.
+    admitted: Admitted,
 }
 
 /// How often a disconnected session checks whether ZooKeeper accepts
@@ -86,8 +89,10 @@ const MAX_RETRY: Duration = Duration::from_millis(500);
 /// ID profile) tries to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
 
+mod admitted;
 mod session;
 
+use admitted::Admitted;
 use session::Session;
 
 /// The session's connection, as the run loop knows it.
@@ -110,7 +115,7 @@ enum End {
 /// What [`ZooKeeperCoordinator::read_ledger_with`] read.
 struct LedgerRead {
     /// The entries of every domain that has one in exactly one group.
-    roster: Roster,
+    roster: Arc<Roster>,
     /// The names registered now (if asked for).
     registered: Vec<String>,
     /// The names each group's znode holds an entry for (with the names
@@ -217,6 +222,7 @@ impl ZooKeeperCoordinator {
             published: watch::channel(None).0,
             client: Mutex::new(None),
             ledger: Mutex::new(None),
+            admitted: Admitted::default(),
         })
     }
 
@@ -486,7 +492,7 @@ impl ZooKeeperCoordinator {
     /// Every group's ledger znode, read after a `sync` (so that every
     /// publication completed before this call is in what it reads): three
     /// requests whatever the number of domains.
-    async fn read_ledger(&self, client: &zk::Client) -> Result<Roster, CoordError> {
+    async fn read_ledger(&self, client: &zk::Client) -> Result<Arc<Roster>, CoordError> {
         Ok(self.read_ledger_with(client, false).await?.roster)
     }
 
@@ -531,39 +537,34 @@ impl ZooKeeperCoordinator {
         } else {
             Vec::new()
         };
-        let mut known = BTreeMap::new();
-        // A domain moved to another group has an entry in each until it
-        // registers in the new one (`leave_other_groups`): which is its
-        // last is not known here, so neither is taken, and it is asked
-        // (as a domain known only here) meanwhile.
-        let mut twice = BTreeSet::new();
-        let mut held = BTreeMap::new();
-        for (group, read) in groups.iter().zip(read) {
-            let data = match read {
-                zk::MultiReadResult::Data { data, .. } => data,
+        let mut data = Vec::with_capacity(groups.len());
+        for (group, read) in groups.into_iter().zip(read) {
+            match read {
+                zk::MultiReadResult::Data { data: bytes, .. } => data.push((group, bytes)),
                 zk::MultiReadResult::Error {
                     err: zk::Error::NoNode,
                 } => continue,
                 zk::MultiReadResult::Error { err } => return Err(failed(err)),
                 _ => return Err(failed(unexpected("a znode's contents"))),
-            };
-            let entries = ledger::decode(group, &data);
-            if registered {
-                held.insert(group.clone(), entries.keys().cloned().collect());
-            }
-            for (name, entry) in entries {
-                if let Some(entry) = self.admit_entry(&folder, &name, &entry) {
-                    if known.insert(name.clone(), entry).is_some() {
-                        twice.insert(name);
-                    }
-                }
             }
         }
-        for name in &twice {
-            known.remove(name);
-        }
+        let ledger = self.admitted.read(data, |name, bytes| {
+            admit::<Known>(&self.settings.admission, &folder, name, bytes)
+        });
+        let held = if registered {
+            ledger
+                .groups
+                .iter()
+                .map(|(group, entries)| {
+                    let names = entries.iter().map(|e| e.name.clone()).collect();
+                    (group.clone(), names)
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         Ok(LedgerRead {
-            roster: Roster { known },
+            roster: ledger.roster,
             registered: names,
             groups: held,
         })
@@ -1006,7 +1007,7 @@ impl Coordinator for ZooKeeperCoordinator {
         self.published.subscribe()
     }
 
-    fn read_current(&self) -> BoxFuture<'_, Result<Roster, CoordError>> {
+    fn read_current(&self) -> BoxFuture<'_, Result<Arc<Roster>, CoordError>> {
         let client = self.client.lock().clone();
         let limit = self.settings.session_timeout.min(Duration::from_secs(2));
         async move {
