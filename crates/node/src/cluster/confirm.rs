@@ -1,7 +1,8 @@
 //! One read of the positions for every "not found" waiting on it: a
 //! domain answering a hundred absent lookups at once asks the coordinator
 //! once or twice, not a hundred times. A cached record needs less: a read
-//! begun recently enough ([`Confirmations::recent`]).
+//! begun recently enough ([`Confirmations::recent`]), renewed ahead of
+//! time so that cache hits do not queue behind it.
 //!
 //! A lookup may only use a read that started after it did (a read begun
 //! earlier may predate a write acknowledged before the lookup began, and
@@ -12,7 +13,7 @@
 //! meanwhile, or it starts one, which covers everyone waiting by then.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,8 @@ pub struct Confirmations {
     last: parking_lot::Mutex<Option<(u64, Read)>>,
     /// The last read that succeeded, and when it began.
     last_good: parking_lot::Mutex<Option<(Instant, Arc<Roster>)>>,
+    /// A read is being made ahead of time for [`recent`](Self::recent).
+    renewing: AtomicBool,
 }
 
 impl Confirmations {
@@ -59,17 +62,40 @@ impl Confirmations {
 
     /// The positions as read by a read begun less than `max_age` ago: the
     /// last one if it did, else a new one ([`confirm`](Self::confirm)).
-    pub async fn recent<F, Fut>(&self, max_age: Duration, read: F) -> Read
+    /// Once the last one is half that age, one caller starts the next in
+    /// the background and returns at once, so that under steady traffic
+    /// no caller waits for a read (with a hundred cache hits a second
+    /// queued behind one, they would every `max_age`).
+    pub async fn recent<F, Fut>(self: &Arc<Self>, max_age: Duration, read: F) -> Read
     where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Read>,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Read> + Send + 'static,
     {
-        if let Some((began, roster)) = &*self.last_good.lock() {
-            if began.elapsed() < max_age {
-                return Ok(roster.clone());
+        let last = self.last_good.lock().clone();
+        if let Some((began, roster)) = last {
+            let age = began.elapsed();
+            if age < max_age {
+                if age >= max_age / 2 && !self.renewing.swap(true, Ordering::SeqCst) {
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        // A failure leaves the last good read, which
+                        // callers take until it is `max_age` old.
+                        let _ = this.confirm(read).await;
+                        this.renewing.store(false, Ordering::SeqCst);
+                    });
+                }
+                return Ok(roster);
             }
         }
         self.confirm(read).await
+    }
+
+    /// Makes the last good read look `by` older, as time passing would.
+    #[cfg(test)]
+    fn age(&self, by: Duration) {
+        if let Some((began, _)) = self.last_good.lock().as_mut() {
+            *began -= by;
+        }
     }
 }
 
@@ -139,16 +165,24 @@ mod tests {
         assert_eq!(second.known.len(), 2);
     }
 
+    /// A read for [`Confirmations::recent`]: [`counted`] on a shared count.
+    fn counted_by(reads: &Arc<AtomicUsize>) -> impl FnOnce() -> BoxedRead {
+        let reads = reads.clone();
+        move || Box::pin(async move { counted(&reads).await })
+    }
+
+    type BoxedRead = std::pin::Pin<Box<dyn Future<Output = Read> + Send>>;
+
     #[tokio::test]
     async fn a_recent_read_is_shared_until_it_is_older_than_asked_then_read_again() {
-        let shared = Confirmations::default();
-        let reads = AtomicUsize::new(0);
+        let shared = Arc::new(Confirmations::default());
+        let reads = Arc::new(AtomicUsize::new(0));
         let hour = Duration::from_secs(3600);
-        shared.recent(hour, || counted(&reads)).await.unwrap();
-        let again = shared.recent(hour, || counted(&reads)).await.unwrap();
+        shared.recent(hour, counted_by(&reads)).await.unwrap();
+        let again = shared.recent(hour, counted_by(&reads)).await.unwrap();
         assert_eq!(again.known.len(), 1, "the read begun within the hour");
         let fresh = shared
-            .recent(Duration::ZERO, || counted(&reads))
+            .recent(Duration::ZERO, counted_by(&reads))
             .await
             .unwrap();
         assert_eq!(fresh.known.len(), 2, "no read is younger than zero");
@@ -156,12 +190,36 @@ mod tests {
             .confirm(|| async { Err(CoordError::NoSession) })
             .await;
         assert!(failed.is_err());
-        let after = shared.recent(hour, || counted(&reads)).await.unwrap();
+        let after = shared.recent(hour, counted_by(&reads)).await.unwrap();
         assert_eq!(
             after.known.len(),
             2,
             "a failed read leaves the last good one"
         );
+    }
+
+    #[tokio::test]
+    async fn a_read_past_half_its_age_is_renewed_behind_the_callers_who_take_the_last_one() {
+        let shared = Arc::new(Confirmations::default());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let hour = Duration::from_secs(3600);
+        shared.recent(hour, counted_by(&reads)).await.unwrap();
+        shared.age(Duration::from_secs(2000));
+        // Half an hour old: taken as it is, and one new read started.
+        for _ in 0..10 {
+            let taken = shared.recent(hour, counted_by(&reads)).await.unwrap();
+            assert_eq!(taken.known.len(), 1);
+        }
+        while shared.renewing.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            2,
+            "the first read and one renewal"
+        );
+        let now = shared.recent(hour, counted_by(&reads)).await.unwrap();
+        assert_eq!(now.known.len(), 2, "the renewed read is taken");
     }
 
     #[tokio::test]

@@ -168,7 +168,7 @@ pub struct Cluster {
     remembered: Option<PathBuf>,
     flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
     /// Reads of the positions, shared by the "not found"s waiting on them.
-    confirmations: confirm::Confirmations,
+    confirmations: Arc<confirm::Confirmations>,
     /// The last read whose positions the replicas took.
     positions_taken: parking_lot::Mutex<Option<Arc<Roster>>>,
     /// Every task it spawns, so that shutdown can wait for them.

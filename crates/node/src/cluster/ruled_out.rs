@@ -51,7 +51,8 @@ fn not_ruled_out_by(
 ) -> Vec<(String, String)> {
     // One pass over the roster and one over the copies, by name, with no
     // list of everyone built on the way: at N = 3 301 every "not found"
-    // runs this, and a search of `peers` for each domain (N²) took 33 ms.
+    // runs this, and a search of `peers` for each domain (N²) was most of
+    // its 37 ms (docs/SCALING.md).
     let by_name: HashMap<&str, &PeerInfo> = peers.iter().map(|p| (p.name.as_str(), p)).collect();
     let mut asked: Vec<(String, String)> = roster
         .known
@@ -105,9 +106,12 @@ impl Cluster {
     /// renews `owner`'s cache generation). A retired owner, or one the
     /// ledger does not know, is never confirmed.
     pub(super) async fn copy_confirmed(&self, owner: &str, held: Option<Position>) -> bool {
+        let coordinator = self.coordinator.clone();
         let read = self
             .confirmations
-            .recent(self.cache.max_lag(), || self.coordinator.read_current())
+            .recent(self.cache.max_lag(), move || async move {
+                coordinator.read_current().await
+            })
             .await;
         match read {
             Ok(roster) => roster

@@ -1,7 +1,8 @@
 //! The ledger entries already admitted, by their exact bytes. Every "not
 //! found" reads every group's znode: 3 301 sealed entries at N = 3 301,
-//! and decoding and checking the seal of each again at every read was
-//! most of that lookup's time (docs/SCALING.md). Whether an entry is
+//! and decoding and checking the seal of each again at every read, then
+//! building the roster anew, was much of that lookup's time
+//! (docs/SCALING.md). Whether an entry is
 //! admitted, and as what, depends only on its name, its bytes and the
 //! cluster's admission settings, which do not change while the domain
 //! runs: so entries whose bytes are those of the last read are taken as
