@@ -4,8 +4,9 @@
 //! routes it, whether a lookup there right after the acknowledgement ever
 //! says "not found" (with domains on the way killed and paused, if
 //! asked), what ZooKeeper sends per write and domain, and each domain's
-//! CPU. Light publishers (`nation`) stand in for a nation; these are full
-//! domains, each following all the others.
+//! CPU. These are full domains, each following all the others; with
+//! `--light`, light publishers (`nation`'s) make up the rest of a
+//! nation's N: registered, in the ledger, with filters to copy, idle.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -14,10 +15,11 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use xarchive_node::wire::RouteBody;
-use xarchive_node::Client;
+use xarchive_node::{Client, FilterSettings};
 
 use crate::child::ServeChild;
 use crate::nation::cluster::{cpu_seconds, figure, mntr};
+use crate::nation::light::Nation;
 use crate::quantile;
 
 /// How long a write may take to be routed at the far end before the
@@ -58,6 +60,16 @@ pub struct DomainsBenchArgs {
     /// a while a domain other than the two ends being measured.
     #[arg(long)]
     faults: bool,
+    /// Light publishers registered beside the real domains (`nation`'s:
+    /// each with a ZooKeeper session, a ledger entry and a filter every
+    /// real domain copies), to make up N; they do not write.
+    #[arg(long, default_value_t = 0)]
+    light: usize,
+    /// IDs the light publishers hold in all, shared evenly; every filter
+    /// is sized for them (`filter.cluster_ids`), as `nation` sizes its
+    /// own, so that a lookup has about one vain candidate among them.
+    #[arg(long, default_value_t = 10_000_000)]
+    light_ids: u64,
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "bench-domains.json")]
     json: PathBuf,
@@ -82,10 +94,15 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     let mut starts = Vec::new();
     for name in &names {
         let config = dir.path().join(format!("{name}.toml"));
+        let sizing = if args.light > 0 {
+            format!("[filter]\ncluster_ids = {}\n", args.light_ids)
+        } else {
+            String::new()
+        };
         std::fs::write(
             &config,
             format!(
-                "[cluster]\ngroup = \"{}\"\nrelay_fanout = {FANOUT}\n",
+                "[cluster]\ngroup = \"{}\"\nrelay_fanout = {FANOUT}\n{sizing}",
                 &name[..2]
             ),
         )?;
@@ -109,6 +126,25 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
             log: dir.path().join(format!("{name}.log")),
         });
     }
+    let light = if args.light > 0 {
+        let spinner = ProgressBar::new_spinner()
+            .with_message(format!("registering {} light publishers", args.light));
+        spinner.enable_steady_tick(Duration::from_millis(200));
+        let sizes = vec![args.light_ids / args.light as u64; args.light];
+        let filters = FilterSettings {
+            cluster_ids: args.light_ids,
+            ..FilterSettings::default()
+        };
+        let nation = Nation::new(&sizes, filters, cluster.clone(), &|_| {})?;
+        let server = nation.serve().await?;
+        nation.register(&args.zk, 64, &|| {}).await?;
+        spinner.finish_and_clear();
+        Some((nation, server))
+    } else {
+        None
+    };
+    let everyone = names.len() + args.light;
+    let joining = Instant::now();
     let mut domains = Vec::new();
     for start in &starts {
         domains.push(start.start().await?);
@@ -118,17 +154,20 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         .iter()
         .map(|url| Client::new(url, Duration::from_secs(10)))
         .collect::<Result<_, _>>()?;
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(600);
     for c in &clients {
-        while !c.cluster().await.is_ok_and(|v| v.converged(names.len())) {
+        while !c.cluster().await.is_ok_and(|v| v.converged(everyone)) {
             anyhow::ensure!(
                 Instant::now() < deadline,
-                "the domains did not converge in 2 minutes"
+                "the domains did not converge in 10 minutes"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    // The relay tree lays the names out in name order (`relay/tree.rs`).
+    let join_seconds = joining.elapsed().as_secs_f64();
+    // The relay tree lays the names out in name order (`relay/tree.rs`);
+    // light publishers' names (`n0000`…) sort after these, so the real
+    // domains are its top and the path between two runs through real ones.
     let at = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
     let (a, b, hops) = longest_path(sorted.len(), FANOUT);
     let ends = args.longest_path.then(|| (at(&sorted[a]), at(&sorted[b])));
@@ -216,6 +255,9 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     for d in domains {
         d.stop().await?;
     }
+    if let Some((nation, _server)) = light {
+        nation.close();
+    }
     let Tally {
         mut acks,
         mut lags,
@@ -235,7 +277,8 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
             / names.len() as f64
     };
     let report = json!({
-        "domains": names.len(), "groups": args.groups, "rate": args.rate, "writes": total,
+        "domains": names.len(), "light_publishers": args.light, "light_ids": args.light_ids,
+        "join_seconds": join_seconds, "groups": args.groups, "rate": args.rate, "writes": total,
         "longest_path": args.longest_path, "longest_path_hops": hops,
         "unacknowledged": unacknowledged, "not_routed_within_10_s": never,
         "ack_ms": {"p50": quantile(&acks, 0.5), "p99": quantile(&acks, 0.99)},
@@ -248,9 +291,17 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     });
     std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
     println!(
-        "{} domains in {} groups, {total} writes at {}/s{}{}:",
+        "{} domains in {} groups{}, {total} writes at {}/s{}{}:",
         names.len(),
         args.groups,
+        if args.light > 0 {
+            format!(
+                " among {everyone} ({} light publishers; all converged {join_seconds:.1} s after the first start)",
+                args.light
+            )
+        } else {
+            String::new()
+        },
         args.rate,
         if args.longest_path {
             format!(", at one end of the longest path ({hops} hops), looked up at the other")

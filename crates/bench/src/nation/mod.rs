@@ -41,7 +41,7 @@ use crate::quantile;
 use crate::svg::{Chart, Series};
 
 pub(crate) mod cluster;
-mod light;
+pub(crate) mod light;
 
 /// The archive levels at N = 3 301 (national comprehensive archives at the
 /// end of 2022): how many, and their share of all IDs (three quarters at
