@@ -43,3 +43,37 @@ fn bench_domains_routes_every_write_at_the_far_end_of_real_domains_in_two_groups
         "{report}"
     );
 }
+
+#[test]
+fn bench_domains_finds_every_write_at_the_other_end_of_the_longest_path_while_domains_are_killed() {
+    let zk = ZooKeeperServer::start();
+    let dir = tempdir().unwrap();
+    let json = dir.path().join("d.json");
+    let text = stdout_of(
+        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive-bench")))
+            .args(["domains", "--domains", "5", "--groups", "2"])
+            .args(["--rate", "20", "--duration", "4s"])
+            .args(["--longest-path", "--faults"])
+            .args(["--light", "20", "--light-ids", "20000"])
+            .args(["--zk", &zk.connect_string()])
+            .arg("--json")
+            .arg(&json)
+            .current_dir(dir.path()),
+    );
+    assert!(text.contains("among 25 (20 light publishers"), "{text}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let lookups = &report["far_end_lookups"];
+    assert_eq!(lookups["not_found"], 0, "{report}");
+    let count = |v: &Value| v.as_u64().unwrap_or(0);
+    let answered =
+        count(&lookups["found"]) + count(&lookups["unavailable"]) + count(&lookups["failed"]);
+    assert_eq!(
+        answered + count(&report["unacknowledged"]),
+        80,
+        "every write is acknowledged and looked up, or counted as not acknowledged: {report}"
+    );
+    // The first fault starts within 3 s, while writes go on for 4 s.
+    let faults = count(&report["faults"]["kills"]) + count(&report["faults"]["pauses"]);
+    assert!(faults >= 1, "{report}");
+    assert_eq!(report["longest_path_hops"], 3, "{report}");
+}
