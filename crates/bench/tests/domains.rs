@@ -12,22 +12,38 @@ use std::process::Command;
 use serde_json::Value;
 use xarchive_testkit::{stdout_of, tempdir, ZooKeeperServer};
 
-#[test]
-fn bench_domains_routes_every_write_at_the_far_end_of_real_domains_in_two_groups() {
+/// Runs `xarchive-bench domains ARGS` on a ZooKeeper of its own: what it
+/// printed, and its JSON report.
+fn bench_domains(args: &[&str]) -> (String, Value) {
     let zk = ZooKeeperServer::start();
     let dir = tempdir().unwrap();
     let json = dir.path().join("d.json");
     let text = stdout_of(
         Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive-bench")))
-            .args(["domains", "--domains", "4", "--groups", "2"])
-            .args(["--rate", "20", "--duration", "1s"])
+            .arg("domains")
+            .args(args)
             .args(["--zk", &zk.connect_string()])
             .arg("--json")
             .arg(&json)
             .current_dir(dir.path()),
     );
+    let report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (text, report)
+}
+
+#[test]
+fn bench_domains_routes_every_write_at_the_far_end_of_real_domains_in_two_groups() {
+    let (text, report) = bench_domains(&[
+        "--domains",
+        "4",
+        "--groups",
+        "2",
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+    ]);
     assert!(text.contains("4 domains in 2 groups, 20 writes"), "{text}");
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["writes"], 20, "{report}");
     assert_eq!(report["not_routed_within_10_s"], 0, "{report}");
     for figure in ["ack_ms", "far_end_lag_ms"] {
@@ -46,22 +62,23 @@ fn bench_domains_routes_every_write_at_the_far_end_of_real_domains_in_two_groups
 
 #[test]
 fn bench_domains_finds_every_write_at_the_other_end_of_the_longest_path_while_domains_are_killed() {
-    let zk = ZooKeeperServer::start();
-    let dir = tempdir().unwrap();
-    let json = dir.path().join("d.json");
-    let text = stdout_of(
-        Command::new(Path::new(env!("CARGO_BIN_EXE_xarchive-bench")))
-            .args(["domains", "--domains", "5", "--groups", "2"])
-            .args(["--rate", "20", "--duration", "4s"])
-            .args(["--longest-path", "--faults"])
-            .args(["--light", "20", "--light-ids", "20000"])
-            .args(["--zk", &zk.connect_string()])
-            .arg("--json")
-            .arg(&json)
-            .current_dir(dir.path()),
-    );
+    let (text, report) = bench_domains(&[
+        "--domains",
+        "5",
+        "--groups",
+        "2",
+        "--rate",
+        "20",
+        "--duration",
+        "4s",
+        "--longest-path",
+        "--faults",
+        "--light",
+        "20",
+        "--light-ids",
+        "20000",
+    ]);
     assert!(text.contains("among 25 (20 light publishers"), "{text}");
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let lookups = &report["far_end_lookups"];
     assert_eq!(lookups["not_found"], 0, "{report}");
     let count = |v: &Value| v.as_u64().unwrap_or(0);
