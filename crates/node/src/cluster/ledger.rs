@@ -45,12 +45,21 @@ pub enum LedgerError {
 /// "not found" — it makes its domains unknown, which is asked, not ruled
 /// out.
 pub fn decode(group: &str, data: &[u8]) -> Entries {
+    decode_as(group, data)
+}
+
+/// [`decode`], each entry read as a `T` (`&RawValue`: its bytes as
+/// written, unparsed).
+pub fn decode_as<'a, T: serde::Deserialize<'a>>(
+    group: &str,
+    data: &'a [u8],
+) -> BTreeMap<String, T> {
     if data.is_empty() {
-        return Entries::new();
+        return BTreeMap::new();
     }
     serde_json::from_slice(data).unwrap_or_else(|e| {
         tracing::warn!(group, error = %e, "unreadable ledger znode: its domains count as unknown");
-        Entries::new()
+        BTreeMap::new()
     })
 }
 

@@ -18,11 +18,11 @@ use parking_lot::Mutex;
 use serde_json::value::RawValue;
 
 use crate::cluster::coordinator::{Known, Roster};
+use crate::cluster::ledger;
 
 /// Each group's znode as last read, with its entries as admitted, and the
-/// roster they made.
-/// One lock over both, so that the roster is always the one the groups
-/// held make (two reads at once must not mix).
+/// roster they made: under one lock, so that the roster is always the one
+/// the groups held make (two reads at once must not mix).
 #[derive(Default)]
 pub(super) struct Admitted(Mutex<State>);
 
@@ -54,30 +54,30 @@ pub(super) struct Entry {
 
 impl Admitted {
     /// The roster of every group's znode bytes in `read`, entries admitted
-    /// as [`group`](Self::group) does; the last read's roster itself if no
-    /// group changed. Groups not in `read` are forgotten.
+    /// as `State::group` does; the last read's roster itself if no group
+    /// changed. Groups not in `read` are forgotten.
     pub fn read(
         &self,
         read: Vec<(String, Vec<u8>)>,
         admit: impl Fn(&str, &[u8]) -> Option<Known>,
     ) -> Ledger {
         let mut state = self.0.lock();
-        let unchanged = state.groups.len() == read.len()
-            && read.iter().all(|(group, data)| {
-                state
-                    .groups
-                    .get(group)
-                    .is_some_and(|last| last.bytes == *data)
-            });
+        let mut changed = false;
         let groups: Vec<(String, Arc<[Entry]>)> = read
             .iter()
-            .map(|(group, data)| (group.clone(), state.group(group, data, &admit)))
+            .map(|(group, data)| {
+                let (entries, new) = state.group(group, data, &admit);
+                changed |= new;
+                (group.clone(), entries)
+            })
             .collect();
+        let held = state.groups.len();
         state
             .groups
             .retain(|group, _| read.iter().any(|(g, _)| g == group));
+        changed |= state.groups.len() != held;
         let roster = match &state.roster {
-            Some(roster) if unchanged => roster.clone(),
+            Some(roster) if !changed => roster.clone(),
             _ => {
                 let roster = Arc::new(roster(&groups));
                 state.roster = Some(roster.clone());
@@ -92,26 +92,19 @@ impl State {
     /// The entries of `group`'s znode bytes `data`, each admitted with
     /// `admit(name, entry bytes)` unless it had the same bytes at the
     /// group's last read (the whole group is taken as it was if none
-    /// changed). Unreadable bytes are no entries, as `ledger::decode` has
-    /// them.
+    /// changed), and whether the bytes changed since. Unreadable bytes are
+    /// no entries (`ledger::decode_as`).
     fn group(
         &mut self,
         group: &str,
         data: &[u8],
         admit: impl Fn(&str, &[u8]) -> Option<Known>,
-    ) -> Arc<[Entry]> {
+    ) -> (Arc<[Entry]>, bool) {
         let last = self.groups.get(group);
         if let Some(last) = last.filter(|last| last.bytes == data) {
-            return last.entries.clone();
+            return (last.entries.clone(), false);
         }
-        let raw = if data.is_empty() {
-            HashMap::new()
-        } else {
-            serde_json::from_slice::<HashMap<String, &RawValue>>(data).unwrap_or_else(|e| {
-                tracing::warn!(group, error = %e, "unreadable ledger znode: its domains count as unknown");
-                HashMap::new()
-            })
-        };
+        let raw = ledger::decode_as::<&RawValue>(group, data);
         let before: HashMap<&str, &Entry> = last
             .iter()
             .flat_map(|last| last.entries.iter())
@@ -140,7 +133,7 @@ impl State {
                 entries: entries.clone(),
             },
         );
-        entries
+        (entries, true)
     }
 }
 
@@ -218,14 +211,14 @@ mod tests {
             serde_json::from_slice::<Known>(bytes).ok()
         };
         let first = ledger(&[("a", "http://a"), ("b", "http://b")]);
-        let read = sorted(admitted.0.lock().group("g", first.as_bytes(), admit));
+        let read = sorted(admitted.0.lock().group("g", first.as_bytes(), admit).0);
         assert_eq!(checks.get(), 2);
         assert_eq!(read[1], ("b".to_owned(), Some(known("http://b"))));
-        let again = sorted(admitted.0.lock().group("g", first.as_bytes(), admit));
+        let again = sorted(admitted.0.lock().group("g", first.as_bytes(), admit).0);
         assert_eq!(checks.get(), 2, "an unchanged group is not checked again");
         assert_eq!(read, again);
         let changed = ledger(&[("b", "http://b2"), ("a", "http://a")]);
-        let read = sorted(admitted.0.lock().group("g", changed.as_bytes(), admit));
+        let read = sorted(admitted.0.lock().group("g", changed.as_bytes(), admit).0);
         assert_eq!(checks.get(), 3, "only the changed entry is checked");
         assert_eq!(read[0], ("a".to_owned(), Some(known("http://a"))));
         assert_eq!(read[1], ("b".to_owned(), Some(known("http://b2"))));
@@ -240,7 +233,7 @@ mod tests {
             (name == "a").then(|| serde_json::from_slice::<Known>(bytes).ok())?
         };
         let both = ledger(&[("a", "http://a"), ("b", "http://b")]);
-        let read = sorted(admitted.0.lock().group("g", both.as_bytes(), only_a));
+        let read = sorted(admitted.0.lock().group("g", both.as_bytes(), only_a).0);
         assert_eq!(
             read,
             vec![
@@ -252,8 +245,9 @@ mod tests {
             .0
             .lock()
             .group("g", b"{not json", only_a)
+            .0
             .is_empty());
-        assert!(admitted.0.lock().group("g", b"", only_a).is_empty());
+        assert!(admitted.0.lock().group("g", b"", only_a).0.is_empty());
         admitted.read(Vec::new(), only_a);
         assert!(
             admitted.0.lock().groups.is_empty(),
