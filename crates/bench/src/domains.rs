@@ -169,7 +169,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     // light publishers' names (`n0000`…) sort after these, so the real
     // domains are its top and the path between two runs through real ones.
     let at = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
-    let (a, b, hops) = longest_path(sorted.len(), FANOUT);
+    let (a, b, hops) = longest_path(&sorted, FANOUT);
     let ends = args.longest_path.then(|| (at(&sorted[a]), at(&sorted[b])));
 
     let http = reqwest::Client::new();
@@ -538,18 +538,24 @@ async fn faults(
     }
 }
 
-/// The two ends of the longest path in a heap of `n` names of degree
-/// `fanout`, and its length in hops: the farthest name from the first,
-/// and the farthest from that.
-fn longest_path(n: usize, fanout: usize) -> (usize, usize, usize) {
-    let neighbours = |i: usize| {
-        let parent = (i > 0).then(|| (i - 1) / fanout);
-        parent
+/// The two ends of the longest path in the relay tree over `sorted` (the
+/// members in name order, as `xarchive_node::cluster::neighbours` lays
+/// them out), as indices into it, and its length in hops: the farthest
+/// name from the first, and the farthest from that.
+fn longest_path(sorted: &[String], fanout: usize) -> (usize, usize, usize) {
+    let index: std::collections::HashMap<&str, usize> = sorted
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i))
+        .collect();
+    let neighbours = |i: usize| -> Vec<usize> {
+        xarchive_node::cluster::neighbours(sorted.iter().map(String::as_str), &sorted[i], fanout)
             .into_iter()
-            .chain((i * fanout + 1)..((i + 1) * fanout + 1).min(n))
+            .filter_map(|name| index.get(name).copied())
+            .collect()
     };
     let farthest = |from: usize| {
-        let mut hops = vec![usize::MAX; n];
+        let mut hops = vec![usize::MAX; sorted.len()];
         hops[from] = 0;
         let mut queue = std::collections::VecDeque::from([from]);
         let mut last = from;
@@ -577,12 +583,13 @@ mod tests {
     fn the_longest_path_of_a_heap_joins_two_deepest_leaves_through_the_root() {
         // Degree 3: 0; 1–3; 4–12; 13–15 (children of 4). The deepest
         // leaves are under 1 (via 4); the farthest from them is 12, under 3.
-        let (a, b, hops) = longest_path(16, 3);
+        let names = |n: usize| (0..n).map(|i| format!("d{i:02}")).collect::<Vec<_>>();
+        let (a, b, hops) = longest_path(&names(16), 3);
         assert_eq!(hops, 5);
         let ends = [a.min(b), a.max(b)];
         assert!((13..=15).contains(&ends[1]), "{ends:?}");
         assert!((7..=12).contains(&ends[0]), "{ends:?}");
-        assert_eq!(longest_path(2, 3).2, 1);
-        assert_eq!(longest_path(40, 3).2, 6);
+        assert_eq!(longest_path(&names(2), 3).2, 1);
+        assert_eq!(longest_path(&names(40), 3).2, 6);
     }
 }

@@ -701,9 +701,6 @@ async fn with_some_killed(
     Ok(())
 }
 
-/// Looks `ids` up through the measured domain, each expected to answer
-/// `right`; returns the median time in ms and the calls to light domains
-/// per lookup.
 /// Writes `rate` records a second over the nation, each at a domain drawn
 /// in proportion to its size and published as a domain publishes it, until
 /// `meanwhile` is done; returns the writes sent, those acknowledged, and
@@ -745,6 +742,9 @@ async fn write_while<T>(
     Ok((sent, acknowledged, outcome))
 }
 
+/// Looks `ids` up through the measured domain, each expected to answer
+/// `right`; returns the median time in ms and the calls to light domains
+/// per lookup.
 async fn lookups(
     client: &Client,
     nation: &Nation,
