@@ -82,11 +82,8 @@ pub async fn put(
         .validate(node.config.limits.max_content_bytes, node.key_types())
         .map_err(ApiError::invalid_record)?;
     writable(&node)?;
-    let (outcome, record) = super::blocking(&node, move |node| {
-        let outcome = node.domain.apply(&[Write::Put(id.clone(), body)])?;
-        Ok((outcome[0], node.domain.get(&id)?))
-    })
-    .await?;
+    let (outcome, record) =
+        super::blocking(&node, move |node| Ok(node.domain.put(id, body)?)).await?;
     node.metrics.count_write(outcome);
     published(&node).await?;
     let status = match outcome {

@@ -28,7 +28,7 @@ use crate::local::filter::{
 use crate::local::id::ArchiveId;
 use crate::local::id_profile::{self, IdProfile};
 use crate::local::keys::Keying;
-use crate::local::record::{now_ms, Record};
+use crate::local::record::{now_ms, Record, RecordBody};
 use crate::local::space::{DiskSpace, SpaceStats};
 use crate::local::store::{Outcome, Store, StoreError, Write};
 
@@ -71,6 +71,10 @@ pub enum DomainError {
     SnapshotMeta(#[source] serde_json::Error),
     #[error("a verification of the filters is already running; ask again when it ends")]
     VerifyRunning,
+    /// A store that loses a record its own commit just wrote, under the
+    /// writer lock: not expected of redb, reported rather than assumed.
+    #[error("the record just put could not be read back")]
+    PutNotReadBack(ArchiveId),
     /// The blocking task doing the work panicked or was cancelled.
     #[error("the store task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -353,6 +357,20 @@ impl Domain {
     /// Applies `writes` in order, durably, then updates the filter to match.
     pub fn apply(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
         let _writer = self.writer.lock();
+        self.apply_holding_the_writer(writes)
+    }
+
+    /// Puts one record and reads it back as stored, with no other write
+    /// between the two: the PUT's answer is the record it wrote, never
+    /// one a concurrent writer replaced or deleted in the meantime.
+    pub fn put(&self, id: ArchiveId, body: RecordBody) -> Result<(Outcome, Record), DomainError> {
+        let _writer = self.writer.lock();
+        let outcome = self.apply_holding_the_writer(&[Write::Put(id.clone(), body)])?[0];
+        let record = self.get(&id)?.ok_or(DomainError::PutNotReadBack(id))?;
+        Ok((outcome, record))
+    }
+
+    fn apply_holding_the_writer(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
         self.heal()?;
         let applied = match self.store.apply(writes, now_ms()) {
             Ok(applied) => applied,
@@ -723,7 +741,6 @@ fn refusal(e: DeltaError) -> DeltaRefusal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::record::RecordBody;
     use crate::local::store::tests::unlimited;
 
     /// Domain A in `dir`, with no disk reserve.
