@@ -69,7 +69,7 @@ pub struct NationBenchArgs {
     #[arg(long, default_value_t = 0.01)]
     fpr: f64,
     /// The domains' `filter.cluster_ids`, for `classes` and the cluster
-    /// part: a filter for c IDs is sized for a rate of 2 c / this (at most
+    /// part: a filter for c IDs is sized for a rate of 1.4 c / this (at most
     /// `--fpr`); 0 sizes every one for `--fpr`. By default the nation's
     /// IDs (`--ids`; in the cluster part, the IDs of the N measured).
     #[arg(long)]
@@ -122,6 +122,8 @@ pub struct NationBenchArgs {
     cluster_lookups: usize,
     /// The share of the light domains killed after those lookups (at
     /// least one), before as many lookups of absent IDs again (0: none).
+    /// The routing part draws as many at random, again and again, and
+    /// counts the absent IDs none of whose vain candidates is among them.
     #[arg(long, default_value_t = 0.01)]
     killed: f64,
 }
@@ -299,6 +301,60 @@ struct Row {
     /// one and false positives), and of an absent ID (false positives).
     candidates_present: f64,
     candidates_absent: f64,
+    /// With `--killed` of the domains down, drawn at random: the share of
+    /// absent IDs still answered 404 (none of their vain candidates is
+    /// down), the median and the 5th percentile over the draws, and the
+    /// share of draws in which it is at least 99 %. Computed from the
+    /// measured candidate sets, not measured with killed domains (the
+    /// cluster part does that, for one draw).
+    killed_404_p50: f64,
+    killed_404_p5: f64,
+    killed_draws_at_least_99: f64,
+}
+
+/// Draws of killed domains per row.
+const KILLED_DRAWS: usize = 2_000;
+
+/// The vain candidates of each absent ID that has any.
+fn vain_sets(routing: &Routing, absent: &[[u8; 12]]) -> Vec<Vec<u32>> {
+    let mut out = Vec::new();
+    absent
+        .iter()
+        .filter_map(|id| {
+            routing.candidates(id, &mut out);
+            (!out.is_empty()).then(|| out.clone())
+        })
+        .collect()
+}
+
+/// For each of `draws` random choices of `killed` of `domains` domains,
+/// the share of `lookups` absent IDs none of whose vain candidates (the
+/// sets given, for the IDs that have any) is among the killed: those a
+/// cluster still answers 404. Sorted, lowest first.
+fn answered_404_with_killed(
+    sets: &[Vec<u32>],
+    lookups: usize,
+    domains: usize,
+    killed: usize,
+    draws: usize,
+    rng: &mut impl Rng,
+) -> Vec<f64> {
+    let mut down = vec![false; domains];
+    let mut shares: Vec<f64> = (0..draws)
+        .map(|_| {
+            down.fill(false);
+            for d in rand::seq::index::sample(rng, domains, killed.min(domains)).iter() {
+                down[d] = true;
+            }
+            let unavailable = sets
+                .iter()
+                .filter(|set| set.iter().any(|&d| down[d as usize]))
+                .count();
+            1.0 - unavailable as f64 / lookups.max(1) as f64
+        })
+        .collect();
+    shares.sort_by(f64::total_cmp);
+    shares
 }
 
 /// Times routing steps in batches; returns (median ns per step, mean
@@ -396,6 +452,19 @@ fn routing(
             let build_seconds = started.elapsed().as_secs_f64();
             let (route_ns_present, candidates_present) = time_routing(&routing, &present);
             let (route_ns_absent, candidates_absent) = time_routing(&routing, &absent);
+            let killed = if args.killed > 0.0 {
+                ((*n as f64 * args.killed).round() as usize).max(1)
+            } else {
+                0
+            };
+            let shares = answered_404_with_killed(
+                &vain_sets(&routing, &absent),
+                absent.len(),
+                *n,
+                killed,
+                KILLED_DRAWS,
+                rng,
+            );
             rows.push(Row {
                 domains: *n,
                 ids: total,
@@ -408,6 +477,10 @@ fn routing(
                 route_ns_absent,
                 candidates_present,
                 candidates_absent,
+                killed_404_p50: quantile(&shares, 0.5),
+                killed_404_p5: quantile(&shares, 0.05),
+                killed_draws_at_least_99: shares.iter().filter(|&&s| s >= 0.99).count() as f64
+                    / shares.len() as f64,
             });
         }
     }
@@ -542,7 +615,7 @@ fn print_routing(args: &NationBenchArgs, rows: &[Row]) {
         args.expected_items
     );
     println!(
-        "{:>7} {:>14} {:<8} {:>7} {:>7} {:>11} {:>8} {:>10} {:>10} {:>9} {:>9}",
+        "{:>7} {:>14} {:<8} {:>7} {:>7} {:>11} {:>8} {:>10} {:>10} {:>9} {:>9} {:>15} {:>7} {:>13}",
         "domains",
         "IDs",
         "layout",
@@ -553,11 +626,14 @@ fn print_routing(args: &NationBenchArgs, rows: &[Row]) {
         "route ns",
         "absent ns",
         "cand.",
-        "cand. abs"
+        "cand. abs",
+        "killed: 404 p50",
+        "p5",
+        "draws ≥ 99 %"
     );
     for r in rows {
         println!(
-            "{:>7} {:>14} {:<8} {:>7} {:>7} {:>11.1} {:>8.1} {:>10.0} {:>10.0} {:>9.2} {:>9.2}",
+            "{:>7} {:>14} {:<8} {:>7} {:>7} {:>11.1} {:>8.1} {:>10.0} {:>10.0} {:>9.2} {:>9.2} {:>14.2}% {:>6.2}% {:>12.1}%",
             r.domains,
             r.ids,
             format!("{:?}", r.layout).to_lowercase(),
@@ -568,7 +644,10 @@ fn print_routing(args: &NationBenchArgs, rows: &[Row]) {
             r.route_ns_present,
             r.route_ns_absent,
             r.candidates_present,
-            r.candidates_absent
+            r.candidates_absent,
+            100.0 * r.killed_404_p50,
+            100.0 * r.killed_404_p5,
+            100.0 * r.killed_draws_at_least_99
         );
     }
 }
@@ -576,6 +655,34 @@ fn print_routing(args: &NationBenchArgs, rows: &[Row]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absent_id_is_404_unless_one_of_its_vain_candidates_is_killed() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        // Ten lookups: two have vain candidates, domain 0 and domains 1 and 2.
+        let sets = vec![vec![0], vec![1, 2]];
+        // Every domain killed: both of them are 503.
+        assert_eq!(
+            answered_404_with_killed(&sets, 10, 3, 3, 5, &mut rng),
+            vec![0.8; 5]
+        );
+        // None killed: all are 404.
+        assert_eq!(
+            answered_404_with_killed(&sets, 10, 3, 0, 5, &mut rng),
+            vec![1.0; 5]
+        );
+        // One of three killed: each lookup with candidates is 503 exactly
+        // when one of its own is the one, so every draw gives 0.9.
+        assert_eq!(
+            answered_404_with_killed(&sets, 10, 3, 1, 50, &mut rng),
+            vec![0.9; 50]
+        );
+        // One of four: domain 3 is in no set, so some draws leave all 404.
+        let shares = answered_404_with_killed(&sets, 10, 4, 1, 200, &mut rng);
+        assert_eq!(shares.first(), Some(&0.9));
+        assert_eq!(shares.last(), Some(&1.0));
+        assert!(shares.windows(2).all(|w| w[0] <= w[1]));
+    }
 
     #[test]
     fn a_nation_has_its_levels_in_their_shares_of_the_ids() {
