@@ -87,13 +87,13 @@ impl Default for FilterSettings {
 /// cluster of `cluster_ids` IDs were full (the sum of their rates at
 /// capacity). Filters are below capacity (a size class leaves room to
 /// grow), and a Bloom filter's rate falls steeply with its load: at
-/// 3 301 domains and 10^9 IDs, 1.4 gives 0.66 vain candidates a lookup in
-/// 2 441 MB of routing state (2 gave 0.93 in 2 316 MB, 1.2 gave 0.55 in
-/// 2 508 MB, over the 2.5 GB a full domain may spend;
-/// `xarchive-bench nation`, docs/SCALING.md, "Vain candidates"). Why
-/// under one: each vain candidate that is down turns a "not found" into
-/// a 503, and with 1 % of the domains down at 0.66 a lookup, 99.3 % of
-/// absent IDs are still answered 404.
+/// 3 301 domains and 10^9 IDs, 1.4 gives 0.65 vain candidates a lookup in
+/// 2 449 MB of routing state (2 gave 0.93 in 2 316 MB; 1.2 would spend
+/// 2 508 MB, over the 2.5 GB a full domain may). Why under one: each vain
+/// candidate that is down turns a "not found" into a 503; with 1 % of the
+/// domains down, 99.4 % of absent IDs are still answered 404 in the
+/// median draw (`xarchive-bench nation`, docs/SCALING.md, "A margin for
+/// one archive in a hundred down").
 pub const VAIN_AT_CAPACITY: f64 = 1.4;
 
 impl FilterSettings {
