@@ -6,13 +6,13 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::cache::Cached;
 use super::replicas::PeerInfo;
-use super::ruled_out::{everyone_known, not_ruled_out};
+use super::ruled_out::{catching_up, everyone_known, not_ruled_out};
 use super::Cluster;
 use crate::local::id::ArchiveId;
 use crate::local::record::{Record, StoredRecord};
@@ -165,7 +165,22 @@ impl Started {
     }
 }
 
+/// How long a "not found" waits for copies behind a write in flight
+/// before it asks their domains instead: two relay reads. While 1 000
+/// writes a second flow nationwide, some thirty copies are behind at any
+/// moment, and asking each (a probe) made thirty calls of every "not
+/// found" (docs/SCALING.md, "Probes while writes flow").
+const CATCH_UP: Duration = super::relay::PULL_INTERVAL.saturating_mul(2);
+
 impl Cluster {
+    /// The candidates for `id` and the positions of the copies they came
+    /// from, read together: a copy updated after its candidates were read
+    /// must not then pass as current, or an ID it gained would be missed.
+    fn routed_by_copies(&self, id: &str) -> (Vec<String>, Vec<PeerInfo>) {
+        let replicas = self.replicas.read();
+        (replicas.candidates(id), replicas.infos())
+    }
+
     /// Finds `id` in the other domains (this one's store said no): by the
     /// replicas, a cached copy, then the domains the replicas cannot rule
     /// out; or, for [`Strategy::Broadcast`], by asking every domain.
@@ -179,14 +194,8 @@ impl Cluster {
             return started.finish(conclude(found, &route), route);
         }
 
-        // Candidates and the positions of the copies they came from, read
-        // together: a copy updated after its candidates were read must not
-        // then pass as current, or an ID it gained would be missed.
-        let peers = {
-            let replicas = cluster.replicas.read();
-            route.candidates = replicas.candidates(id.as_str());
-            replicas.infos()
-        };
+        let (candidates, peers) = cluster.routed_by_copies(id.as_str());
+        route.candidates = candidates;
         // A cached copy from a domain that may hold the ID needs no call,
         // if the owner's copy here is confirmed current (`copy_confirmed`).
         let cache = &cluster.cache;
@@ -279,7 +288,7 @@ pub(crate) async fn routed(
         // Nobody asked had it. Every other domain that the copies cannot
         // rule out is probed; while the coordinator cannot be read, that
         // is every domain known, and the answer cannot be "not found".
-        let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
+        let mut asked: BTreeSet<String> = route.asked.iter().cloned().collect();
         let mut stale = match cluster.confirmed().await {
             Ok(roster) => {
                 // A candidate retired since its copy was read here: its
@@ -287,7 +296,25 @@ pub(crate) async fn routed(
                 let retired = cluster.retire(&roster);
                 route.unreachable.retain(|n| !retired.contains(n));
                 route.errors.retain(|n, _| !retired.contains(n));
-                not_ruled_out(&roster, &peers, &cluster.me)
+                let mut stale = not_ruled_out(&roster, &peers, &cluster.me);
+                stale.retain(|(name, _)| !asked.contains(name));
+                // Copies behind a write in flight: waited for, then routed
+                // by again (candidates and positions read together, judged
+                // against the same ledger read, begun after this lookup
+                // began, so the rule above holds unchanged).
+                let awaited = catching_up(&roster, &peers, &stale);
+                if !awaited.is_empty() && cluster.copies_catch_up(&awaited, CATCH_UP).await {
+                    let (candidates, peers) = cluster.routed_by_copies(id.as_str());
+                    let targets: Vec<(String, String)> = peers
+                        .iter()
+                        .filter(|p| candidates.contains(&p.name) && !asked.contains(&p.name))
+                        .map(|p| (p.name.clone(), p.address.clone()))
+                        .collect();
+                    found = fetch_any(&cluster, id.as_str(), &targets, &mut route).await;
+                    asked.extend(targets.into_iter().map(|(name, _)| name));
+                    stale = not_ruled_out(&roster, &peers, &cluster.me);
+                }
+                stale
             }
             Err(e) => {
                 tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
@@ -296,7 +323,7 @@ pub(crate) async fn routed(
             }
         };
         stale.retain(|(name, _)| !asked.contains(name));
-        if !stale.is_empty() {
+        if found.is_none() && !stale.is_empty() {
             found = broadcast(&cluster, id.as_str(), stale, &mut route).await;
         }
     }

@@ -11,6 +11,9 @@ use super::replicas::{covers, PeerInfo};
 use super::Cluster;
 use crate::local::domain::Position;
 
+/// How often [`Cluster::copies_catch_up`] looks at the copies it waits for.
+const CATCH_UP_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// The other domains whose copies held here cannot rule an ID out, with
 /// their addresses, given the positions just read from the coordinator:
 /// - a domain with an entry in the positions ledger (registered now or
@@ -75,7 +78,63 @@ fn not_ruled_out_by(
     asked
 }
 
+/// Of `asked` (domains the copies could not rule out), those whose copy
+/// held here is of the epoch the ledger says they published, only behind
+/// its version, with the position to wait for: a write in flight, which
+/// the relay brings within a read or two. Once the copy covers it, it
+/// rules its domain out, or makes it a candidate, with no call. A domain
+/// with no copy, or whose copy is of another epoch (it needs a whole new
+/// copy), is not waited for.
+pub(crate) fn catching_up(
+    roster: &Roster,
+    peers: &[PeerInfo],
+    asked: &[(String, String)],
+) -> Vec<(String, Position)> {
+    let held: HashMap<&str, Position> = peers
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.position?)))
+        .collect();
+    asked
+        .iter()
+        .filter_map(|(name, _)| {
+            let published = roster.known.get(name)?.member.position();
+            let copy = held.get(name.as_str())?;
+            (copy.epoch == published.epoch && copy.version < published.version)
+                .then(|| (name.clone(), published))
+        })
+        .collect()
+}
+
 impl Cluster {
+    /// Waits, at most `limit`, until the copies held here cover the
+    /// positions `awaited` (from [`catching_up`]); true if any came to
+    /// cover its position, so that routing again is worth it.
+    pub(super) async fn copies_catch_up(
+        &self,
+        awaited: &[(String, Position)],
+        limit: std::time::Duration,
+    ) -> bool {
+        let covered = |replicas: &super::replicas::Replicas| {
+            awaited
+                .iter()
+                .filter(|(name, published)| {
+                    covers(
+                        replicas.peer(name).and_then(|p| p.position),
+                        Some(*published),
+                    )
+                })
+                .count()
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let count = covered(&self.replicas.read());
+            if count == awaited.len() || tokio::time::Instant::now() >= deadline {
+                return count > 0;
+            }
+            tokio::time::sleep(CATCH_UP_POLL).await;
+        }
+    }
+
     /// Every domain's last published position, read after this call began
     /// (shared with the lookups and searches waiting at the same time).
     pub(super) async fn confirmed(&self) -> Result<Arc<Roster>, super::CoordError> {
@@ -263,6 +322,41 @@ mod tests {
             })
             .collect();
         Roster { known }
+    }
+
+    #[test]
+    fn only_a_copy_of_the_published_epoch_behind_its_version_is_waited_for() {
+        let roster = roster(&[
+            ("behind", 5, false, false),
+            ("current", 5, false, false),
+            ("no-copy", 5, false, false),
+            ("other-epoch", 5, false, false),
+        ]);
+        let mut other_epoch = copy("other-epoch", Some(9));
+        other_epoch.position = Some(Position {
+            epoch: 8,
+            version: 9,
+        });
+        let peers = [
+            copy("behind", Some(3)),
+            copy("current", Some(5)),
+            other_epoch,
+            copy("unknown", Some(1)),
+        ];
+        let asked: Vec<(String, String)> = ["behind", "no-copy", "other-epoch", "unknown"]
+            .iter()
+            .map(|n| (n.to_string(), format!("http://{n}")))
+            .collect();
+        assert_eq!(
+            catching_up(&roster, &peers, &asked),
+            vec![(
+                "behind".to_string(),
+                Position {
+                    epoch: 7,
+                    version: 5
+                }
+            )]
+        );
     }
 
     fn registered(entries: &[(&str, u64)]) -> Roster {

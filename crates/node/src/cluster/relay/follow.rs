@@ -18,7 +18,7 @@ use crate::wire::{split_delta_with_ids, RelayEntry, RelayHeader, RelayPart};
 /// Least time between two pulls of a neighbour's relay while changes
 /// come often: what arrives meanwhile goes in one page (see
 /// [`pause_after`]).
-const PULL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const PULL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// How long a reader waits before reading a relay again, after a page
 /// that `waited` `IDLE` (5 ms, `ring.rs`) or more for its change (or not): at once then,
