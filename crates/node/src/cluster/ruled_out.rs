@@ -326,11 +326,11 @@ mod tests {
 
     #[test]
     fn only_a_copy_of_the_published_epoch_behind_its_version_is_waited_for() {
-        let roster = roster(&[
-            ("behind", 5, false, false),
-            ("current", 5, false, false),
-            ("no-copy", 5, false, false),
-            ("other-epoch", 5, false, false),
+        let roster = registered(&[
+            ("behind", 5),
+            ("current", 5),
+            ("no-copy", 5),
+            ("other-epoch", 5),
         ]);
         let mut other_epoch = copy("other-epoch", Some(9));
         other_epoch.position = Some(Position {
