@@ -272,16 +272,7 @@ pub(crate) async fn routed(
         candidates: candidates.clone(),
         ..Route::default()
     };
-    let address_of = |name: &str| {
-        peers
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.address.clone())
-    };
-    let targets: Vec<(String, String)> = candidates
-        .iter()
-        .filter_map(|n| address_of(n).map(|a| (n.clone(), a)))
-        .collect();
+    let targets = addressed(&candidates, &peers);
     let mut found = fetch_any(&cluster, id.as_str(), &targets, &mut route).await;
 
     if found.is_none() {
@@ -305,11 +296,8 @@ pub(crate) async fn routed(
                 let awaited = catching_up(&roster, &peers, &stale);
                 if !awaited.is_empty() && cluster.copies_catch_up(&awaited, CATCH_UP).await {
                     let (candidates, peers) = cluster.routed_by_copies(id.as_str());
-                    let targets: Vec<(String, String)> = peers
-                        .iter()
-                        .filter(|p| candidates.contains(&p.name) && !asked.contains(&p.name))
-                        .map(|p| (p.name.clone(), p.address.clone()))
-                        .collect();
+                    let mut targets = addressed(&candidates, &peers);
+                    targets.retain(|(name, _)| !asked.contains(name));
                     found = fetch_any(&cluster, id.as_str(), &targets, &mut route).await;
                     asked.extend(targets.into_iter().map(|(name, _)| name));
                     stale = not_ruled_out(&roster, &peers, &cluster.me);
@@ -334,6 +322,17 @@ pub(crate) async fn routed(
         }
     }
     Remote { found, route }
+}
+
+/// `names` with the addresses of their copies in `peers` (read with them).
+fn addressed(names: &[String], peers: &[PeerInfo]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let peer = peers.iter().find(|p| p.name == *name)?;
+            Some((name.clone(), peer.address.clone()))
+        })
+        .collect()
 }
 
 fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
