@@ -4,7 +4,8 @@
 # Node.js and npm for the JavaScript tests; Chromium (and a Chinese font,
 # so that screenshots show the page's text) for the browser test; iproute2
 # for the fault test's network namespaces; Prometheus's promtool for the
-# alert rules; what the Debian package's test needs. Safe to
+# alert rules; what the Debian package's test needs; poppler, zbar and
+# OpenSSL for the certificate's tests. Safe to
 # run again: it installs nothing that is present.
 set -euo pipefail
 
@@ -33,6 +34,11 @@ command -v adduser >/dev/null 2>&1 || need+=(adduser)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# Tools nobody here wrote read what the certificates are made of: poppler
+# (pdftotext, pdftoppm) the PDF, zbar the QR code, OpenSSL 3 the SM2 seal.
+command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
+command -v zbarimg >/dev/null 2>&1 || need+=(zbar-tools)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
