@@ -79,7 +79,7 @@ pub async fn run(args: RequestsBenchArgs) -> anyhow::Result<ExitCode> {
             let view = a.request(&request.id).await?;
             match view.status {
                 RequestStatus::Answered => break,
-                RequestStatus::Refused | RequestStatus::Certified => {
+                RequestStatus::Refused | RequestStatus::NoRecords | RequestStatus::Certified => {
                     anyhow::bail!("request {} ended {:?}: {view:?}", request.id, view.status)
                 }
                 RequestStatus::Submitted | RequestStatus::Sent => {}
@@ -94,7 +94,7 @@ pub async fn run(args: RequestsBenchArgs) -> anyhow::Result<ExitCode> {
         answered.push(started.elapsed().as_secs_f64() * 1e3);
         let done = a.issue_certificate(&request.id).await?;
         anyhow::ensure!(
-            done.status == RequestStatus::Certified,
+            done.request.status == RequestStatus::Certified,
             "not certified: {done:?}"
         );
         certified.push(started.elapsed().as_secs_f64() * 1e3);

@@ -366,6 +366,20 @@ pub struct RequestSeen {
     /// Records no domain was found to hold when it was submitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_found: Vec<String>,
+    /// Its certificate, issued at the end by the final checks (for an
+    /// answered request), and how its checks went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<CertificateSeen>,
+}
+
+/// A certificate the final checks issued, and checked at another domain
+/// by its code and by its payload.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CertificateSeen {
+    pub code: String,
+    /// Why issuing or checking it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// One holding domain's part of a [`RequestSeen`].
@@ -380,6 +394,10 @@ pub struct PartSeen {
     /// Records the holding domain said it does not hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// The copies (archive numbers) the receiving domain showed as no
+    /// longer checking against their seals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
 }
 
 impl RequestSeen {
@@ -397,15 +415,18 @@ impl RequestSeen {
                     holding: h.domain.clone(),
                     state: h.state,
                     records: h.records.clone(),
-                    copies: h
+                    copies: h.copies.iter().map(|c| c.archive_number.clone()).collect(),
+                    missing: h.missing.clone(),
+                    invalid: h
                         .copies
                         .iter()
-                        .map(|c| c.copy.archive_number.clone())
+                        .filter(|c| !c.valid)
+                        .map(|c| c.archive_number.clone())
                         .collect(),
-                    missing: h.missing.clone(),
                 })
                 .collect(),
             not_found: view.not_found.clone(),
+            certificate: None,
         }
     }
 }
@@ -693,8 +714,10 @@ mod tests {
                 records: vec!["B-w1-000001".into()],
                 copies: vec!["B-w1-000001".into()],
                 missing: Vec::new(),
+                invalid: Vec::new(),
             }],
             not_found: Vec::new(),
+            certificate: None,
         });
         rec.step(StepSeen {
             domain: "B".into(),

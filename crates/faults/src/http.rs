@@ -191,6 +191,29 @@ pub fn get_typed<T: DeserializeOwned>(
         .map_err(|e| format!("GET {path}: not the expected body ({e}): {body}"))
 }
 
+/// `POST {base}{path}` with the JSON `body`, read as `T`, or why not.
+pub fn post_typed<T: DeserializeOwned>(
+    client: &Client,
+    base: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<T, String> {
+    let response = client
+        .post(format!("{base}{path}"))
+        .json(body)
+        .send()
+        .map_err(|e| format!("POST {path}: {e}"))?;
+    let status = response.status();
+    let text = response
+        .text()
+        .map_err(|e| format!("POST {path}: reading the body: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("POST {path}: {status}: {text}"));
+    }
+    serde_json::from_str(&text)
+        .map_err(|e| format!("POST {path}: not the expected body ({e}): {text}"))
+}
+
 /// What the test reads from a body: the owner (a lookup's success), the
 /// error code, the lookup's `route.cache`, a search's IDs, a request's ID.
 #[derive(Default)]

@@ -54,7 +54,8 @@ use std::path::PathBuf;
 
 pub use checker::{check_history, check_history_with, Rules, StaleReads, Violation, ViolationKind};
 pub use history::{
-    Fault, FaultKind, History, Op, OpKind, Outcome, PartSeen, Recorder, RequestSeen, StepSeen,
+    CertificateSeen, Fault, FaultKind, History, Op, OpKind, Outcome, PartSeen, Recorder,
+    RequestSeen, StepSeen,
 };
 pub use requests::{request_counts, RequestCounts};
 pub use run::{run, RunConfig, RunReport};

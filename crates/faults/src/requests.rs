@@ -19,6 +19,13 @@
 //! domain the records were put at. A request registered though its
 //! submit was refused with a promise that nothing changed (503
 //! `unavailable`, 507) breaks the rule too.
+//!
+//! And what the citizen carries away: no part, and no request, ends
+//! `refused` unless a holding domain's reviewer refused it
+//! (`review_refused` in its log; the workload's records are released by
+//! the policy, so never); no copy is shown as no longer checking; and the
+//! certificate the final checks issue for each answered request checks
+//! at another domain, by its code and by its payload.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -28,14 +35,19 @@ use xarchive_node::wire::{HoldingState, RequestStatus};
 
 /// The holding domain's audit actions for taking a part in (one of them,
 /// once, whatever its answer).
-pub const TAKE_INS: [&str; 3] = [
+pub const TAKE_INS: [&str; 4] = [
     "request_released",
+    "request_none_held",
     "request_refused",
     "request_referred_to_review",
 ];
 
 /// The receiving domain's audit actions for taking a final answer in.
-pub const RECEIPTS: [&str; 2] = ["copies_received", "refusal_received"];
+pub const RECEIPTS: [&str; 3] = ["copies_received", "refusal_received", "none_held_received"];
+
+/// The holding domain's audit action for a reviewer's refusal: the one
+/// thing that may make a part `refused`.
+pub const REFUSALS: [&str; 1] = ["review_refused"];
 
 /// How the requests of a run went, for the report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,11 +72,16 @@ pub struct RequestCounts {
     /// Of those, how many had every part answered (released or refused;
     /// a certified request was answered first).
     pub answered: usize,
-    /// Parts released, refused, and not answered, over every listed
-    /// request.
+    /// Parts released, refused, answered as none held, and not answered,
+    /// over every listed request.
     pub parts_released: usize,
     pub parts_refused: usize,
+    pub parts_none_held: usize,
     pub parts_open: usize,
+    /// Certificates the final checks issued, and of those how many
+    /// checked at another domain.
+    pub certified: usize,
+    pub certificates_checked: usize,
 }
 
 /// Counts the history's requests.
@@ -98,7 +115,10 @@ pub fn request_counts(history: &History) -> RequestCounts {
     for r in &history.requests {
         if matches!(
             r.status,
-            RequestStatus::Answered | RequestStatus::Refused | RequestStatus::Certified
+            RequestStatus::Answered
+                | RequestStatus::Refused
+                | RequestStatus::NoRecords
+                | RequestStatus::Certified
         ) {
             c.answered += 1;
         }
@@ -106,7 +126,14 @@ pub fn request_counts(history: &History) -> RequestCounts {
             match part.state {
                 HoldingState::Released => c.parts_released += 1,
                 HoldingState::Refused => c.parts_refused += 1,
+                HoldingState::NoneHeld => c.parts_none_held += 1,
                 HoldingState::Pending | HoldingState::InReview => c.parts_open += 1,
+            }
+        }
+        if let Some(certificate) = &r.certificate {
+            c.certified += 1;
+            if certificate.problem.is_none() {
+                c.certificates_checked += 1;
             }
         }
     }
@@ -125,6 +152,8 @@ struct Index<'a> {
     take_ins: HashMap<(&'a str, &'a str, &'a str), usize>,
     /// Answers logged as received: (receiving, holding, request) → how many.
     receipts: HashMap<(&'a str, &'a str, &'a str), usize>,
+    /// Refusals logged by reviewers: (holding, receiving, request).
+    refusals: HashMap<(&'a str, &'a str, &'a str), usize>,
     /// The workload's PUTs and DELETEs of each record.
     puts: HashMap<&'a str, Vec<&'a Op>>,
     deletes: HashMap<&'a str, Vec<&'a Op>>,
@@ -138,6 +167,7 @@ impl<'a> Index<'a> {
             listed: HashMap::new(),
             take_ins: HashMap::new(),
             receipts: HashMap::new(),
+            refusals: HashMap::new(),
             puts: HashMap::new(),
             deletes: HashMap::new(),
         };
@@ -165,6 +195,8 @@ impl<'a> Index<'a> {
                 *ix.take_ins.entry(key).or_default() += 1;
             } else if RECEIPTS.contains(&s.action.as_str()) {
                 *ix.receipts.entry(key).or_default() += 1;
+            } else if REFUSALS.contains(&s.action.as_str()) {
+                *ix.refusals.entry(key).or_default() += 1;
             }
         }
         ix
@@ -338,6 +370,26 @@ fn check_request(
             }
         }
     }
+    let refused_parts = r.parts.iter().any(|p| p.state == HoldingState::Refused);
+    if r.status == RequestStatus::Refused && !refused_parts {
+        push(
+            ViolationKind::FalseRefusal,
+            name,
+            at,
+            format!(
+                "{s}; request {} is refused, but no holding domain refused it",
+                r.id
+            ),
+        );
+    }
+    if let Some(problem) = r.certificate.as_ref().and_then(|c| c.problem.as_ref()) {
+        push(
+            ViolationKind::CertificateFails,
+            name,
+            at,
+            format!("{s}; the certificate of request {}: {problem}", r.id),
+        );
+    }
     for part in &r.parts {
         check_part(s, r, part, ix, push);
     }
@@ -354,6 +406,29 @@ fn check_part(
     let (at, name) = (s.start_us, s.id.as_str());
     let (holding, receiving) = (part.holding.as_str(), r.domain.as_str());
     let what = format!("request {} from {receiving} at {holding}", r.id);
+    if part.state == HoldingState::Refused
+        && !ix
+            .refusals
+            .contains_key(&(holding, receiving, r.id.as_str()))
+    {
+        push(
+            ViolationKind::FalseRefusal,
+            name,
+            at,
+            format!("{s}; {what} is refused, but {holding}'s log has no reviewer refusing it"),
+        );
+    }
+    if !part.invalid.is_empty() {
+        push(
+            ViolationKind::CertificateFails,
+            name,
+            at,
+            format!(
+                "{s}; {what}: {receiving} shows the copies of {} as no longer checking",
+                part.invalid.join(", ")
+            ),
+        );
+    }
     for record in &part.records {
         let elsewhere = ix
             .puts
@@ -439,7 +514,7 @@ fn check_part(
 mod tests {
     use super::*;
     use crate::checker::check_history;
-    use crate::history::{op, StepSeen};
+    use crate::history::{op, CertificateSeen, StepSeen};
     use xarchive_node::wire::ErrorCode;
 
     fn ok(status: u16, request: Option<&str>) -> Outcome {
@@ -495,8 +570,10 @@ mod tests {
                     Vec::new()
                 },
                 missing: Vec::new(),
+                invalid: Vec::new(),
             }],
             not_found: Vec::new(),
+            certificate: None,
         }
     }
 
@@ -626,7 +703,8 @@ mod tests {
             let mut h = run(
                 HoldingState::Refused,
                 vec![
-                    step("B", "request_refused", "A"),
+                    step("B", "request_referred_to_review", "A"),
+                    step("B", "review_refused", "A"),
                     step("A", "refusal_received", "B"),
                 ],
             );
@@ -663,7 +741,7 @@ mod tests {
     fn an_acknowledged_record_a_request_found_nowhere_is_a_false_not_found() {
         let mut h = run(HoldingState::Released, Vec::new());
         h.requests[0].parts.clear();
-        h.requests[0].status = RequestStatus::Refused;
+        h.requests[0].status = RequestStatus::NoRecords;
         h.requests[0].not_found = vec!["B-1".into()];
         assert_eq!(kinds(&h), [ViolationKind::AcknowledgedThen404]);
     }
@@ -718,5 +796,56 @@ mod tests {
             [ViolationKind::Phantom, ViolationKind::RequestLost]
         );
         assert_eq!(check_history(&h)[0].id, "r1");
+    }
+
+    #[test]
+    fn a_refusal_no_reviewer_of_the_holding_domain_made_is_a_false_refusal() {
+        // Refused, but B's log has no reviewer refusing it: the receiving
+        // domain made it so (an archive it could not ask, a forged answer).
+        let h = run(
+            HoldingState::Refused,
+            vec![
+                step("B", "request_referred_to_review", "A"),
+                step("A", "refusal_received", "B"),
+            ],
+        );
+        assert!(
+            kinds(&h).contains(&ViolationKind::FalseRefusal),
+            "{:?}",
+            kinds(&h)
+        );
+        // A request called refused with no part refused.
+        let mut h = run(HoldingState::Released, answered_once());
+        h.requests[0].status = RequestStatus::Refused;
+        assert_eq!(kinds(&h), [ViolationKind::FalseRefusal]);
+        let mut h = run(HoldingState::Released, answered_once());
+        h.requests[0].parts.clear();
+        h.requests[0].status = RequestStatus::Refused;
+        assert!(kinds(&h).contains(&ViolationKind::FalseRefusal));
+    }
+
+    #[test]
+    fn a_copy_that_no_longer_checks_or_a_certificate_failing_at_another_domain_breaks_the_rule() {
+        let mut h = run(HoldingState::Released, answered_once());
+        h.requests[0].parts[0].invalid = vec!["B-1".into()];
+        assert_eq!(kinds(&h), [ViolationKind::CertificateFails]);
+        let mut h = run(HoldingState::Released, answered_once());
+        h.requests[0].certificate = Some(CertificateSeen {
+            code: "A.0000-0000-0000-0000-0000".into(),
+            problem: None,
+        });
+        assert_eq!(kinds(&h), []);
+        assert_eq!(
+            (
+                request_counts(&h).certified,
+                request_counts(&h).certificates_checked
+            ),
+            (1, 1)
+        );
+        h.requests[0].certificate = Some(CertificateSeen {
+            code: "A.0000-0000-0000-0000-0000".into(),
+            problem: Some("422 certificate_invalid at C".into()),
+        });
+        assert_eq!(kinds(&h), [ViolationKind::CertificateFails]);
     }
 }

@@ -58,10 +58,17 @@ pub enum ViolationKind {
     /// domain that does not hold its records, or came back without a copy
     /// the release policy gives.
     RequestMisanswered,
+    /// A part, or a request, ended `refused` though no holding domain's
+    /// reviewer refused it (an archive that could not be asked, or a
+    /// party on the wire, made it so).
+    FalseRefusal,
+    /// A copy kept no longer checks against its seal, or a certificate
+    /// issued at the end does not check at another domain.
+    CertificateFails,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 15] = [
+    pub const ALL: [ViolationKind; 17] = [
         ViolationKind::AcknowledgedThen404,
         ViolationKind::DeletedThen200,
         ViolationKind::Phantom,
@@ -77,6 +84,8 @@ impl ViolationKind {
         ViolationKind::RequestUnanswered,
         ViolationKind::RequestAnsweredTwice,
         ViolationKind::RequestMisanswered,
+        ViolationKind::FalseRefusal,
+        ViolationKind::CertificateFails,
     ];
 }
 
@@ -98,6 +107,8 @@ impl fmt::Display for ViolationKind {
             ViolationKind::RequestUnanswered => "request-unanswered",
             ViolationKind::RequestAnsweredTwice => "request-answered-twice",
             ViolationKind::RequestMisanswered => "request-misanswered",
+            ViolationKind::FalseRefusal => "false-refusal",
+            ViolationKind::CertificateFails => "certificate-fails",
         })
     }
 }

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::blocking::Client;
-use xarchive_node::wire::RequestList;
+use xarchive_node::wire::{Certificate, CertificateCheck, RequestList, RequestStatus};
 
-use crate::history::{Op, OpKind, Outcome, Recorder, RequestSeen};
+use crate::history::{CertificateSeen, Op, OpKind, Outcome, Recorder, RequestSeen};
 use crate::http;
 use crate::Error;
 
@@ -367,11 +367,18 @@ impl Workload<'_> {
             self.final_call(&client, OpKind::Request, id, *d);
         }
         let mut unread = Vec::new();
-        for (name, url) in self.names.iter().zip(self.urls) {
+        for (d, (name, url)) in self.names.iter().zip(self.urls).enumerate() {
             match again(|| http::get_typed::<RequestList>(&client, url, "/v1/requests")) {
                 Ok(list) => {
                     for view in &list.requests {
-                        self.rec.request(RequestSeen::of(name, view));
+                        let mut seen = RequestSeen::of(name, view);
+                        if view.status == RequestStatus::Answered {
+                            // Checked at the next domain: any archive
+                            // checks any certificate of the cluster.
+                            let other = &self.urls[(d + 1) % self.urls.len()];
+                            seen.certificate = Some(certify(&client, url, other, &view.id));
+                        }
+                        self.rec.request(seen);
                     }
                 }
                 Err(e) => unread.push(format!("{name}: the list of requests: {e}")),
@@ -403,6 +410,53 @@ pub struct FinalRequests {
 }
 
 /// `read`, tried up to three times, 200 ms apart, until it succeeds.
+/// Issues the certificate of answered request `id` at `receiving`, then
+/// checks it at `other` by its code and by its first sheet's payload.
+fn certify(client: &Client, receiving: &str, other: &str, id: &str) -> CertificateSeen {
+    let path = format!("/v1/requests/{id}/certificate");
+    let issued = match again(|| {
+        http::post_typed::<Certificate>(client, receiving, &path, &serde_json::json!({}))
+    }) {
+        Ok(issued) => issued,
+        Err(e) => {
+            return CertificateSeen {
+                code: String::new(),
+                problem: Some(format!("not issued: {e}")),
+            }
+        }
+    };
+    let by_code = again(|| {
+        http::get_typed::<CertificateCheck>(
+            client,
+            other,
+            &format!("/v1/certificates/{}", issued.code),
+        )
+    });
+    let payload = issued
+        .sheets
+        .first()
+        .map(|s| s.payload.clone())
+        .unwrap_or_default();
+    let by_payload = again(|| {
+        http::post_typed::<CertificateCheck>(
+            client,
+            other,
+            "/v1/certificates/verify",
+            &serde_json::json!({ "payload": payload }),
+        )
+    });
+    let problem = match (by_code, by_payload) {
+        (Ok(a), Ok(b)) if a.request_id == id && b.request_id == id => None,
+        (Ok(_), Ok(_)) => Some("checked as another request's".to_owned()),
+        (Err(e), _) => Some(format!("by its code at another domain: {e}")),
+        (_, Err(e)) => Some(format!("by its payload at another domain: {e}")),
+    };
+    CertificateSeen {
+        code: issued.code,
+        problem,
+    }
+}
+
 fn again<T>(mut read: impl FnMut() -> Result<T, String>) -> Result<T, String> {
     let mut last = read();
     for _ in 0..2 {

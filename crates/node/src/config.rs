@@ -13,6 +13,7 @@ use crate::local::id_profile::IdProfile;
 use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
 pub use crate::local::release::{ReleasePolicy, RemoteSearch};
 use crate::security::auth::AuthConfig;
+pub use crate::security::seal::SealConfig;
 use crate::security::tls::TlsConfig;
 use crate::wire::PageBudget;
 
@@ -125,6 +126,26 @@ impl PageConfig {
     }
 }
 
+/// `[archive]`: the archive as people know it, printed on certificates,
+/// shown on the page and by the command line (the domain's name stays
+/// its identifier).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArchiveConfig {
+    /// Its name (黔西南州档案馆); the domain's name when empty.
+    pub display_name: String,
+    /// Its postal address.
+    pub address: String,
+    /// Where people reach its page (a certificate names it as the place
+    /// to check it); the advertised address when empty.
+    pub url: String,
+    /// Its seal as a PNG, printed on its certificates.
+    pub seal_image: Option<PathBuf>,
+    /// A font with Chinese characters for certificates; one is found
+    /// among the system's when unset (Noto CJK, WenQuanYi, …).
+    pub font: Option<PathBuf>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
@@ -151,6 +172,10 @@ pub struct NodeConfig {
     /// Cross-archive requests: which records this domain releases to
     /// another archive's request without review (`[requests]`).
     pub requests: ReleasePolicy,
+    /// The archive as people know it (`[archive]`).
+    pub archive: ArchiveConfig,
+    /// The key it seals copies, answers and certificates with (`[seal]`).
+    pub seal: SealConfig,
 }
 
 /// The key types a domain declares unless its configuration says
@@ -186,6 +211,8 @@ impl Default for NodeConfig {
             ids: IdProfile::default(),
             page: PageConfig::default(),
             requests: ReleasePolicy::default(),
+            archive: ArchiveConfig::default(),
+            seal: SealConfig::default(),
         }
     }
 }
@@ -255,6 +282,12 @@ impl NodeConfig {
             )));
         }
         self.page.check()?;
+        if self.archive.display_name.len() > 256 || self.archive.address.len() > 1024 {
+            return Err(ConfigError::Invalid(
+                "archive.display_name (256 bytes at most) or archive.address (1024) is too long"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -361,6 +394,10 @@ mod tests {
         assert!(every.tls.cert.take().is_some());
         assert!(every.tls.key.take().is_some());
         assert!(every.tls.ca.take().is_some());
+        assert!(every.archive.seal_image.take().is_some());
+        assert!(every.archive.font.take().is_some());
+        assert!(every.seal.key_file.take().is_some());
+        assert!(every.seal.certificate_file.take().is_some());
         assert_eq!(every, NodeConfig::default());
     }
 }

@@ -7,7 +7,8 @@
 //!   routes' answers are lent out as [`peer_answers`]);
 //! - [`node`], [`config`], [`metrics`]: a domain put together: its local
 //!   part, its place in the cluster, its tokens and its counters;
-//!   [`exchange`]: cross-archive requests between domains;
+//!   [`requests`]: cross-archive requests between archives, sealed and
+//!   certified;
 //! - [`cluster`]: membership (coordinators), replicas of peers' filters,
 //!   sync, routed lookups, the peer client and the cache of remote records;
 //! - [`security`]: tokens, roles, rate limits, TLS;
@@ -19,11 +20,11 @@
 
 pub mod cluster;
 pub mod config;
-pub mod exchange;
 mod http;
 pub(crate) mod local;
 pub mod metrics;
 pub mod node;
+pub mod requests;
 pub mod security;
 pub mod server;
 pub mod shutdown;
@@ -46,7 +47,8 @@ pub use local::domain::{capacity_for, Domain, DomainError, DomainStats, Position
 pub use local::filter::{FilterKind, FilterSettings};
 pub use local::id::ArchiveId;
 pub use local::keys::{id_card_number, KeyFormat, KeyHasher, KeyType, KeyTypes, Visibility};
+pub use local::private_file::write_private;
 pub use local::record::{Record, RecordInput};
 pub use local::sample;
-pub use local::store::Write;
+pub use local::store::{in_use, Write};
 pub use node::Node;

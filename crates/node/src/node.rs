@@ -22,9 +22,10 @@ use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility
 use crate::local::requests::{BookError, RequestBook};
 use crate::local::space::DiskSpace;
 use crate::metrics::Metrics;
+use crate::requests::state::{Requests, TrustCache, TRUST_LIST_FILE};
 use crate::security::auth::{AuthError, Authority};
 use crate::security::member::Admission;
-use crate::security::signing::{Signer, SigningError};
+use crate::security::seal::{Keyring, SealKeyError};
 use crate::security::tls::TlsError;
 use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
@@ -54,8 +55,8 @@ pub enum NodeError {
     Audit(#[from] AuditError),
     #[error(transparent)]
     Requests(#[from] BookError),
-    #[error(transparent)]
-    Signing(#[from] SigningError),
+    #[error("the seal's keys: {0}")]
+    Seal(#[from] SealKeyError),
 }
 
 /// Why a search could not be made.
@@ -76,15 +77,8 @@ pub struct Node {
     pub(crate) auth: Authority,
     pub(crate) metrics: Metrics,
     pub(crate) audit: AuditLog,
-    /// Cross-archive requests, both sides (`exchange.rs`).
-    pub(crate) requests: RequestBook,
-    pub(crate) signer: Signer,
-    /// Wakes the outbox of requests when one is registered.
-    pub(crate) outbox: tokio::sync::Notify,
-    /// One writer of requests' steps to the audit log at a time, so that
-    /// looking for a step in the log and writing it are one act
-    /// (`exchange.rs`, `Node::log_step_once`).
-    pub(crate) logging_steps: parking_lot::Mutex<()>,
+    /// Cross-archive requests, both sides (`requests/`).
+    pub(crate) requests: Requests,
 }
 
 impl Node {
@@ -171,8 +165,13 @@ impl Node {
             space.clone(),
         )?;
         let audit = AuditLog::open(&config.data, space.clone())?;
-        let requests = RequestBook::open(&config.data, space)?;
-        let signer = Signer::open(&config.data)?;
+        let book = RequestBook::open(&config.data, space)?;
+        let seal = Keyring::open(&config.data, &config.seal)?;
+        let trust = TrustCache::new(
+            &config.cluster.name,
+            auth.member_key().map(|k| k.material("trust list anchor")),
+            config.data.join(TRUST_LIST_FILE),
+        );
         let cluster = Arc::new(cluster);
         let metrics = Metrics::for_domain(&cluster, domain.settings().fpr);
         Ok(Arc::new(Node {
@@ -182,10 +181,7 @@ impl Node {
             auth,
             metrics,
             audit,
-            requests,
-            signer,
-            outbox: tokio::sync::Notify::new(),
-            logging_steps: parking_lot::Mutex::new(()),
+            requests: Requests::new(book, seal, trust),
         }))
     }
 
@@ -202,13 +198,12 @@ impl Node {
             // What a member must share to join: the key types and the ID
             // profile (local/id_profile.rs says why the default adds nothing).
             cluster_fingerprint(&self.key_types().fingerprint(), &self.config.ids),
-            self.signer.public_hex(),
             self.clone(),
             self.domain.subscribe(),
             stop,
         );
         tokio::spawn(self.clone().anchor_audit_log(stop.clone()));
-        tokio::spawn(self.clone().run_outbox(stop.clone()));
+        crate::requests::start(self, stop);
     }
 
     /// Checks the audit log's chain and, if the coordinator answers, that
@@ -401,8 +396,8 @@ impl Node {
             backup::Sources {
                 store: self.domain.store(),
                 audit: &self.audit,
-                book: &self.requests,
-                signing_key: &self.signer.secret_bytes(),
+                book: &self.requests.book,
+                seal_dir: &self.config.data.join(crate::security::seal::SEAL_DIR),
             },
             crate::local::record::now_ms(),
             out,

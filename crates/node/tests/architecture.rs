@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["local"],
     &["wire", "security"],
     &["cluster"],
-    &["config", "metrics", "node", "exchange"],
+    &["config", "metrics", "node", "requests"],
     &["http"],
     &["server"],
     &["lib"],

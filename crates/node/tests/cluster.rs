@@ -788,6 +788,18 @@ impl Coordinator for Blinkered {
         self.inner.forget(name)
     }
 
+    fn publish_trust_entry<'a>(
+        &'a self,
+        name: &'a str,
+        entry: &'a xarchive_seal::ArchiveEntry,
+    ) -> BoxFuture<'a, Result<(), CoordError>> {
+        self.inner.publish_trust_entry(name, entry)
+    }
+
+    fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<xarchive_seal::ArchiveEntry>, CoordError>> {
+        self.inner.trust_entries()
+    }
+
     fn anchor_audit<'a>(
         &'a self,
         name: &'a str,
@@ -994,28 +1006,36 @@ async fn a_request_for_the_applicant_s_own_open_marriage_record_comes_back_signe
     assert_eq!(submitted.holdings.len(), 1);
     assert_eq!(submitted.holdings[0].domain, "B");
     let done = request_until(a, &submitted.id, |r| r.status == RequestStatus::Answered).await;
-    let copy = &done.holdings[0].copies[0].copy;
+    let copy = &done.holdings[0].copies[0];
     assert_eq!(
         (
             copy.archive_number.as_str(),
             copy.holding.as_str(),
-            copy.request_id.as_str()
+            copy.valid
         ),
-        ("M-1", "B", submitted.id.as_str())
+        ("M-1", "B", true)
     );
     assert_eq!(copy.content.as_deref(), Some("5ama5ae75LmL6K6w"));
     // The certificate: its code checks at the archive that issued it and
-    // at the one that signed the copy.
+    // at the other, which asks it; its payload checks at both.
     let certified = a.client.issue_certificate(&submitted.id).await.unwrap();
-    assert_eq!(certified.status, RequestStatus::Certified);
-    let code = &certified.holdings[0].copies[0].code;
+    assert_eq!(certified.request.status, RequestStatus::Certified);
     for d in [a, b] {
-        let check = d.client.check_certificate(code).await.unwrap();
+        let check = d.client.check_certificate(&certified.code).await.unwrap();
         assert_eq!(
-            (check.holding.as_str(), check.receiving.as_str()),
-            ("B", "A")
+            (
+                check.issuer.domain.as_str(),
+                check.copies[0].holding.domain.as_str()
+            ),
+            ("A", "B")
         );
-        assert_eq!(check.archive_number, "M-1");
+        assert_eq!(check.copies[0].archive_number, "M-1");
+        let check = d
+            .client
+            .verify_certificate(&certified.sheets[0].payload)
+            .await
+            .unwrap();
+        assert_eq!(check.request_id, submitted.id);
     }
     // Both archives logged their steps, with the applicant as a digest.
     for d in [a, b] {
@@ -1076,7 +1096,7 @@ async fn a_request_the_policy_does_not_release_waits_for_a_reviewer_who_approves
         .unwrap_err();
     assert_eq!(again.code(), Some("already_decided"));
     let approved = request_until(a, &first.id, |r| r.status == RequestStatus::Answered).await;
-    assert_eq!(approved.holdings[0].copies[0].copy.archive_number, "C-1");
+    assert_eq!(approved.holdings[0].copies[0].archive_number, "C-1");
     let refused = request_until(a, &second.id, |r| r.status == RequestStatus::Refused).await;
     let nothing_to_certify = a.client.issue_certificate(&second.id).await.unwrap_err();
     assert_eq!(nothing_to_certify.code(), Some("not_answered"));
@@ -1109,7 +1129,13 @@ async fn a_part_delivered_twice_is_taken_in_once_and_answered_the_same() {
     let twice = b.client.deliver_request(&delivery).await.unwrap();
     assert_eq!(once.state, HoldingState::Released);
     assert_eq!(once.missing, vec!["M-404".to_owned()]);
-    assert_eq!(once, twice);
+    // The same answer, sealed afresh.
+    let unsealed = |a: &xarchive_node::wire::Answer| xarchive_node::wire::Answer {
+        sealed: String::new(),
+        ..a.clone()
+    };
+    assert_eq!(unsealed(&once), unsealed(&twice));
+    assert!(!twice.sealed.is_empty());
     let released = b
         .client
         .audit(None)

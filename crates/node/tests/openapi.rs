@@ -12,9 +12,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use xarchive_node::security::auth::{sha256_hex, Role, TokenEntry};
-use xarchive_node::security::signing::verification_code;
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::wire::SignedCopy;
 use xarchive_node::{Node, NodeConfig};
 
 struct Checked {
@@ -475,7 +473,7 @@ async fn every_answer_matches_the_openapi_document() {
         assert_eq!(r.status, status);
     }
 
-    // Approved: the copy released here is checked by its code.
+    // Approved: its answer is sealed.
     let r = api
         .call(
             M::POST,
@@ -485,19 +483,9 @@ async fn every_answer_matches_the_openapi_document() {
             None,
         )
         .await;
-    let copy: SignedCopy = serde_json::from_value(r.json()["copies"][0].clone()).unwrap();
-    let code = verification_code(&copy);
-    for (uri, status) in [
-        (format!("/v1/certificates/{code}"), StatusCode::OK),
-        (
-            "/v1/certificates/0000-0000-0000-0000-0000".into(),
-            StatusCode::NOT_FOUND,
-        ),
-        ("/v1/certificates/x".into(), StatusCode::BAD_REQUEST),
-    ] {
-        let r = api.get("/v1/certificates/{code}", &uri).await;
-        assert_eq!(r.status, status, "{uri}");
-    }
+    assert_eq!(r.json()["state"], "released");
+    assert!(r.json()["sealed"].as_str().is_some_and(|s| !s.is_empty()));
+
     // Not yet answered, and unknown.
     for (uri, status) in [
         (
@@ -517,6 +505,109 @@ async fn every_answer_matches_the_openapi_document() {
             .await;
         assert_eq!(r.status, status, "{uri}");
     }
+    for template in [
+        "/v1/requests/{id}/certificate",
+        "/v1/requests/{id}/certificate.pdf",
+    ] {
+        let uri = template.replace("{id}", &id);
+        let r = api.get(template, &uri).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{uri} before it is issued");
+    }
+
+    // This archive's own request, approved by its own reviewer, is
+    // answered and certified; the certificate checks by its code and by
+    // its payload.
+    let r = api
+        .call(
+            M::POST,
+            "/v1/reviews/{receiving}/{request}",
+            &format!("/v1/reviews/A/{id}"),
+            r#"{"approve": true}"#,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = api
+            .get("/v1/requests/{id}", &format!("/v1/requests/{id}"))
+            .await;
+        if r.json()["status"] == "answered" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never answered: {}",
+            r.json()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = api
+        .call(
+            M::POST,
+            "/v1/requests/{id}/certificate",
+            &format!("/v1/requests/{id}/certificate"),
+            Body::empty(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let code = r.json()["code"].as_str().unwrap().to_owned();
+    let payload = r.json()["sheets"][0]["payload"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = api
+        .get(
+            "/v1/requests/{id}/certificate",
+            &format!("/v1/requests/{id}/certificate"),
+        )
+        .await;
+    assert_eq!(r.json()["code"], code);
+    let r = api
+        .get(
+            "/v1/requests/{id}/certificate.pdf",
+            &format!("/v1/requests/{id}/certificate.pdf"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.starts_with(b"%PDF"));
+    for (uri, status) in [
+        (format!("/v1/certificates/{code}"), StatusCode::OK),
+        (
+            "/v1/certificates/A.0000-0000-0000-0000-0000".into(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/v1/certificates/0000-0000-0000-0000-0000".into(),
+            StatusCode::NOT_FOUND,
+        ),
+        ("/v1/certificates/x".into(), StatusCode::BAD_REQUEST),
+    ] {
+        let r = api.get("/v1/certificates/{code}", &uri).await;
+        assert_eq!(r.status, status, "{uri}");
+    }
+    for (body, status) in [
+        (json!({ "payload": payload }), StatusCode::OK),
+        (
+            json!({ "payload": "XA1:NOTAPAYLOAD" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (json!({ "certificate": payload }), StatusCode::BAD_REQUEST),
+    ] {
+        let r = api
+            .call(
+                M::POST,
+                "/v1/certificates/verify",
+                "/v1/certificates/verify",
+                body.to_string(),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, status, "{body}");
+    }
+    let r = api.get("/v1/trust-list", "/v1/trust-list").await;
+    assert_eq!(r.status, StatusCode::OK);
 
     let r = api
         .call(

@@ -16,4 +16,6 @@ pub mod verify;
 pub use key::{Algorithm, BadSignature, KeyError, KeyId, PublicKey, SecretKey, SM2_DIST_ID};
 pub use sealed::{seal, Opened, SealError};
 pub use trust::{ArchiveEntry, KeyNotValid, KeyRecord, SignedTrustList, TrustError, TrustList};
-pub use verify::{verify_certificate, verify_copy, Rejected, VerifiedCertificate, VerifiedCopy};
+pub use verify::{
+    verify_answer, verify_certificate, verify_copy, Rejected, VerifiedCertificate, VerifiedCopy,
+};

@@ -6,7 +6,7 @@
 
 use crate::certificate::{self, Payload};
 use crate::sealed::{Opened, SealError};
-use crate::statement::{CertificateStatement, CopyStatement, Unreadable};
+use crate::statement::{AnswerStatement, CertificateStatement, CopyStatement, Unreadable};
 use crate::trust::{ArchiveEntry, KeyNotValid, TrustList};
 use crate::KeyId;
 
@@ -40,13 +40,15 @@ impl Rejected {
         }
     }
 
-    /// `xarchive certificate verify`'s exit code for it (its manual page).
+    /// `xarchive certificate verify`'s exit code for it (its manual page:
+    /// 1 changed, 3 a key not in the trust list, 5 a key not valid for it,
+    /// 7 not a certificate; 6 is the trust list's own failure).
     pub fn exit_code(&self) -> u8 {
         match self {
             Rejected::Changed(_) | Rejected::Mismatch(_) => 1,
             Rejected::UnknownKey(_) => 3,
-            Rejected::KeyNotValid { .. } => 4,
-            Rejected::Malformed(_) => 6,
+            Rejected::KeyNotValid { .. } => 5,
+            Rejected::Malformed(_) => 7,
         }
     }
 }
@@ -111,6 +113,19 @@ pub fn verify_copy(sealed: &[u8], trust: &TrustList) -> Result<VerifiedCopy, Rej
         statement,
         holding: archive.clone(),
     })
+}
+
+/// Checks a holding archive's sealed answer: sealed by the archive it
+/// names as holding, under a key valid when it was sealed.
+pub fn verify_answer(sealed: &[u8], trust: &TrustList) -> Result<AnswerStatement, Rejected> {
+    let (statement, archive, _) = check(sealed, trust, AnswerStatement::decode, |a| a.at)?;
+    if statement.holding != archive.domain {
+        return Err(Rejected::Mismatch(format!(
+            "an answer says it is from {}, but {} sealed it",
+            statement.holding, archive.domain
+        )));
+    }
+    Ok(statement)
 }
 
 /// A certificate's sheet, checked whole.

@@ -8,6 +8,7 @@ mod import;
 mod lookup;
 mod requests;
 mod sample;
+mod seal;
 mod search;
 mod serve;
 mod token;
@@ -187,9 +188,13 @@ enum Command {
     /// approve, refuse (reviewer role).
     #[command(subcommand)]
     Review(requests::ReviewCommand),
-    /// Check a certificate's verification code (no token needed).
+    /// Check a certificate: online at any archive by its code, or offline
+    /// from its PDF or QR payload against a saved trust list.
     #[command(subcommand)]
     Certificate(requests::CertificateCommand),
+    /// The keys this domain seals with: list, rotate, revoke (offline).
+    #[command(subcommand)]
+    Seal(seal::SealCommand),
     /// API tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -234,5 +239,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Request(command) => requests::request(command).await,
         Command::Review(command) => requests::review(command).await,
         Command::Certificate(command) => requests::certificate(command).await,
+        Command::Seal(command) => seal::run(command),
     }
 }

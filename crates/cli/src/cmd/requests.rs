@@ -1,16 +1,21 @@
 //! `xarchive request`, `review` and `certificate`: cross-archive requests
 //! (异地查档、跨馆出证) from the command line: the clerk's side at the
 //! receiving archive, the reviewer's at the holding archive, and anyone's
-//! check of a certificate's verification code. Thin: each command is one
-//! call of the node's client, printed.
+//! check of a certificate: online at any archive by its code, or offline
+//! against a saved trust list with no server at all. Thin: each command is
+//! one call of the node's client (or of the seal library), printed.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use unicode_width::UnicodeWidthStr;
 use xarchive::failure::Usage;
-use xarchive_node::wire::{Answer, Decision, HoldingView, RequestView, ReviewItem};
+use xarchive_node::wire::{
+    Answer, Certificate, CertificateCheck, Decision, HoldingView, RequestView, ReviewItem,
+};
+use xarchive_seal::{SignedTrustList, TrustList};
 
 use super::ServerArgs;
 
@@ -35,8 +40,8 @@ pub enum RequestCommand {
     /// and their verification codes (clerk role).
     Show(RequestArgs),
     /// Issue an answered request's certificate and print it (clerk role;
-    /// issued once, printed the same again).
-    Certify(RequestArgs),
+    /// issued once, printed the same again); `--pdf FILE` saves its PDF.
+    Certify(CertifyArgs),
 }
 
 #[derive(clap::Subcommand)]
@@ -53,11 +58,20 @@ pub enum ReviewCommand {
 
 #[derive(clap::Subcommand)]
 pub enum CertificateCommand {
-    /// Check a certificate's verification code at an archive (the one that
-    /// issued it, or the one that holds the record); no token needed.
-    /// Exit 0 when the copy checks, 1 when it was changed, 3 when no such
-    /// code was issued there.
+    /// Check a certificate by its verification code at any archive of the
+    /// cluster (the one that issued it is asked); no token needed. Exit 0
+    /// when it checks, 1 when it was changed, 3 when no such code was
+    /// issued, 4 when its archive cannot be asked now.
     Check(CheckArgs),
+    /// Check a certificate offline: its PDF, or its payload (as its QR
+    /// code holds it), against a saved trust list, with no server. Exit 0
+    /// valid, 1 changed, 3 sealed by a key the list does not hold, 5 by a
+    /// key revoked or not valid then, 6 the trust list fails its own
+    /// check, 7 not a certificate (cut short, malformed).
+    Verify(VerifyArgs),
+    /// Save the cluster's trust list (every archive's name and keys,
+    /// signed) for offline checks, after checking its signature.
+    TrustList(TrustListArgs),
 }
 
 #[derive(clap::Args)]
@@ -104,6 +118,50 @@ pub struct RequestArgs {
 }
 
 #[derive(clap::Args)]
+pub struct CertifyArgs {
+    /// The request's ID (as `request submit` and `request list` print it).
+    id: String,
+    /// Also save the certificate's PDF (A4, with its QR codes) here,
+    /// readable by its owner alone (it names the applicant).
+    #[arg(long, value_name = "FILE")]
+    pdf: Option<PathBuf>,
+    /// Print the certificate as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    /// The certificate's PDF, or a text file holding its payload
+    /// (`XA1:…`, one per sheet); `-` reads standard input.
+    file: PathBuf,
+    /// The trust list saved with `xarchive certificate trust-list`.
+    #[arg(long, value_name = "FILE")]
+    trust_list: PathBuf,
+    /// The fingerprint of the cluster's anchor, as its operators publish
+    /// it: the trust list must be signed by it.
+    #[arg(long, value_name = "FINGERPRINT")]
+    anchor: Option<String>,
+    /// Print what was found as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct TrustListArgs {
+    /// Where to save it.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// The fingerprint of the cluster's anchor it must be signed by.
+    #[arg(long, value_name = "FINGERPRINT")]
+    anchor: Option<String>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(clap::Args)]
 pub struct ApproveArgs {
     /// The archive (domain) the request came from.
     receiving: String,
@@ -137,7 +195,8 @@ pub struct RefuseArgs {
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// The verification code printed on the certificate.
+    /// The verification code printed on the certificate
+    /// (ARCHIVE.XXXX-XXXX-XXXX-XXXX-XXXX).
     code: String,
     /// Print what the archive found as JSON.
     #[arg(long)]
@@ -154,16 +213,29 @@ pub async fn request(command: RequestCommand) -> anyhow::Result<ExitCode> {
             let view = args.server.client()?.request(&args.id).await?;
             print_view(&view, super::json(args.json))
         }
-        RequestCommand::Certify(args) => {
-            let view = args.server.client()?.issue_certificate(&args.id).await?;
-            if super::json(args.json) {
-                super::print_json(&view)?;
-            } else {
-                print_certificate(&view);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        RequestCommand::Certify(args) => certify(args).await,
     }
+}
+
+async fn certify(args: CertifyArgs) -> anyhow::Result<ExitCode> {
+    let client = args.server.client()?;
+    let certificate = client.issue_certificate(&args.id).await?;
+    if let Some(path) = &args.pdf {
+        let pdf = client.certificate_pdf(&args.id).await?;
+        xarchive_node::write_private(path, &pdf)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!(
+            "saved the certificate's PDF ({} bytes) to {}, readable by its owner alone",
+            pdf.len(),
+            path.display()
+        );
+    }
+    if super::json(args.json) {
+        super::print_json(&certificate)?;
+    } else {
+        print_certificate(&certificate);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn review(command: ReviewCommand) -> anyhow::Result<ExitCode> {
@@ -212,29 +284,254 @@ pub async fn review(command: ReviewCommand) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn certificate(command: CertificateCommand) -> anyhow::Result<ExitCode> {
-    let CertificateCommand::Check(args) = command;
-    let check = args.server.client()?.check_certificate(&args.code).await?;
-    if super::json(args.json) {
-        super::print_json(&check)?;
+    match command {
+        CertificateCommand::Check(args) => {
+            let check = args.server.client()?.check_certificate(&args.code).await?;
+            if super::json(args.json) {
+                super::print_json(&check)?;
+            } else {
+                println!("valid: certificate {} checks", check.code);
+                print_check(&check);
+                println!("  {:<16} {}", "checked by", check.checked_by);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CertificateCommand::Verify(args) => verify(&args),
+        CertificateCommand::TrustList(args) => {
+            let body = args.server.client()?.trust_list().await?;
+            let signed = SignedTrustList::from(body);
+            let list = signed
+                .open(args.anchor.as_deref())
+                .context("the trust list served does not check")?;
+            let bytes = serde_json::to_vec_pretty(&signed)?;
+            std::fs::write(&args.out, bytes)
+                .with_context(|| format!("cannot write {}", args.out.display()))?;
+            let anchor = xarchive_seal::trust::fingerprint(&signed.anchor()?);
+            println!(
+                "saved the trust list of cluster {} ({} archives) to {}",
+                list.cluster,
+                list.archives.len(),
+                args.out.display()
+            );
+            println!("anchor: {anchor}");
+            if !list.secured {
+                eprintln!(
+                    "warning: this cluster has no secret: anyone can make a trust list that checks"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Exit code of `certificate verify` when the trust list itself fails.
+const EXIT_TRUST_LIST: u8 = 6;
+
+/// `xarchive certificate verify`: offline, with nothing but the trust list.
+fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let json = super::json(args.json);
+    let said = |code: u8, why: &str, hint: Option<&str>| {
+        if json {
+            let _ = super::print_json(
+                &serde_json::json!({"valid": false, "exit": code, "message": why}),
+            );
+        }
+        eprintln!("error: {why}");
+        if let Some(hint) = hint {
+            eprintln!("hint: {hint}");
+        }
+        Ok(ExitCode::from(code))
+    };
+    let text = match std::fs::read(&args.trust_list) {
+        Ok(text) => text,
+        Err(e) => {
+            return said(
+                EXIT_TRUST_LIST,
+                &format!(
+                    "cannot read the trust list {}: {e}",
+                    args.trust_list.display()
+                ),
+                Some("save one with `xarchive certificate trust-list --out FILE`"),
+            )
+        }
+    };
+    let trust: TrustList = match serde_json::from_slice::<SignedTrustList>(&text)
+        .map_err(|e| xarchive_seal::TrustError::Malformed(e.to_string()))
+        .and_then(|signed| signed.open(args.anchor.as_deref()))
+    {
+        Ok(list) => list,
+        Err(e) => {
+            return said(
+                EXIT_TRUST_LIST,
+                &format!("the trust list {}: {e}", args.trust_list.display()),
+                None,
+            )
+        }
+    };
+    let input = if args.file.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
+        bytes
+    } else {
+        std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?
+    };
+    let payloads = if input.starts_with(b"%PDF") {
+        match xarchive_seal::pdf::payloads(&input) {
+            Ok(p) => p,
+            Err(e) => return said(7, &e.to_string(), None),
+        }
+    } else {
+        String::from_utf8_lossy(&input)
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with(xarchive_seal::certificate::PREFIX))
+            .map(str::to_owned)
+            .collect()
+    };
+    if payloads.is_empty() {
+        return said(7, "no certificate payload (XA1:…) in it", None);
+    }
+    let mut sheets = Vec::new();
+    for payload in &payloads {
+        match xarchive_seal::verify_certificate(payload, &trust) {
+            Ok(sheet) => sheets.push(sheet),
+            Err(rejected) => return said(rejected.exit_code(), &rejected.to_string(), None),
+        }
+    }
+    let first = &sheets[0].statement;
+    if sheets
+        .iter()
+        .any(|s| s.statement.code != first.code || s.statement.request_id != first.request_id)
+    {
+        return said(1, "its sheets are of different certificates", None);
+    }
+    if json {
+        let copies: Vec<serde_json::Value> = sheets
+            .iter()
+            .flat_map(|s| &s.copies)
+            .map(|c| {
+                serde_json::json!({
+                    "holding": c.holding.domain, "holding_name": c.holding.name(),
+                    "archive_number": c.statement.archive_number, "title": c.statement.title,
+                    "record_date": c.statement.record_date,
+                })
+            })
+            .collect();
+        super::print_json(&serde_json::json!({
+            "valid": true,
+            "code": first.code,
+            "issuer": first.issuer,
+            "issuer_name": sheets[0].issuer.name(),
+            "request_id": first.request_id,
+            "issued_at": xarchive_seal::trust::format_time(first.issued),
+            "applicant_name": first.applicant_name,
+            "purpose": first.purpose,
+            "copies": copies,
+            "sheets": sheets.len(),
+            "of_sheets": first.sheets,
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("valid: the copy under code {} checks", check.code);
-    let mut rows = vec![
-        ["holding archive", check.holding.as_str()],
-        ["issued by", check.receiving.as_str()],
-        ["archive number", check.archive_number.as_str()],
-        ["title", check.title.as_str()],
-        ["released", check.date.as_str()],
-        ["request", check.request_id.as_str()],
+    println!(
+        "valid: certificate {} checks against the trust list of cluster {} (sheets {} of {})",
+        first.code,
+        trust.cluster,
+        sheets.len(),
+        first.sheets
+    );
+    let rows = [
+        (
+            "issued by",
+            format!("{} ({})", sheets[0].issuer.name(), first.issuer),
+        ),
+        ("issued", xarchive_seal::trust::format_time(first.issued)),
+        ("applicant", first.applicant_name.clone()),
+        ("purpose", first.purpose.clone()),
+        ("request", first.request_id.clone()),
     ];
-    if let Some(sha) = &check.content_sha256 {
-        rows.push(["content sha256", sha.as_str()]);
-    }
-    rows.push(["checked by", check.checked_by.as_str()]);
-    for [name, value] in rows {
+    for (name, value) in rows.iter().filter(|(_, v)| !v.is_empty()) {
         println!("  {name:<16} {value}");
     }
+    let mut table = vec![row([
+        "HOLDING ARCHIVE",
+        "ARCHIVE NUMBER",
+        "TITLE",
+        "RECORD DATE",
+    ])];
+    for c in sheets.iter().flat_map(|s| &s.copies) {
+        table.push(vec![
+            c.holding.name().to_owned(),
+            c.statement.archive_number.clone(),
+            c.statement.title.clone(),
+            c.statement
+                .record_date
+                .clone()
+                .unwrap_or_else(|| "—".into()),
+        ]);
+    }
+    if table.len() > 1 {
+        print_table(&table);
+    }
+    if !trust.secured {
+        eprintln!("warning: the trust list is of a cluster without a secret: anyone can make one that checks");
+    }
+    println!(
+        "Compare these with the paper: a printed field that differs means the paper was changed."
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a check found, as a person compares it with the paper.
+fn print_check(check: &CertificateCheck) {
+    let rows = [
+        (
+            "issued by",
+            format!("{} ({})", check.issuer.name, check.issuer.domain),
+        ),
+        ("issued", check.issued_at.clone()),
+        ("applicant", check.applicant_name.clone()),
+        ("purpose", check.purpose.clone()),
+        ("request", check.request_id.clone()),
+    ];
+    for (name, value) in rows.iter().filter(|(_, v)| !v.is_empty()) {
+        println!("  {name:<16} {value}");
+    }
+    let mut table = vec![row([
+        "HOLDING ARCHIVE",
+        "ARCHIVE NUMBER",
+        "TITLE",
+        "RECORD DATE",
+        "RELEASED",
+        "CONTENT SHA-256",
+    ])];
+    for c in &check.copies {
+        table.push(vec![
+            c.holding.name.clone(),
+            c.archive_number.clone(),
+            c.title.clone(),
+            c.record_date.clone().unwrap_or_else(|| "—".into()),
+            c.released.clone(),
+            c.content_sha256.clone().unwrap_or_default(),
+        ]);
+    }
+    if table.len() > 1 {
+        print_table(&table);
+    }
+    for n in &check.not_provided {
+        let holding = n
+            .holding
+            .as_ref()
+            .map_or("no archive".to_owned(), |h| h.name.clone());
+        println!(
+            "  not provided by {holding}: {} ({}{})",
+            n.records.join(", "),
+            n.why,
+            n.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
 }
 
 async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
@@ -269,7 +566,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         let holdings = r
             .holdings
             .iter()
-            .map(|h| format!("{}:{}", h.domain, state(h)))
+            .map(|h| format!("{}:{}", h.name, state(h)))
             .collect::<Vec<_>>()
             .join(" ");
         rows.push(vec![
@@ -354,24 +651,32 @@ fn state(h: &HoldingView) -> String {
     status(&h.state).replace('_', " ")
 }
 
-/// A request as a clerk reads it: its status, then each holding archive's
-/// part with its copies and their codes.
+/// A request as a clerk reads it: its status and what to tell the
+/// applicant, then each holding archive's part with its copies, each
+/// marked if it no longer checks.
 fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         super::print_json(view)?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("request {}: {}", view.id, status(&view.status));
+    println!("  {} {}", view.words.zh, view.words.en);
     println!(
         "  applicant {}, for {}; submitted {} by {}",
         view.applicant_name, view.purpose, view.submitted_at, view.clerk
     );
-    if let Some(at) = &view.certified_at {
-        println!("  certificate issued {at}");
+    if let Some(certificate) = &view.certificate {
+        println!(
+            "  certificate {} issued {} ({} sheets)",
+            certificate.code, certificate.issued_at, certificate.sheets
+        );
     }
     let mut rows = vec![row(["HOLDING", "STATE", "RECORDS", "NOTE"])];
     for h in &view.holdings {
         let mut note = Vec::new();
+        if let Some(since) = &h.unreachable_since {
+            note.push(format!("waiting: unreachable since {since}"));
+        }
         if let Some(reason) = &h.reason {
             note.push(format!("reason: {reason}"));
         }
@@ -379,13 +684,17 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
             note.push(format!("not held: {}", h.missing.join(", ")));
         }
         rows.push(vec![
-            h.domain.clone(),
+            format!("{} ({})", h.name, h.domain),
             state(h),
             h.records.join(", "),
             note.join("; "),
         ]);
     }
-    print_table(&rows);
+    if view.holdings.is_empty() {
+        println!("  no archive holds a record of it");
+    } else {
+        print_table(&rows);
+    }
     if !view.not_found.is_empty() {
         println!("  held by no archive: {}", view.not_found.join(", "));
     }
@@ -396,70 +705,112 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
             "HOLDING",
             "ARCHIVE NUMBER",
             "TITLE",
+            "RECORD DATE",
             "RELEASED",
-            "VERIFICATION CODE",
+            "CHECK",
         ])];
-        for c in copies {
+        for c in &copies {
             rows.push(vec![
-                c.copy.holding.clone(),
-                c.copy.archive_number.clone(),
-                c.copy.title.clone(),
-                c.copy.date.clone(),
-                c.code.clone(),
+                c.holding.clone(),
+                c.archive_number.clone(),
+                c.title.clone(),
+                c.record_date.clone().unwrap_or_else(|| "—".into()),
+                c.released.clone(),
+                if c.valid {
+                    "ok".into()
+                } else {
+                    "DOES NOT CHECK".into()
+                },
             ]);
         }
         print_table(&rows);
+        for c in copies.iter().filter(|c| !c.valid) {
+            println!(
+                "  ✗ the copy of {} from {} does not check: {}; no certificate can be issued while it is kept",
+                c.archive_number,
+                c.holding,
+                c.problem.as_deref().unwrap_or_default()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The certificate as the applicant takes it away: each copy with the
-/// archive holding it and the code that checks it.
-fn print_certificate(view: &RequestView) {
-    println!("CERTIFICATE OF ARCHIVE RECORDS (跨馆出证)");
+/// archive holding it, the code and where to check it.
+fn print_certificate(certificate: &Certificate) {
+    let view = &certificate.request;
+    println!("档案查询证明 · CERTIFICATE OF ARCHIVE SEARCH");
+    println!(
+        "  issued by    {} ({})",
+        certificate.issuer.name, certificate.issuer.domain
+    );
+    if !certificate.issuer.address.is_empty() {
+        println!("               {}", certificate.issuer.address);
+    }
+    println!("  code         {}", certificate.code);
+    println!("  issued       {}", certificate.issued_at);
     println!("  request      {}", view.id);
     println!("  applicant    {}", view.applicant_name);
     println!("  purpose      {}", view.purpose);
-    if let Some(at) = &view.certified_at {
-        println!("  issued       {at} by {}", view.clerk);
-    }
+    println!("  {} {}", view.words.zh, view.words.en);
     println!();
     let mut rows = vec![row([
         "HOLDING ARCHIVE",
         "ARCHIVE NUMBER",
         "TITLE",
-        "DATE",
-        "REQUEST",
-        "VERIFICATION CODE",
+        "RECORD DATE",
     ])];
-    for c in view.holdings.iter().flat_map(|h| &h.copies) {
-        rows.push(vec![
-            c.copy.holding.clone(),
-            c.copy.archive_number.clone(),
-            c.copy.title.clone(),
-            c.copy.date.clone(),
-            c.copy.request_id.clone(),
-            c.code.clone(),
-        ]);
+    for h in &view.holdings {
+        for c in &h.copies {
+            rows.push(vec![
+                h.name.clone(),
+                c.archive_number.clone(),
+                c.title.clone(),
+                c.record_date.clone().unwrap_or_else(|| "—".into()),
+            ]);
+        }
     }
-    print_table(&rows);
-    let refused: Vec<&HoldingView> = view
+    if rows.len() > 1 {
+        print_table(&rows);
+    }
+    for h in view
         .holdings
         .iter()
-        .filter(|h| h.copies.is_empty())
-        .collect();
-    for h in refused {
+        .filter(|h| h.copies.is_empty() || !h.missing.is_empty())
+    {
+        let what = if h.copies.is_empty() {
+            &h.records
+        } else {
+            &h.missing
+        };
         println!(
-            "  {} released no copy{}",
-            h.domain,
+            "  not provided by {}: {}{}",
+            h.name,
+            what.join(", "),
             h.reason
                 .as_deref()
-                .map(|r| format!(": {r}"))
+                .map(|r| format!(" ({r})"))
                 .unwrap_or_default()
         );
     }
+    if !view.not_found.is_empty() {
+        println!("  held by no archive: {}", view.not_found.join(", "));
+    }
     println!();
-    println!("Check a code at either archive: xarchive certificate check CODE");
+    println!(
+        "Check it at any archive of the cluster: xarchive certificate check {}",
+        certificate.code
+    );
+    if !certificate.issuer.url.is_empty() {
+        println!(
+            "or on the page: {}#verify",
+            certificate.issuer.url.trim_end_matches('/')
+        );
+    }
+    println!(
+        "Offline, from its PDF or QR code: xarchive certificate verify FILE --trust-list TRUST.json"
+    );
 }
 
 fn print_reviews(reviews: &[ReviewItem]) {
@@ -469,19 +820,30 @@ fn print_reviews(reviews: &[ReviewItem]) {
         "RECEIVED",
         "APPLICANT",
         "PURPOSE",
-        "RECORDS",
+        "RECORD",
+        "TITLE",
+        "APPLICANT NAMED",
         "WHY REVIEW",
     ])];
     for r in reviews {
-        rows.push(vec![
-            r.receiving.clone(),
-            r.request_id.clone(),
-            r.received_at.clone(),
-            r.applicant_name.clone(),
-            r.purpose.clone(),
-            r.records.join(", "),
-            r.reason.clone(),
-        ]);
+        for (i, record) in r.records.iter().enumerate() {
+            let first = i == 0;
+            let cell = |s: &str| if first { s.to_owned() } else { String::new() };
+            rows.push(vec![
+                cell(&format!("{} ({})", r.receiving_name, r.receiving)),
+                cell(&r.request_id),
+                cell(&r.received_at),
+                cell(&r.applicant_name),
+                cell(&r.purpose),
+                record.id.clone(),
+                record
+                    .title
+                    .clone()
+                    .unwrap_or_else(|| "(no longer held)".into()),
+                if record.applicant_named { "yes" } else { "no" }.into(),
+                cell(&r.reason),
+            ]);
+        }
     }
     print_table(&rows);
     eprintln!("{} waiting for review", reviews.len());
@@ -495,6 +857,9 @@ fn print_answer(receiving: &str, request: &str, answer: &Answer) {
     );
     if let Some(reason) = &answer.reason {
         println!("  reason: {reason}");
+    }
+    if answer.state == xarchive_node::wire::HoldingState::NoneHeld {
+        println!("  none of its records is held here any more");
     }
     if !answer.missing.is_empty() {
         println!("  not held here: {}", answer.missing.join(", "));

@@ -504,19 +504,49 @@ impl Client {
     pub async fn issue_certificate(
         &self,
         request: &str,
-    ) -> Result<crate::wire::RequestView, ClientError> {
+    ) -> Result<crate::wire::Certificate, ClientError> {
         let url = self.url(&format!("/v1/requests/{}/certificate", encode_id(request)));
         let response = self.send(self.http.post(&url), &url).await?;
         Self::json(response, &url).await
     }
 
-    /// `GET /v1/certificates/{code}`: checks a certificate's verification
-    /// code.
+    /// `GET /v1/requests/{id}/certificate.pdf`: the certificate's PDF.
+    pub async fn certificate_pdf(&self, request: &str) -> Result<Bytes, ClientError> {
+        let url = self.url(&format!(
+            "/v1/requests/{}/certificate.pdf",
+            encode_id(request)
+        ));
+        let response = self.send(self.http.get(&url), &url).await?;
+        response.bytes().await.map_err(transport(&url))
+    }
+
+    /// `GET /v1/certificates/{code}`: checks a certificate by its
+    /// verification code.
     pub async fn check_certificate(
         &self,
         code: &str,
     ) -> Result<crate::wire::CertificateCheck, ClientError> {
         let url = self.url(&format!("/v1/certificates/{}", encode_id(code)));
+        let response = self.send(self.http.get(&url), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `POST /v1/certificates/verify`: checks a certificate's payload.
+    pub async fn verify_certificate(
+        &self,
+        payload: &str,
+    ) -> Result<crate::wire::CertificateCheck, ClientError> {
+        let url = self.url("/v1/certificates/verify");
+        let body = crate::wire::VerifyRequest {
+            payload: payload.to_owned(),
+        };
+        let response = self.send(self.http.post(&url).json(&body), &url).await?;
+        Self::json(response, &url).await
+    }
+
+    /// `GET /v1/trust-list`: the cluster's trust list, signed.
+    pub async fn trust_list(&self) -> Result<crate::wire::TrustListBody, ClientError> {
+        let url = self.url("/v1/trust-list");
         let response = self.send(self.http.get(&url), &url).await?;
         Self::json(response, &url).await
     }

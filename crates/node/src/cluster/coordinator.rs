@@ -14,6 +14,7 @@ use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use tokio_util::sync::CancellationToken;
+use xarchive_seal::ArchiveEntry;
 
 /// What a domain announces about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,8 +31,10 @@ pub struct Member {
     /// empty from a domain older than keys).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub keys: String,
-    /// The public half of its key for signed copies (hex Ed25519), sealed
-    /// with the rest: what a receiving archive checks a copy against.
+    /// Written by domains of before the trust list (the hex of their
+    /// Ed25519 key): read so that their entries still check against
+    /// their seals; empty from now on (keys are in the trust list,
+    /// [`Coordinator::publish_trust_entry`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub signing_key: String,
 }
@@ -368,6 +371,18 @@ pub trait Coordinator: Send + Sync + 'static {
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>>;
+
+    /// Publishes `entry` as `name`'s in the cluster's trust list: its real
+    /// name, address and seal keys, sealed with the cluster secret as its
+    /// registration is. Kept after it leaves: what it sealed still checks.
+    fn publish_trust_entry<'a>(
+        &'a self,
+        name: &'a str,
+        entry: &'a ArchiveEntry,
+    ) -> BoxFuture<'a, Result<(), CoordError>>;
+
+    /// Every domain's trust entry whose seal holds.
+    fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>>;
 }
 
 #[cfg(test)]

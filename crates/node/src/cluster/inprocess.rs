@@ -15,6 +15,7 @@ use super::coordinator::{
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use tokio_util::sync::CancellationToken;
+use xarchive_seal::ArchiveEntry;
 
 /// The shared membership of one process.
 pub struct Hub {
@@ -23,6 +24,8 @@ pub struct Hub {
     view: watch::Sender<View>,
     /// Each domain's audit head, as last anchored.
     anchors: Mutex<BTreeMap<String, AuditHead>>,
+    /// Each domain's entry in the trust list.
+    trust: Mutex<BTreeMap<String, ArchiveEntry>>,
 }
 
 impl Hub {
@@ -31,6 +34,7 @@ impl Hub {
             members: Mutex::default(),
             view: watch::channel(View::of(BTreeMap::new())).0,
             anchors: Mutex::new(BTreeMap::new()),
+            trust: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -159,5 +163,19 @@ impl Coordinator for InProcessCoordinator {
     ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>> {
         let anchor = self.hub.anchors.lock().get(name).cloned();
         async move { Ok(anchor) }.boxed()
+    }
+
+    fn publish_trust_entry<'a>(
+        &'a self,
+        name: &'a str,
+        entry: &'a ArchiveEntry,
+    ) -> BoxFuture<'a, Result<(), CoordError>> {
+        self.hub.trust.lock().insert(name.to_owned(), entry.clone());
+        async { Ok(()) }.boxed()
+    }
+
+    fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {
+        let entries = self.hub.trust.lock().values().cloned().collect();
+        async move { Ok(entries) }.boxed()
     }
 }

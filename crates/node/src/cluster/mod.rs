@@ -305,12 +305,11 @@ impl Cluster {
     /// changes; all end when `stop` is cancelled (the coordinator after
     /// deregistering). `keys` is the fingerprint of the key types this
     /// domain declares: it refuses to join a cluster whose members declare
-    /// others; `signing_key` the public key its signed copies verify under.
+    /// others.
     pub fn start(
         self: &Arc<Self>,
         kind: FilterKind,
         keys: String,
-        signing_key: String,
         own: Arc<dyn relay::OwnFilters>,
         positions: watch::Receiver<Position>,
         stop: &CancellationToken,
@@ -322,7 +321,7 @@ impl Cluster {
             epoch: position.epoch,
             version: position.version,
             keys,
-            signing_key,
+            signing_key: String::new(),
         };
         if self.relay_grace().is_some() {
             self.tasks.spawn(relay::own(

@@ -120,6 +120,10 @@ const BULK: &str = "/v1/archives/_bulk";
 /// `keys.rs`) and, when a member passes it on, the requester.
 const SEARCH_BODY_LIMIT: usize = 64 * 1024;
 
+/// `POST /v1/certificates/verify`'s body: a payload a QR code holds (a
+/// few kilobytes), with room to spare.
+const VERIFY_BODY_LIMIT: usize = 16 * 1024;
+
 /// `POST /v1/contains`'s body: `limits.max_contains_ids` IDs of the
 /// longest (256 bytes), each allowed twice its length in JSON (escapes,
 /// or non-ASCII characters sent as `\uXXXX`), with quotes and commas.
@@ -282,12 +286,27 @@ fn timed_routes(limits: &Limits) -> Vec<Route> {
         route(
             "/v1/requests/{id}/certificate",
             Needs::any(Clerk),
-            compressed(post(requests::certify)),
+            compressed(get(requests::certificate).post(requests::certify)),
+        ),
+        route(
+            "/v1/requests/{id}/certificate.pdf",
+            Needs::read(Clerk),
+            get(requests::certificate_pdf),
         ),
         route(
             "/v1/certificates/{code}",
             Needs::any(Open),
             get(requests::check_certificate),
+        ),
+        route(
+            "/v1/certificates/verify",
+            Needs::any(Open),
+            post(requests::verify_certificate).layer(DefaultBodyLimit::max(VERIFY_BODY_LIMIT)),
+        ),
+        route(
+            "/v1/trust-list",
+            Needs::any(Open),
+            compressed(get(requests::trust_list)),
         ),
         route("/v1/reviews", Needs::read(Reviewer), get(requests::reviews)),
         route(

@@ -1,78 +1,110 @@
 //! Cross-archive requests over HTTP: the clerk's routes at the receiving
-//! archive (`/v1/requests`), the reviewer's at the holding archive
-//! (`/v1/reviews`), and the route a receiving archive delivers to
-//! (`/v1/peer/requests`). What they do is `exchange.rs`.
+//! archive (`/v1/requests`, the certificate and its PDF), the reviewer's
+//! at the holding archive (`/v1/reviews`), the route a receiving archive
+//! delivers to (`/v1/peer/requests`), and anyone's: a certificate checked
+//! by its code or its payload, and the trust list. What they do is
+//! `requests/`.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
 use super::blocking;
 use super::error::ApiError;
 use super::extract::json_body;
-use crate::exchange::ExchangeError;
 use crate::local::audit::AuditError;
 use crate::local::requests::BookError;
 use crate::node::Node;
+use crate::requests::RequestsError;
 use crate::security::auth::Principal;
 use crate::wire::{
-    Answer, CertificateCheck, Decision, Delivery, ErrorBody, ErrorCode, NewRequest, RequestList,
-    RequestView, Requester, ReviewQueue,
+    Answer, Certificate, CertificateCheck, Decision, Delivery, ErrorBody, ErrorCode, NewRequest,
+    RequestList, RequestView, Requester, ReviewQueue, TrustListBody, VerifyRequest,
 };
 
-impl From<ExchangeError> for ApiError {
-    fn from(e: ExchangeError) -> Self {
-        let bad = |code, e: &dyn std::fmt::Display| {
-            ApiError::new(StatusCode::BAD_REQUEST, code, e.to_string())
-        };
+impl From<RequestsError> for ApiError {
+    fn from(e: RequestsError) -> Self {
+        let status =
+            |status, code, e: &dyn std::fmt::Display| ApiError::new(status, code, e.to_string());
         match e {
-            e @ ExchangeError::Invalid(_) => bad(ErrorCode::InvalidRequest, &e),
-            ExchangeError::Id(e) => ApiError::invalid_id(e),
-            e @ ExchangeError::Key(_) => bad(ErrorCode::InvalidKey, &e),
-            e @ ExchangeError::NoRequest(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                ErrorCode::RequestNotFound,
-                e.to_string(),
-            ),
-            e @ ExchangeError::NoReview(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                ErrorCode::ReviewNotFound,
-                e.to_string(),
-            ),
-            e @ ExchangeError::Decided(_) => ApiError::new(
-                StatusCode::CONFLICT,
-                ErrorCode::AlreadyDecided,
-                e.to_string(),
-            ),
-            e @ ExchangeError::NotAnswered(_) => {
-                ApiError::new(StatusCode::CONFLICT, ErrorCode::NotAnswered, e.to_string())
+            e @ RequestsError::Invalid(_) => {
+                status(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, &e)
             }
-            e @ ExchangeError::NoCertificate(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                ErrorCode::CertificateNotFound,
-                e.to_string(),
-            ),
-            e @ ExchangeError::CertificateInvalid { .. } => ApiError::new(
+            RequestsError::Id(e) => ApiError::invalid_id(e),
+            e @ RequestsError::Key(_) => status(StatusCode::BAD_REQUEST, ErrorCode::InvalidKey, &e),
+            e @ RequestsError::NoRequest(_) => {
+                status(StatusCode::NOT_FOUND, ErrorCode::RequestNotFound, &e)
+            }
+            e @ RequestsError::NoReview(_) => {
+                status(StatusCode::NOT_FOUND, ErrorCode::ReviewNotFound, &e)
+            }
+            e @ RequestsError::Decided(_) => {
+                status(StatusCode::CONFLICT, ErrorCode::AlreadyDecided, &e)
+            }
+            e @ RequestsError::NotAnswered(_) => {
+                status(StatusCode::CONFLICT, ErrorCode::NotAnswered, &e)
+            }
+            e @ (RequestsError::NoCertificate(_) | RequestsError::NotCertified(_)) => {
+                status(StatusCode::NOT_FOUND, ErrorCode::CertificateNotFound, &e)
+            }
+            e @ RequestsError::CopyInvalid { .. } => {
+                status(StatusCode::CONFLICT, ErrorCode::CopyInvalid, &e)
+            }
+            e @ RequestsError::CertificateInvalid { .. } => status(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorCode::CertificateInvalid,
-                e.to_string(),
+                &e,
             ),
-            e @ ExchangeError::Unavailable(_) => ApiError::new(
+            RequestsError::Rejected(rejected) => {
+                let code = match rejected {
+                    xarchive_seal::Rejected::Malformed(_) => ErrorCode::CertificateMalformed,
+                    xarchive_seal::Rejected::UnknownKey(_) => ErrorCode::CertificateKeyUnknown,
+                    xarchive_seal::Rejected::KeyNotValid { .. } => {
+                        ErrorCode::CertificateKeyNotValid
+                    }
+                    xarchive_seal::Rejected::Changed(_) | xarchive_seal::Rejected::Mismatch(_) => {
+                        ErrorCode::CertificateInvalid
+                    }
+                };
+                status(StatusCode::UNPROCESSABLE_ENTITY, code, &rejected)
+            }
+            e @ (RequestsError::Unavailable(_) | RequestsError::TrustUnavailable) => {
+                status(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, &e)
+            }
+            e @ RequestsError::Pdf(_) => status(
                 StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::Unavailable,
-                e.to_string(),
+                ErrorCode::PdfUnavailable,
+                &e,
             ),
-            ExchangeError::Book(BookError::DiskFull(full))
-            | ExchangeError::Audit(AuditError::DiskFull(full)) => full.into(),
-            ExchangeError::Book(BookError::Reopening(r))
-            | ExchangeError::Audit(AuditError::Reopening(r)) => r.into(),
-            ExchangeError::Domain(e) => e.into(),
-            ExchangeError::Search(e) => e.into(),
+            // The issuing archive's own answer, passed on as it said it.
+            RequestsError::Peer(
+                _,
+                crate::ClientError::Api {
+                    status: s,
+                    code,
+                    message,
+                    ..
+                },
+            ) => {
+                let code = serde_json::from_value(serde_json::Value::String(code))
+                    .unwrap_or(ErrorCode::Unavailable);
+                let s = StatusCode::from_u16(s).unwrap_or(StatusCode::BAD_GATEWAY);
+                ApiError::new(s, code, message)
+            }
+            e @ RequestsError::Peer(..) => {
+                status(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, &e)
+            }
+            RequestsError::Book(BookError::DiskFull(full))
+            | RequestsError::Audit(AuditError::DiskFull(full)) => full.into(),
+            RequestsError::Book(BookError::Reopening(r))
+            | RequestsError::Audit(AuditError::Reopening(r)) => r.into(),
+            RequestsError::Domain(e) => e.into(),
+            RequestsError::Search(e) => e.into(),
             e => ApiError::internal(e),
         }
     }
@@ -128,7 +160,7 @@ pub async fn submit(
     responses((status = 200, description = "The requests with their status at each holding archive", body = RequestList))
 )]
 pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<RequestList>, ApiError> {
-    let requests = blocking(&node, |node| Ok(node.requests()?)).await?;
+    let requests = node.requests().await?;
     Ok(Json(RequestList { requests }))
 }
 
@@ -139,7 +171,7 @@ pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<RequestList>, Ap
     tag = "requests",
     params(("id" = String, Path, description = "The request's ID")),
     responses(
-        (status = 200, description = "The request, with the verified copies received", body = RequestView),
+        (status = 200, description = "The request, each copy checked again against its holding archive's seal", body = RequestView),
         (status = 404, description = "`request_not_found`", body = ErrorBody),
     )
 )]
@@ -147,9 +179,7 @@ pub async fn get(
     State(node): State<Arc<Node>>,
     Path(id): Path<String>,
 ) -> Result<Json<RequestView>, ApiError> {
-    Ok(Json(
-        blocking(&node, move |node| Ok(node.request(&id)?)).await?,
-    ))
+    Ok(Json(node.request(&id).await?))
 }
 
 /// `POST /v1/requests/{id}/certificate`: the clerk issues the certificate
@@ -160,44 +190,125 @@ pub async fn get(
     tag = "requests",
     params(("id" = String, Path, description = "The request's ID")),
     responses(
-        (status = 200, description = "Issued (asked again: the same certificate); each copy carries its verification code", body = RequestView),
+        (status = 200, description = "Issued (asked again: the same certificate): its code and sheets, each with its payload and QR code", body = Certificate),
         (status = 404, description = "`request_not_found`", body = ErrorBody),
-        (status = 409, description = "`not_answered`: some holding archive has not answered, or none sent a copy", body = ErrorBody),
+        (status = 409, description = "`not_answered`: some holding archive has not answered; `copy_invalid`: a copy kept no longer checks against its seal", body = ErrorBody),
     )
 )]
 pub async fn certify(
     State(node): State<Arc<Node>>,
     who: Option<Extension<Principal>>,
     Path(id): Path<String>,
-) -> Result<Json<RequestView>, ApiError> {
+) -> Result<Json<Certificate>, ApiError> {
     let clerk = requester(&node, who);
-    Ok(Json(
-        blocking(&node, move |node| Ok(node.issue_certificate(&id, clerk)?)).await?,
-    ))
+    Ok(Json(node.issue_certificate(&id, clerk).await?))
 }
 
-/// `GET /v1/certificates/{code}`: anyone checks a certificate's
-/// verification code, at the archive that issued it or the one that
-/// signed its copy.
+/// `GET /v1/requests/{id}/certificate`: the certificate issued.
+#[utoipa::path(
+    get,
+    path = "/v1/requests/{id}/certificate",
+    tag = "requests",
+    params(("id" = String, Path, description = "The request's ID")),
+    responses(
+        (status = 200, description = "The certificate as issued", body = Certificate),
+        (status = 404, description = "`request_not_found`, or `certificate_not_found` before it is issued", body = ErrorBody),
+    )
+)]
+pub async fn certificate(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+) -> Result<Json<Certificate>, ApiError> {
+    Ok(Json(node.certificate(&id).await?))
+}
+
+/// `GET /v1/requests/{id}/certificate.pdf`: the certificate as a PDF.
+#[utoipa::path(
+    get,
+    path = "/v1/requests/{id}/certificate.pdf",
+    tag = "requests",
+    params(("id" = String, Path, description = "The request's ID")),
+    responses(
+        (status = 200, description = "The certificate's PDF: one A4 page per sheet, each with its QR code", content_type = "application/pdf"),
+        (status = 404, description = "`request_not_found` or `certificate_not_found`", body = ErrorBody),
+        (status = 503, description = "`pdf_unavailable`: no font with Chinese characters (or the seal image) could be read", body = ErrorBody),
+    )
+)]
+pub async fn certificate_pdf(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let pdf = node.certificate_pdf(&id).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/pdf".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"certificate-{id}.pdf\""),
+            ),
+        ],
+        pdf,
+    )
+        .into_response())
+}
+
+/// `GET /v1/certificates/{code}`: anyone checks a certificate by its
+/// verification code, at any archive of the cluster (the one that issued
+/// it is asked).
 #[utoipa::path(
     get,
     path = "/v1/certificates/{code}",
     tag = "requests",
-    params(("code" = String, Path, description = "The verification code, as printed (case and dashes do not matter)")),
+    params(("code" = String, Path, description = "The verification code, as printed: ARCHIVE.XXXX-XXXX-XXXX-XXXX-XXXX (case and dashes of the hex part do not matter)")),
     responses(
-        (status = 200, description = "The copy is as its holding archive signed it", body = CertificateCheck),
+        (status = 200, description = "The certificate is as issued: what it says, to compare with the paper", body = CertificateCheck),
         (status = 400, description = "`invalid_request`: not a verification code", body = ErrorBody),
-        (status = 404, description = "`certificate_not_found`: neither issued nor released here", body = ErrorBody),
-        (status = 422, description = "`certificate_invalid`: the copy kept under the code no longer matches its signature", body = ErrorBody),
+        (status = 404, description = "`certificate_not_found`: its archive issued none under this code", body = ErrorBody),
+        (status = 422, description = "`certificate_invalid`: what is kept under the code no longer matches its seals", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the archive that issued it cannot be asked now", body = ErrorBody),
     )
 )]
 pub async fn check_certificate(
     State(node): State<Arc<Node>>,
     Path(code): Path<String>,
 ) -> Result<Json<CertificateCheck>, ApiError> {
-    Ok(Json(
-        blocking(&node, move |node| Ok(node.check_certificate(&code)?)).await?,
-    ))
+    Ok(Json(node.check_certificate(&code).await?))
+}
+
+/// `POST /v1/certificates/verify`: anyone checks a certificate's payload
+/// (as its QR code holds it) against the trust list, as offline.
+#[utoipa::path(
+    post,
+    path = "/v1/certificates/verify",
+    tag = "requests",
+    request_body = VerifyRequest,
+    responses(
+        (status = 200, description = "The sheet checks: what it says", body = CertificateCheck),
+        (status = 400, description = "`invalid_json`", body = ErrorBody),
+        (status = 422, description = "`certificate_invalid` (changed), `certificate_key_unknown` (a key the trust list lacks), `certificate_key_not_valid` (revoked, or not valid when it sealed), `certificate_malformed` (cut short, not a payload)", body = ErrorBody),
+    )
+)]
+pub async fn verify_certificate(
+    State(node): State<Arc<Node>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CertificateCheck>, ApiError> {
+    let request: VerifyRequest = json_body(body, "a check is {\"payload\": \"XA1:...\"}")?;
+    Ok(Json(node.verify_payload(&request.payload).await?))
+}
+
+/// `GET /v1/trust-list`: every archive of the cluster with its keys,
+/// signed by the cluster's anchor: saved, it checks certificates offline.
+#[utoipa::path(
+    get,
+    path = "/v1/trust-list",
+    tag = "requests",
+    responses(
+        (status = 200, description = "The trust list, signed", body = TrustListBody),
+        (status = 503, description = "`unavailable`: the coordinator cannot be read and none was saved", body = ErrorBody),
+    )
+)]
+pub async fn trust_list(State(node): State<Arc<Node>>) -> Result<Json<TrustListBody>, ApiError> {
+    Ok(Json(node.signed_trust_list().await?))
 }
 
 /// `POST /v1/peer/requests`: a receiving archive delivers a part of a
@@ -208,7 +319,7 @@ pub async fn check_certificate(
     tag = "requests",
     request_body = Delivery,
     responses(
-        (status = 200, description = "What this archive decided (the same at every delivery of the part)", body = Answer),
+        (status = 200, description = "What this archive decided (the same at every delivery of the part), sealed", body = Answer),
         (status = 400, description = "`invalid_json` or `invalid_request`", body = ErrorBody),
         (status = 403, description = "`forbidden`: the caller is not the receiving archive it names", body = ErrorBody),
     )

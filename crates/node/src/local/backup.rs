@@ -34,9 +34,15 @@ use crate::local::requests::{self, RequestBook};
 use crate::local::space::DiskFull;
 use crate::local::store::{self, Store};
 
-/// The signing key's file inside the data directory: its 32 secret bytes
-/// (`security/signing.rs`).
+/// The Ed25519 key of a domain made before seals were kept in [`SEAL_DIR`]:
+/// its 32 secret bytes (`security/seal.rs` takes it in at the next start).
 pub const SIGNING_KEY_FILE: &str = "signing.key";
+/// The seal's folder inside the data directory, and its files: every key's
+/// public record, and the key in use made here (`security/seal.rs`).
+pub const SEAL_DIR: &str = "seal";
+pub const SEAL_KEYS_FILE: &str = "keys.json";
+pub const SEAL_ACTIVE_KEY_FILE: &str = "active.pem";
+const SEAL_FILES: [&str; 2] = [SEAL_KEYS_FILE, SEAL_ACTIVE_KEY_FILE];
 
 /// The first bytes of every backup.
 pub const MAGIC: &[u8; 16] = b"xarchive backup\n";
@@ -87,8 +93,10 @@ enum Frame<'a> {
     /// An entry of the request book: its table, key and value (after
     /// `End` in this list, so that the frames before keep their tags).
     Request(&'a str, &'a str, &'a [u8]),
-    /// The domain's signing key (`signing.key`).
+    /// The domain's Ed25519 key, in backups taken before [`SEAL_DIR`].
     SigningKey(&'a [u8]),
+    /// A file of the seal's folder: its name and bytes.
+    SealFile(&'a str, &'a [u8]),
 }
 
 /// What a backup is taken of: the domain's files.
@@ -96,8 +104,9 @@ pub struct Sources<'a> {
     pub store: &'a Store,
     pub audit: &'a AuditLog,
     pub book: &'a RequestBook,
-    /// The signing key's secret bytes.
-    pub signing_key: &'a [u8],
+    /// The seal's folder: its keys, so that a domain restored seals as
+    /// before and what it sealed still checks.
+    pub seal_dir: &'a Path,
 }
 
 /// Why a backup could not be taken, read or restored.
@@ -224,8 +233,16 @@ pub fn take(
         store,
         audit,
         book,
-        signing_key,
+        seal_dir,
     } = from;
+    let mut seal_files = Vec::new();
+    for name in SEAL_FILES {
+        match std::fs::read(seal_dir.join(name)) {
+            Ok(bytes) => seal_files.push((name, bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BackupError::Read(e)),
+        }
+    }
     store.file().scan(|db| {
         let txn = db.begin_read()?;
         audit.file().scan(|audit_db| {
@@ -272,7 +289,9 @@ pub fn take(
                         framer.frame(&Frame::Request(name, key.value(), value.value()))?;
                     }
                 }
-                framer.frame(&Frame::SigningKey(signing_key))?;
+                for (name, bytes) in &seal_files {
+                    framer.frame(&Frame::SealFile(name, bytes))?;
+                }
                 framer.finish()?;
                 Ok(header)
             })
@@ -289,6 +308,7 @@ pub enum Entry<'a> {
     /// An entry of the request book's table (one of `requests::TABLES`).
     Request(&'a str, &'a str, &'a [u8]),
     SigningKey(&'a [u8]),
+    SealFile(&'a str, &'a [u8]),
 }
 
 /// Reads a whole backup, giving `each` every entry in order, and checks
@@ -370,6 +390,7 @@ pub fn read(
                 each(Entry::Request(table, key, value))?;
             }
             (Some(_), Frame::SigningKey(key)) => each(Entry::SigningKey(key))?,
+            (Some(_), Frame::SealFile(name, bytes)) => each(Entry::SealFile(name, bytes))?,
             (Some(h), end @ Frame::End { .. }) => {
                 let Frame::End {
                     records: r,
@@ -465,7 +486,7 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
         requests::REQUESTS_FILE,
     ];
     let paths = names.map(|name| dir.join(format!("{name}{RESTORING}")));
-    let (header, signing_key) = match write_files(input, &paths) {
+    let (header, keys) = match write_files(input, &paths) {
         Ok(written) => written,
         Err(e) => {
             for path in &paths {
@@ -477,8 +498,20 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
     for (from, name) in paths.iter().zip(names) {
         std::fs::rename(from, dir.join(name)).map_err(io)?;
     }
-    if let Some(key) = signing_key {
+    if let Some(key) = keys.signing_key {
         write_private(&dir.join(SIGNING_KEY_FILE), &key).map_err(io)?;
+    }
+    if !keys.seal_files.is_empty() {
+        use std::os::unix::fs::DirBuilderExt;
+        let seal = dir.join(SEAL_DIR);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&seal)
+            .map_err(io)?;
+        for (name, bytes) in keys.seal_files {
+            write_private(&seal.join(name), &bytes).map_err(io)?;
+        }
     }
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
@@ -486,13 +519,22 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
     Ok(header)
 }
 
+/// The seal's keys a backup holds, written after its files.
+#[derive(Default)]
+struct Keys {
+    /// A backup taken before the seal's folder: the Ed25519 key.
+    signing_key: Option<Vec<u8>>,
+    /// The seal's files, by name (one of [`SEAL_FILES`]).
+    seal_files: Vec<(&'static str, Vec<u8>)>,
+}
+
 /// The store's, the audit log's and the request book's files (at `paths`,
 /// in that order) written from `input`, each committed durably at the end;
-/// and the signing key, if the backup has one.
+/// and the seal's keys the backup holds.
 fn write_files(
     input: impl Read,
     paths: &[PathBuf; 3],
-) -> Result<(BackupHeader, Option<Vec<u8>>), BackupError> {
+) -> Result<(BackupHeader, Keys), BackupError> {
     let create = |path: &Path| {
         let db = redb::Database::create(path).map_err(|source| BackupError::Create {
             path: path.to_owned(),
@@ -515,16 +557,30 @@ fn write_files(
     let mut audit_txn = Some(begin(&audit_db)?);
     let mut book_txn = Some(begin(&book_db)?);
     let mut pending = 0usize;
-    let mut signing_key = None;
+    let mut keys = Keys::default();
     let header = read(input, |entry| {
-        if let Entry::SigningKey(key) = entry {
-            if key.len() != 32 {
-                return Err(BackupError::Damaged(
-                    "its signing key is not 32 bytes".into(),
-                ));
+        match entry {
+            Entry::SigningKey(key) => {
+                if key.len() != 32 {
+                    return Err(BackupError::Damaged(
+                        "its signing key is not 32 bytes".into(),
+                    ));
+                }
+                keys.signing_key = Some(key.to_vec());
+                return Ok(());
             }
-            signing_key = Some(key.to_vec());
-            return Ok(());
+            Entry::SealFile(name, bytes) => {
+                // Only the seal's own files: a name is never a path.
+                let name = SEAL_FILES
+                    .into_iter()
+                    .find(|known| *known == name)
+                    .ok_or_else(|| {
+                        BackupError::Damaged(format!("it holds an unknown seal file {name:?}"))
+                    })?;
+                keys.seal_files.push((name, bytes.to_vec()));
+                return Ok(());
+            }
+            _ => {}
         }
         let (db, txn) = match entry {
             Entry::Audit(..) => (&audit_db, &mut audit_txn),
@@ -552,7 +608,7 @@ fn write_files(
                     .insert(key, value)?;
             }
             // Kept aside above.
-            Entry::SigningKey(_) => {}
+            Entry::SigningKey(_) | Entry::SealFile(..) => {}
         }
         pending += 1;
         if pending >= RESTORE_BATCH {
@@ -589,7 +645,7 @@ fn write_files(
         }
         txn.commit()?;
     }
-    Ok((header, signing_key))
+    Ok((header, keys))
 }
 
 /// A write transaction that is not made durable on its own.
@@ -685,17 +741,27 @@ mod tests {
             }))
         })
         .unwrap();
+        std::fs::create_dir_all(seal_dir()).unwrap();
+        std::fs::write(seal_dir().join(SEAL_KEYS_FILE), KEYS).unwrap();
+        std::fs::write(seal_dir().join(SEAL_ACTIVE_KEY_FILE), KEY).unwrap();
         (store, audit, book)
     }
 
-    const KEY: [u8; 32] = [7; 32];
+    const KEYS: &[u8] = b"{\"keys\": []}";
+    const KEY: &[u8] = b"-----BEGIN PRIVATE KEY-----";
+
+    /// The seal's folder the backups of these tests carry.
+    fn seal_dir() -> &'static Path {
+        static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+        DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+    }
 
     fn sources<'a>(store: &'a Store, audit: &'a AuditLog, book: &'a RequestBook) -> Sources<'a> {
         Sources {
             store,
             audit,
             book,
-            signing_key: &KEY,
+            seal_dir: seal_dir(),
         }
     }
 
@@ -745,7 +811,9 @@ mod tests {
             Some(("r1".to_owned(), b"request".to_vec()))
         );
         assert_eq!(book.unfinished(Side::Outgoing).unwrap().len(), 1);
-        assert_eq!(std::fs::read(b.join(SIGNING_KEY_FILE)).unwrap(), KEY);
+        let seal = b.join(SEAL_DIR);
+        assert_eq!(std::fs::read(seal.join(SEAL_KEYS_FILE)).unwrap(), KEYS);
+        assert_eq!(std::fs::read(seal.join(SEAL_ACTIVE_KEY_FILE)).unwrap(), KEY);
     }
 
     #[test]

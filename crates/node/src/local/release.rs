@@ -76,6 +76,20 @@ impl ReleasePolicy {
         record
     }
 
+    /// Whether the applicant whose identity number has `applicant_digest`
+    /// is among `record`'s persons (the number is one of its keys).
+    pub fn names_applicant(
+        &self,
+        record: &Record,
+        applicant_digest: &str,
+        hasher: &KeyHasher,
+    ) -> bool {
+        record
+            .keys
+            .get(&self.key_type)
+            .is_some_and(|value| hasher.audit_digest(&self.key_type, value) == applicant_digest)
+    }
+
     /// Why `record` goes to a reviewer rather than out by itself, for an
     /// applicant whose identity number has `applicant_digest` (the audit
     /// digest under `hasher`); `None`: it may go out.
@@ -101,10 +115,7 @@ impl ReleasePolicy {
             ));
         }
         if self.applicant_must_be_key {
-            let own = record.keys.get(&self.key_type).is_some_and(|value| {
-                hasher.audit_digest(&self.key_type, value) == applicant_digest
-            });
-            if !own {
+            if !self.names_applicant(record, applicant_digest, hasher) {
                 return Some(format!(
                     "{}: the applicant is not among the record's persons",
                     record.id

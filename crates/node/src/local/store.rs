@@ -31,6 +31,17 @@ pub(crate) const SEQUENCE: &str = "sequence";
 /// The store's file inside the data directory.
 pub const STORE_FILE: &str = "records.redb";
 
+/// Whether a running domain holds the store in `dir` (redb locks its file
+/// while open): what must be stopped before its files are changed by hand.
+pub fn in_use(dir: &std::path::Path) -> bool {
+    let path = dir.join(STORE_FILE);
+    path.exists()
+        && matches!(
+            redb::Database::open(&path),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen)
+        )
+}
+
 /// A store failure: the disk, the file, or a value in it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

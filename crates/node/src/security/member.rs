@@ -61,6 +61,15 @@ impl MemberKey {
         mac
     }
 
+    /// 32 bytes only the cluster's members can make, for `label`'s use:
+    /// the trust list's anchor key is derived from them.
+    pub fn material(&self, label: &str) -> [u8; 32] {
+        self.mac(&[b"material", label.as_bytes()])
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
     /// The credential `name` presents now.
     pub fn credential(&self, name: &str) -> String {
         self.credential_at(name, now_secs())
@@ -136,6 +145,14 @@ impl Admission {
     /// The seal of what `name` writes about itself, if the cluster seals.
     pub fn seal(&self, name: &str, bytes: &[u8]) -> Option<String> {
         self.key.as_ref().map(|key| key.seal(name, bytes))
+    }
+
+    /// Whether `proof` is `name`'s seal of `bytes` (anything holds in a
+    /// cluster without a secret).
+    pub fn seal_holds(&self, name: &str, bytes: &[u8], proof: &str) -> bool {
+        self.key
+            .as_ref()
+            .is_none_or(|key| key.check_seal(name, bytes, proof))
     }
 
     /// Why `name`'s registration (`bytes`, as its writer sealed them, at

@@ -34,6 +34,7 @@ use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use crate::security::member::Admission;
 use tokio_util::sync::CancellationToken;
+use xarchive_seal::ArchiveEntry;
 
 /// How to reach ZooKeeper and how to behave there.
 #[derive(Clone, Debug)]
@@ -298,6 +299,11 @@ impl ZooKeeperCoordinator {
     /// Where each domain anchors its audit log's head.
     fn audit_folder(&self) -> String {
         format!("/xarchive/{}/audit", self.settings.cluster)
+    }
+
+    /// Where each domain's entry in the trust list is.
+    fn trust_folder(&self) -> String {
+        format!("/xarchive/{}/seals", self.settings.cluster)
     }
 
     /// `known` as `name`'s entry in the ledger, sealed.
@@ -799,7 +805,12 @@ impl ZooKeeperCoordinator {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }
-        let folders = [folder.clone(), self.ledger_folder(), self.audit_folder()];
+        let folders = [
+            folder.clone(),
+            self.ledger_folder(),
+            self.audit_folder(),
+            self.trust_folder(),
+        ];
         for path in &folders {
             match client
                 .mkdir(path, &self.options(zk::CreateMode::Persistent))
@@ -929,6 +940,20 @@ fn admit<T: Registered>(admission: &Admission, folder: &str, name: &str, data: &
             None
         }
     }
+}
+
+/// `name`'s trust entry, if readable and sealed with the cluster secret
+/// (or the cluster has none): an entry anyone could have written would
+/// make a forger's key trusted.
+fn admit_trust_entry(admission: &Admission, name: &str, data: &[u8]) -> Option<ArchiveEntry> {
+    let entry = serde_json::from_slice::<ArchiveEntry>(data).ok()?;
+    let proof = serde_json::from_slice::<Proof>(data).map_or_else(|_| String::new(), |p| p.proof);
+    let bytes = serde_json::to_vec(&entry).ok()?;
+    if entry.domain != name || !admission.seal_holds(name, &bytes, &proof) {
+        tracing::warn!(domain = %name, "ignoring its trust entry: it is not sealed with the cluster secret");
+        return None;
+    }
+    Some(entry)
 }
 
 impl Coordinator for ZooKeeperCoordinator {
@@ -1141,6 +1166,62 @@ impl Coordinator for ZooKeeperCoordinator {
                 Err(zk::Error::NoNode) => Ok(None),
                 Err(e) => Err(failed(e)),
             }
+        }
+        .boxed()
+    }
+
+    fn publish_trust_entry<'a>(
+        &'a self,
+        name: &'a str,
+        entry: &'a ArchiveEntry,
+    ) -> BoxFuture<'a, Result<(), CoordError>> {
+        let client = self.client.lock().clone();
+        let path = format!("{}/{name}", self.trust_folder());
+        async move {
+            let client = client.ok_or(CoordError::NoSession)?;
+            let data = self.sealed(name, entry)?;
+            match client.set_data(&path, &data, None).await {
+                Ok(_) => Ok(()),
+                Err(zk::Error::NoNode) => match client
+                    .create(&path, &data, &self.options(zk::CreateMode::Persistent))
+                    .await
+                {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(failed(e)),
+                },
+                Err(e) => Err(failed(e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {
+        let client = self.client.lock().clone();
+        let folder = self.trust_folder();
+        async move {
+            let client = client.ok_or(CoordError::NoSession)?;
+            let names = match client.list_children(&folder).await {
+                Ok(names) => names,
+                Err(zk::Error::NoNode) => return Ok(Vec::new()),
+                Err(e) => return Err(failed(e)),
+            };
+            // Read together, pipelined on the session's connection.
+            let reads = names.iter().map(|name| {
+                let client = client.clone();
+                let path = format!("{folder}/{name}");
+                async move { (name.clone(), client.get_data(&path).await) }
+            });
+            let mut entries = Vec::new();
+            for (name, read) in futures::future::join_all(reads).await {
+                match read {
+                    Ok((data, _)) => {
+                        entries.extend(admit_trust_entry(&self.settings.admission, &name, &data));
+                    }
+                    Err(zk::Error::NoNode) => {}
+                    Err(e) => return Err(failed(e)),
+                }
+            }
+            Ok(entries)
         }
         .boxed()
     }
