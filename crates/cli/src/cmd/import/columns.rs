@@ -857,7 +857,11 @@ mod tests {
         // Half a key said by --map, with no other half, is refused.
         let map = [parse_map_entry("人名=key:name_birth.name").unwrap()];
         let e = Columns::resolve(&header(&["档号", "题名", "人名"]), &map, true).unwrap_err();
-        assert!(e.to_string().contains("no column gives key:name_birth.date"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("no column gives key:name_birth.date"),
+            "{e}"
+        );
         // A whole key and its halves are one key given twice.
         let e = Columns::resolve(
             &header(&["档号", "题名", "key:name_birth", "姓名", "出生日期"]),

@@ -529,7 +529,11 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         // Said before anything else, naming the path.
         std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
     }
-    let mut rejects = args.rejects.as_deref().map(RejectsFile::create).transpose()?;
+    let mut rejects = args
+        .rejects
+        .as_deref()
+        .map(RejectsFile::create)
+        .transpose()?;
     let read = Arc::new(AtomicU64::new(0));
     let (tx, rx) = std::sync::mpsc::sync_channel(2);
     let reading = Reading {

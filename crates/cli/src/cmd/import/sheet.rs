@@ -87,11 +87,9 @@ pub struct SheetRowsArgs {
 /// frames. Runs without the async runtime (no threads, no arenas).
 pub fn child_main(args: &SheetRowsArgs) -> ExitCode {
     let bytes = args.memory_mib.saturating_mul(1 << 20);
-    if let Err(e) = nix::sys::resource::setrlimit(
-        nix::sys::resource::Resource::RLIMIT_DATA,
-        bytes,
-        bytes,
-    ) {
+    if let Err(e) =
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_DATA, bytes, bytes)
+    {
         eprintln!("cannot bound the spreadsheet reader's memory: {e}");
         return ExitCode::FAILURE;
     }
@@ -124,7 +122,8 @@ fn read_rows(
             .map(|f| BufReader::with_capacity(1 << 16, f))
             .map_err(|e| format!("cannot open {input}: {e}"))
     };
-    let unreadable = |e: &dyn std::fmt::Display| format!("cannot read {input} as a spreadsheet: {e}");
+    let unreadable =
+        |e: &dyn std::fmt::Display| format!("cannot read {input} as a spreadsheet: {e}");
     let mut magic = [0u8; 4];
     open()?
         .read_exact(&mut magic)
@@ -177,7 +176,12 @@ fn chosen_sheet(names: Vec<String>, wanted: Option<&str>, input: &str) -> Result
             .iter()
             .find(|n| n.as_str() == wanted)
             .cloned()
-            .ok_or_else(|| format!("{input} has no sheet {wanted:?} (it has: {})", names.join(", "))),
+            .ok_or_else(|| {
+                format!(
+                    "{input} has no sheet {wanted:?} (it has: {})",
+                    names.join(", ")
+                )
+            }),
         None => names
             .first()
             .cloned()

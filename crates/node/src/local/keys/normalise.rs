@@ -62,7 +62,9 @@ pub enum NameBirthError {
         "has no birth date written as 1950-11-25, 19501125, 1950.11.25, 1950/11/25, 1950年11月25日 or 一九五〇年十一月二十五日"
     )]
     DateForm,
-    #[error("has a birth year and month but no day: the key needs the whole date, as in 1950-11-25")]
+    #[error(
+        "has a birth year and month but no day: the key needs the whole date, as in 1950-11-25"
+    )]
     NoDay,
     #[error("has no valid birth date: it must be a real date, not after today")]
     BirthDate,
@@ -306,17 +308,23 @@ fn without_time_of_day(s: &str) -> &str {
     // Hours, minutes, perhaps seconds (with a fraction), each in range.
     let parts: Vec<&str> = time.split(':').collect();
     let is_time = (2..=3).contains(&parts.len())
-        && parts.iter().zip([23, 59, 60]).enumerate().all(|(i, (part, most))| {
-            let whole = match (i, part.split_once('.')) {
-                (2, Some((whole, fraction))) if fraction.bytes().all(|b| b.is_ascii_digit()) => {
-                    whole
-                }
-                _ => part,
-            };
-            (1..=2).contains(&whole.len())
-                && whole.bytes().all(|b| b.is_ascii_digit())
-                && digits_value(whole.as_bytes()) <= most
-        });
+        && parts
+            .iter()
+            .zip([23, 59, 60])
+            .enumerate()
+            .all(|(i, (part, most))| {
+                let whole = match (i, part.split_once('.')) {
+                    (2, Some((whole, fraction)))
+                        if fraction.bytes().all(|b| b.is_ascii_digit()) =>
+                    {
+                        whole
+                    }
+                    _ => part,
+                };
+                (1..=2).contains(&whole.len())
+                    && whole.bytes().all(|b| b.is_ascii_digit())
+                    && digits_value(whole.as_bytes()) <= most
+            });
     if is_time {
         &s[..start]
     } else {
@@ -371,9 +379,11 @@ fn chinese_numerals_as_digits(s: &str) -> Option<String> {
                     _ => out.extend(run.iter()),
                 }
             }
-            None => out.extend(run.iter().filter_map(|c| chinese_digit(*c)).map(|d| {
-                char::from_digit(d, 10).unwrap_or('?')
-            })),
+            None => out.extend(
+                run.iter()
+                    .filter_map(|c| chinese_digit(*c))
+                    .map(|d| char::from_digit(d, 10).unwrap_or('?')),
+            ),
         }
         run.clear();
     };
