@@ -459,13 +459,12 @@ fn an_archive_number_twice_in_a_file_rejects_the_later_line_and_importing_again_
     assert_eq!(get(url, "N-1").expect("imported").title, "a");
 }
 
+/// Writes one part of a workbook.
+type Part<'a> = &'a dyn Fn(&mut dyn Write);
+
 /// An .xlsx made by hand, as a hostile one is: its sheet's XML written by
 /// `sheet`, and shared strings by `shared` if given.
-fn write_xlsx(
-    path: &Path,
-    sheet: impl FnOnce(&mut dyn Write),
-    shared: Option<&dyn Fn(&mut dyn Write)>,
-) {
+fn write_xlsx(path: &Path, sheet: impl FnOnce(&mut dyn Write), shared: Option<Part>) {
     use zip::write::SimpleFileOptions;
     let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     let options = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);

@@ -1,0 +1,268 @@
+//! The client's memory while `xarchive import` reads hostile spreadsheets:
+//! a workbook of a kilobyte and a half whose dimension claims every cell
+//! (A1:XFD1048576), and two of some 5 MB that expand to gigabytes of XML,
+//! one in the sheet (rows of styled empty cells), one in the shared
+//! strings. The import's own process and its spreadsheet reader child are
+//! both measured (`VmHWM` of each, read every few milliseconds until it
+//! ends: the high-water mark only grows, so the last reading is its peak
+//! but for what a last few milliseconds might add), and their sum is the
+//! client's memory. Nothing is sent anywhere: the import is pointed at a
+//! closed port, and reading is what is measured.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::child::{parse_status, xarchive_beside};
+
+#[derive(clap::Args)]
+pub struct SheetsBenchArgs {
+    /// Where the workbooks are written (default: a temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The XML each bomb expands to, in MiB.
+    #[arg(long, default_value_t = 1536)]
+    expand_mib: u64,
+    /// The reader's memory bound given to the import, in MiB.
+    #[arg(long, default_value_t = 128)]
+    sheet_memory: u64,
+}
+
+/// One workbook read.
+#[derive(Serialize)]
+struct Measured {
+    workbook: &'static str,
+    file_bytes: u64,
+    expands_to_bytes: u64,
+    import_peak_bytes: u64,
+    reader_peak_bytes: u64,
+    client_peak_bytes: u64,
+    seconds: f64,
+    exit_code: Option<i32>,
+    said: String,
+}
+
+const MIB: u64 = 1 << 20;
+
+pub async fn run(args: SheetsBenchArgs) -> anyhow::Result<ExitCode> {
+    let temp = tempfile::tempdir()?;
+    let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
+    std::fs::create_dir_all(&dir)?;
+    let exe = xarchive_beside(&std::env::current_exe()?)?;
+    let expand = args.expand_mib * MIB;
+
+    let claims = dir.join("claims-every-cell.xlsx");
+    let claims_expands = write_workbook(&claims, claims_sheet, None)?;
+    let sheet_bomb = dir.join("sheet-bomb.xlsx");
+    let sheet_expands = write_workbook(&sheet_bomb, |out| empty_rows(out, expand), None)?;
+    let strings_bomb = dir.join("shared-strings-bomb.xlsx");
+    let strings_expands = write_workbook(
+        &strings_bomb,
+        |out| {
+            out.write_all(
+                format!("{SHEET_OPEN}<sheetData><row r=\"1\"><c r=\"A1\" t=\"s\"><v>0</v></c></row></sheetData></worksheet>").as_bytes(),
+            )?;
+            Ok(0)
+        },
+        Some(&|out: &mut dyn Write| one_long_string(out, expand)),
+    )?;
+
+    let mut results = Vec::new();
+    for (name, path, expands) in [
+        ("claims A1:XFD1048576", &claims, claims_expands),
+        ("sheet of styled empty cells", &sheet_bomb, sheet_expands),
+        ("one shared string", &strings_bomb, strings_expands),
+    ] {
+        let measured = measure(&exe, name, path, expands, args.sheet_memory).await?;
+        println!(
+            "{:<28} {:>9.2} MB → {:>8.1} MB of XML: import {:>6.1} MB + reader {:>6.1} MB = {:>6.1} MB peak, {:.1} s, exit {:?}: {}",
+            measured.workbook,
+            measured.file_bytes as f64 / 1e6,
+            measured.expands_to_bytes as f64 / 1e6,
+            measured.import_peak_bytes as f64 / 1e6,
+            measured.reader_peak_bytes as f64 / 1e6,
+            measured.client_peak_bytes as f64 / 1e6,
+            measured.seconds,
+            measured.exit_code,
+            measured.said,
+        );
+        results.push(measured);
+    }
+    println!("{}", serde_json::to_string_pretty(&results)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `xarchive import PATH` until it ends, reading the memory of it and
+/// of its children every few milliseconds.
+async fn measure(
+    exe: &Path,
+    workbook: &'static str,
+    path: &Path,
+    expands_to_bytes: u64,
+    sheet_memory: u64,
+) -> anyhow::Result<Measured> {
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(exe)
+        .arg("import")
+        .arg(path)
+        .args(["--sheet-memory", &sheet_memory.to_string()])
+        .args(["--server", "http://127.0.0.1:1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run xarchive import")?;
+    let pid = child.id().context("the import has no process")?;
+    let (mut import_peak, mut reader_peak) = (0u64, 0u64);
+    let status = loop {
+        import_peak = import_peak.max(hwm(pid).unwrap_or(0));
+        for reader in children(pid) {
+            reader_peak = reader_peak.max(hwm(reader).unwrap_or(0));
+        }
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let out = child.wait_with_output().await?;
+    let said = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .rfind(|l| l.starts_with("error"))
+        .unwrap_or_default()
+        .chars()
+        .take(160)
+        .collect();
+    Ok(Measured {
+        workbook,
+        file_bytes: std::fs::metadata(path)?.len(),
+        expands_to_bytes,
+        import_peak_bytes: import_peak,
+        reader_peak_bytes: reader_peak,
+        client_peak_bytes: import_peak + reader_peak,
+        seconds: started.elapsed().as_secs_f64(),
+        exit_code: status.code(),
+        said,
+    })
+}
+
+/// `VmHWM` of a process, if it is still there.
+fn hwm(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_status(&text).map(|m| m.hwm)
+}
+
+/// The children of every thread of `pid` (the reader is spawned from the
+/// import's reading thread).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+const SHEET_OPEN: &str = r#"<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">"#;
+
+/// Writes one part of a workbook; how many bytes.
+type Part<'a> = &'a dyn Fn(&mut dyn Write) -> std::io::Result<u64>;
+
+/// A workbook of one sheet, its XML from `sheet` (and shared strings from
+/// `shared`); how many bytes of XML those two wrote.
+fn write_workbook(
+    path: &Path,
+    sheet: impl FnOnce(&mut dyn Write) -> std::io::Result<u64>,
+    shared: Option<Part>,
+) -> anyhow::Result<u64> {
+    use zip::write::SimpleFileOptions;
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path)?);
+    let options = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .compression_level(Some(9))
+        .large_file(true);
+    let parts = [
+        (
+            "[Content_Types].xml",
+            r#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>"#,
+        ),
+        (
+            "_rels/.rels",
+            r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>"#,
+        ),
+        (
+            "xl/workbook.xml",
+            r#"<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>"#,
+        ),
+        (
+            "xl/_rels/workbook.xml.rels",
+            r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>"#,
+        ),
+    ];
+    for (name, xml) in parts {
+        zip.start_file(name, options)?;
+        zip.write_all(xml.as_bytes())?;
+    }
+    zip.start_file("xl/worksheets/sheet1.xml", options)?;
+    let mut expands = sheet(&mut zip)?;
+    if let Some(shared) = shared {
+        zip.start_file("xl/sharedStrings.xml", options)?;
+        expands += shared(&mut zip)?;
+    }
+    zip.finish()?;
+    Ok(expands)
+}
+
+/// A header, two rows, under a dimension claiming every cell a sheet has.
+fn claims_sheet(out: &mut dyn Write) -> std::io::Result<u64> {
+    let cell = |at: &str, value: &str| {
+        format!("<c r=\"{at}\" t=\"inlineStr\"><is><t>{value}</t></is></c>")
+    };
+    let xml = format!(
+        "{SHEET_OPEN}<dimension ref=\"A1:XFD1048576\"/><sheetData><row r=\"1\">{}{}</row><row r=\"2\">{}{}</row><row r=\"3\">{}{}</row></sheetData></worksheet>",
+        cell("A1", "档号"),
+        cell("B1", "题名"),
+        cell("A2", "H-1"),
+        cell("B2", "第一件"),
+        cell("A3", "H-2"),
+        cell("B3", "第二件"),
+    );
+    out.write_all(xml.as_bytes())?;
+    Ok(xml.len() as u64)
+}
+
+/// Rows of styled empty cells (what a sheet formatted to its last row
+/// holds), within a spreadsheet's 1,048,576 rows, `bytes` of them.
+fn empty_rows(out: &mut dyn Write, bytes: u64) -> std::io::Result<u64> {
+    const ROWS: u64 = 1_000_000;
+    let cells = (bytes / ROWS / 10).clamp(1, 16_384);
+    let row = format!("<row>{}</row>", "<c s=\"1\"/>".repeat(cells as usize));
+    out.write_all(SHEET_OPEN.as_bytes())?;
+    out.write_all(b"<sheetData>")?;
+    for _ in 0..ROWS {
+        out.write_all(row.as_bytes())?;
+    }
+    out.write_all(b"</sheetData></worksheet>")?;
+    Ok(SHEET_OPEN.len() as u64 + 35 + ROWS * row.len() as u64)
+}
+
+/// One shared string of `bytes` letters.
+fn one_long_string(out: &mut dyn Write, bytes: u64) -> std::io::Result<u64> {
+    let open = br#"<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="1" uniqueCount="1"><si><t>"#;
+    out.write_all(open)?;
+    let block = vec![b'a'; MIB as usize];
+    for _ in 0..bytes / MIB {
+        out.write_all(&block)?;
+    }
+    out.write_all(b"</t></si></sst>")?;
+    Ok(open.len() as u64 + bytes / MIB * MIB + 15)
+}
