@@ -39,7 +39,8 @@ struct Measured {
     file_bytes: u64,
     expands_to_bytes: u64,
     import_peak_bytes: u64,
-    reader_peak_bytes: u64,
+    /// None: the reader ended before its memory was first read.
+    reader_peak_bytes: Option<u64>,
     client_peak_bytes: u64,
     seconds: f64,
     exit_code: Option<i32>,
@@ -78,13 +79,16 @@ pub async fn run(args: SheetsBenchArgs) -> anyhow::Result<ExitCode> {
         ("one shared string", &strings_bomb, strings_expands),
     ] {
         let measured = measure(&exe, name, path, expands, args.sheet_memory).await?;
+        let reader = measured.reader_peak_bytes.map_or_else(
+            || "(ended unread)".to_owned(),
+            |b| format!("{:.1} MB", b as f64 / 1e6),
+        );
         println!(
-            "{:<28} {:>9.2} MB → {:>8.1} MB of XML: import {:>6.1} MB + reader {:>6.1} MB = {:>6.1} MB peak, {:.1} s, exit {:?}: {}",
+            "{:<28} {:>9.2} MB → {:>8.1} MB of XML: import {:>6.1} MB + reader {reader} = {:>6.1} MB peak, {:.1} s, exit {:?}: {}",
             measured.workbook,
             measured.file_bytes as f64 / 1e6,
             measured.expands_to_bytes as f64 / 1e6,
             measured.import_peak_bytes as f64 / 1e6,
-            measured.reader_peak_bytes as f64 / 1e6,
             measured.client_peak_bytes as f64 / 1e6,
             measured.seconds,
             measured.exit_code,
@@ -141,7 +145,7 @@ async fn measure(
         file_bytes: std::fs::metadata(path)?.len(),
         expands_to_bytes,
         import_peak_bytes: import_peak,
-        reader_peak_bytes: reader_peak,
+        reader_peak_bytes: (reader_peak > 0).then_some(reader_peak),
         client_peak_bytes: import_peak + reader_peak,
         seconds: started.elapsed().as_secs_f64(),
         exit_code: status.code(),
