@@ -6,8 +6,11 @@
 //! both measured (`VmHWM` of each, read every few milliseconds until it
 //! ends: the high-water mark only grows, so the last reading is its peak
 //! but for what a last few milliseconds might add), and their sum is the
-//! client's memory. Nothing is sent anywhere: the import is pointed at a
-//! closed port, and reading is what is measured.
+//! client's memory. The hostile ones are sent nowhere (the import is
+//! pointed at a closed port: reading is what is measured); beside them, a
+//! catalogue of the usual shape (档号, 题名, 年度, 保管期限, 责任者, 姓名,
+//! 出生日期; its text in shared strings, as Excel writes it) is imported
+//! into a real domain.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use super::child::{parse_status, xarchive_beside};
+use super::child::{parse_status, xarchive_beside, ServeChild};
 
 #[derive(clap::Args)]
 pub struct SheetsBenchArgs {
@@ -30,6 +33,9 @@ pub struct SheetsBenchArgs {
     /// The reader's memory bound given to the import, in MiB.
     #[arg(long, default_value_t = 128)]
     sheet_memory: u64,
+    /// Rows of the real-shaped catalogue imported into a real domain.
+    #[arg(long, default_value_t = 200_000)]
+    catalogue_rows: u64,
 }
 
 /// One workbook read.
@@ -72,13 +78,33 @@ pub async fn run(args: SheetsBenchArgs) -> anyhow::Result<ExitCode> {
         Some(&|out: &mut dyn Write| one_long_string(out, expand)),
     )?;
 
+    let catalogue = dir.join("catalogue.xlsx");
+    let rows = args.catalogue_rows;
+    let catalogue_expands = write_workbook(
+        &catalogue,
+        |out| catalogue_sheet(out, rows),
+        Some(&|out: &mut dyn Write| catalogue_strings(out, rows)),
+    )?;
+    let domain = ServeChild::start("S", &dir.join("S"), &[], &dir.join("S.log")).await?;
+
     let mut results = Vec::new();
-    for (name, path, expands) in [
-        ("claims A1:XFD1048576", &claims, claims_expands),
-        ("sheet of styled empty cells", &sheet_bomb, sheet_expands),
-        ("one shared string", &strings_bomb, strings_expands),
+    for (name, path, expands, server) in [
+        ("claims A1:XFD1048576", &claims, claims_expands, CLOSED),
+        (
+            "sheet of styled empty cells",
+            &sheet_bomb,
+            sheet_expands,
+            CLOSED,
+        ),
+        ("one shared string", &strings_bomb, strings_expands, CLOSED),
+        (
+            "a catalogue, into a domain",
+            &catalogue,
+            catalogue_expands,
+            domain.url.as_str(),
+        ),
     ] {
-        let measured = measure(&exe, name, path, expands, args.sheet_memory).await?;
+        let measured = measure(&exe, name, path, expands, args.sheet_memory, server).await?;
         let reader = measured.reader_peak_bytes.map_or_else(
             || "(ended unread)".to_owned(),
             |b| format!("{:.1} MB", b as f64 / 1e6),
@@ -97,8 +123,12 @@ pub async fn run(args: SheetsBenchArgs) -> anyhow::Result<ExitCode> {
         results.push(measured);
     }
     println!("{}", serde_json::to_string_pretty(&results)?);
+    domain.stop().await?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// A port nothing listens on: the hostile workbooks are only read.
+const CLOSED: &str = "http://127.0.0.1:1";
 
 /// Runs `xarchive import PATH` until it ends, reading the memory of it and
 /// of its children every few milliseconds.
@@ -108,13 +138,14 @@ async fn measure(
     path: &Path,
     expands_to_bytes: u64,
     sheet_memory: u64,
+    server: &str,
 ) -> anyhow::Result<Measured> {
     let started = Instant::now();
     let mut child = tokio::process::Command::new(exe)
         .arg("import")
         .arg(path)
         .args(["--sheet-memory", &sheet_memory.to_string()])
-        .args(["--server", "http://127.0.0.1:1"])
+        .args(["--server", server])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -135,7 +166,8 @@ async fn measure(
     let out = child.wait_with_output().await?;
     let said = String::from_utf8_lossy(&out.stderr)
         .lines()
-        .rfind(|l| l.starts_with("error"))
+        .chain(String::from_utf8_lossy(&out.stdout).lines())
+        .rfind(|l| l.starts_with("error") || l.starts_with("imported"))
         .unwrap_or_default()
         .chars()
         .take(160)
@@ -269,4 +301,107 @@ fn one_long_string(out: &mut dyn Write, bytes: u64) -> std::io::Result<u64> {
     }
     out.write_all(b"</t></si></sst>")?;
     Ok(open.len() as u64 + bytes / MIB * MIB + 15)
+}
+
+/// The catalogue's sheet: row 1 its header, then `rows` records, every
+/// text a shared string (see [`catalogue_strings`] for their order).
+fn catalogue_sheet(out: &mut dyn Write, rows: u64) -> std::io::Result<u64> {
+    let mut written = 0u64;
+    let mut put = |out: &mut dyn Write, text: &str| -> std::io::Result<()> {
+        written += text.len() as u64;
+        out.write_all(text.as_bytes())
+    };
+    put(out, SHEET_OPEN)?;
+    put(out, "<sheetData><row r=\"1\">")?;
+    for (col, _) in CATALOGUE_HEADER.iter().enumerate() {
+        put(
+            out,
+            &format!("<c r=\"{}1\" t=\"s\"><v>{col}</v></c>", column(col)),
+        )?;
+    }
+    put(out, "</row>")?;
+    for n in 0..rows {
+        let r = n + 2;
+        // Per row: id, title, name, date as shared strings of their own;
+        // year a number; retention and creator shared strings met before.
+        let own = FIRST_OWN + n * 4;
+        let cells = [
+            format!("<c r=\"A{r}\" t=\"s\"><v>{own}</v></c>"),
+            format!("<c r=\"B{r}\" t=\"s\"><v>{}</v></c>", own + 1),
+            format!("<c r=\"C{r}\"><v>{}</v></c>", 1990 + n % 30),
+            format!("<c r=\"D{r}\" t=\"s\"><v>{}</v></c>", 7 + n % 2),
+            format!("<c r=\"E{r}\" t=\"s\"><v>{}</v></c>", 9 + n % 2),
+            format!("<c r=\"F{r}\" t=\"s\"><v>{}</v></c>", own + 2),
+            format!("<c r=\"G{r}\" t=\"s\"><v>{}</v></c>", own + 3),
+        ];
+        put(out, &format!("<row r=\"{r}\">{}</row>", cells.concat()))?;
+    }
+    put(out, "</sheetData></worksheet>")?;
+    Ok(written)
+}
+
+const CATALOGUE_HEADER: [&str; 7] = [
+    "档号",
+    "题名",
+    "年度",
+    "保管期限",
+    "责任者",
+    "姓名",
+    "出生日期",
+];
+
+/// A column's letters (A, B, …), for the first 26.
+fn column(i: usize) -> char {
+    char::from(b'A' + i as u8)
+}
+
+/// Where each row's own shared strings begin: after the header's seven
+/// and the four values rows share (永久, 30年, 办公室, 人事处).
+const FIRST_OWN: u64 = 11;
+
+/// The catalogue's shared strings: the header, the values rows share,
+/// then four of each row's own.
+fn catalogue_strings(out: &mut dyn Write, rows: u64) -> std::io::Result<u64> {
+    const SURNAMES: [&str; 8] = ["王", "李", "张", "刘", "陈", "杨", "赵", "黄"];
+    const GIVEN: [&str; 8] = ["伟", "芳", "娜", "敏", "静", "丽", "强", "磊"];
+    let mut written = 0u64;
+    let mut put = |out: &mut dyn Write, text: &str| -> std::io::Result<()> {
+        written += text.len() as u64;
+        out.write_all(text.as_bytes())
+    };
+    let si = |text: &str| format!("<si><t>{text}</t></si>");
+    put(
+        out,
+        r#"<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">"#,
+    )?;
+    for text in CATALOGUE_HEADER
+        .iter()
+        .chain(&["永久", "30年", "办公室", "人事处"])
+    {
+        put(out, &si(text))?;
+    }
+    for n in 0..rows {
+        let surname = SURNAMES[(n % 8) as usize];
+        let given = GIVEN[(n / 8 % 8) as usize];
+        put(
+            out,
+            &si(&format!("J{:03}-RS·{}-Y-{:06}", n % 500, 1990 + n % 30, n)),
+        )?;
+        put(
+            out,
+            &si(&format!("关于{surname}{given}同志第{n}号任免事项的通知")),
+        )?;
+        put(out, &si(&format!("{surname}{given}{}", n % 97)))?;
+        put(
+            out,
+            &si(&format!(
+                "{}-{:02}-{:02}",
+                1940 + n % 50,
+                1 + n % 12,
+                1 + n % 28
+            )),
+        )?;
+    }
+    put(out, "</sst>")?;
+    Ok(written)
 }
