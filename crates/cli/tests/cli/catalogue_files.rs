@@ -600,7 +600,8 @@ fn rows_and_cells_past_a_spreadsheets_limits_stop_the_import_saying_so() {
 }
 
 #[test]
-fn a_spreadsheet_expanding_to_far_more_than_its_bytes_is_refused_within_the_readers_memory() {
+fn a_spreadsheet_expanding_to_far_more_than_its_bytes_is_read_or_refused_within_the_readers_memory()
+{
     let dir = tempdir().unwrap();
     let path = dir.path().join("bomb.xlsx");
     // 256 MiB of shared strings, in a few hundred kilobytes.
@@ -634,4 +635,27 @@ fn a_spreadsheet_expanding_to_far_more_than_its_bytes_is_refused_within_the_read
         said.contains("needs more than 128 MiB of memory to read"),
         "{said}"
     );
+
+    // A sheet of 250 MiB, more than the reader may hold, is read through
+    // a cell at a time: what it holds (styled empty cells) is told, not
+    // the memory.
+    let path = dir.path().join("wide.xlsx");
+    write_xlsx(
+        &path,
+        |out| {
+            out.write_all(format!("{SHEET_OPEN}<sheetData>").as_bytes())
+                .unwrap();
+            let row = format!("<row>{}</row>", "<c s=\"1\"/>".repeat(128));
+            for _ in 0..200_000 {
+                out.write_all(row.as_bytes()).unwrap();
+            }
+            out.write_all(b"</sheetData></worksheet>").unwrap();
+        },
+        None,
+    );
+    assert!(std::fs::metadata(&path).unwrap().len() < 4 << 20);
+    let out = import(&path, &[], "http://127.0.0.1:1");
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("wide.xlsx has no rows"), "{said}");
 }
