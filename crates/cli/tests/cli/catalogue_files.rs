@@ -597,6 +597,20 @@ fn rows_and_cells_past_a_spreadsheets_limits_stop_the_import_saying_so() {
         "{said}"
     );
     assert!(!said.contains("档档"), "{said}");
+
+    // A zip that is no workbook is told as such.
+    let broken = dir.path().join("broken.xlsx");
+    std::fs::write(&broken, b"PK\x03\x04 not a workbook").unwrap();
+    let out = import(&broken, &[], &domain.url);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "cannot read {} as a spreadsheet",
+            broken.display()
+        )),
+        "{said}"
+    );
 }
 
 #[test]

@@ -129,17 +129,22 @@ fn read_rows(
         .read_exact(&mut magic)
         .map_err(|_| unreadable(&"it is too short"))?;
     if magic == *b"PK\x03\x04" {
-        // .xlsx, .xlsm; else .xlsb; else .ods: all zips.
-        if let Ok(mut xlsx) = calamine::Xlsx::new(open()?) {
-            let name = chosen_sheet(xlsx.sheet_names(), sheet, input)?;
-            let mut cells = xlsx
-                .worksheet_cells_reader(&name)
-                .map_err(|e| sheet_error(&name, input, &e))?;
-            return stream(
-                &mut || cells.next_cell().map_err(|e| sheet_error(&name, input, &e)),
-                emit,
-            );
-        }
+        // .xlsx, .xlsm; else .xlsb; else .ods: all zips. What is said of
+        // one that none reads is why it is not an .xlsx, by far the most
+        // common.
+        let not_xlsx = match calamine::Xlsx::new(open()?) {
+            Ok(mut xlsx) => {
+                let name = chosen_sheet(xlsx.sheet_names(), sheet, input)?;
+                let mut cells = xlsx
+                    .worksheet_cells_reader(&name)
+                    .map_err(|e| sheet_error(&name, input, &e))?;
+                return stream(
+                    &mut || cells.next_cell().map_err(|e| sheet_error(&name, input, &e)),
+                    emit,
+                );
+            }
+            Err(e) => e,
+        };
         if let Ok(mut xlsb) = calamine::Xlsb::new(open()?) {
             let name = chosen_sheet(xlsb.sheet_names(), sheet, input)?;
             let mut cells = xlsb
@@ -150,7 +155,7 @@ fn read_rows(
                 emit,
             );
         }
-        let mut ods = calamine::Ods::new(open()?).map_err(|e| unreadable(&e))?;
+        let mut ods = calamine::Ods::new(open()?).map_err(|_| unreadable(&not_xlsx))?;
         let name = chosen_sheet(ods.sheet_names(), sheet, input)?;
         let range = ods
             .worksheet_range(&name)
