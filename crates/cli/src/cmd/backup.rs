@@ -169,6 +169,10 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
+    // The restored store and audit log hold every identity number: their
+    // owner's only (0600), as `serve` makes them, even in a data
+    // directory made beforehand with a looser mode.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let from = args.from.clone();
     let data = args.data.clone();
     let header = tokio::task::spawn_blocking(move || match (&data, args.check) {

@@ -384,6 +384,28 @@ fn exports_rejects_and_backups_are_readable_by_their_owner_alone_whatever_the_um
     let out = with_open_umask(&["backup", "--to", backup.to_str().unwrap()], url);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(mode(&backup), 0o600);
+    // Restored into a directory made beforehand, readable by all.
+    let data = dir.path().join("restored");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = with_open_umask(
+        &[
+            "restore",
+            backup.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        url,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let restored: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .filter_map(Result::ok)
+        .collect();
+    assert!(!restored.is_empty());
+    for file in restored {
+        assert_eq!(mode(&file.path()), 0o600, "{}", file.path().display());
+    }
     // Nothing half-written is left beside them.
     let partial = std::fs::read_dir(dir.path())
         .unwrap()
