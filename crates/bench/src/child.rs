@@ -68,7 +68,7 @@ pub fn parse_status(text: &str) -> Option<ProcMemory> {
 /// The `xarchive` binary beside `exe` (this program's own binary): Cargo
 /// builds both into one folder, `target/release` or `target/debug`.
 /// Fails, naming where it looked and what builds it, if it is not there.
-fn xarchive_beside(exe: &Path) -> anyhow::Result<PathBuf> {
+pub fn xarchive_beside(exe: &Path) -> anyhow::Result<PathBuf> {
     let folder = exe.parent().unwrap_or(Path::new("."));
     let binary = folder.join("xarchive");
     if binary.is_file() {

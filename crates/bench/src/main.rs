@@ -8,6 +8,7 @@ mod lookup;
 mod memory;
 mod nation;
 mod requests;
+mod sheets;
 mod svg;
 mod sync;
 
@@ -57,6 +58,10 @@ enum BenchCommand {
     /// A cross-archive request from the clerk's submission to the issued
     /// certificate, between two domains on loopback.
     Requests(requests::RequestsBenchArgs),
+    /// The client's memory while `xarchive import` reads hostile
+    /// spreadsheets: a dimension claiming every cell, and workbooks of a
+    /// few MB expanding to gigabytes (docs/BENCHMARKS.md §16).
+    Sheets(sheets::SheetsBenchArgs),
 }
 
 /// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
@@ -78,6 +83,7 @@ async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Nation(args) => nation::run(args).await,
         BenchCommand::Domains(args) => domains::run(args).await,
         BenchCommand::Requests(args) => requests::run(args).await,
+        BenchCommand::Sheets(args) => sheets::run(args).await,
     }
 }
 

@@ -47,7 +47,6 @@ pub use local::domain::{capacity_for, Domain, DomainError, DomainStats, Position
 pub use local::filter::{FilterKind, FilterSettings};
 pub use local::id::ArchiveId;
 pub use local::keys::{id_card_number, KeyFormat, KeyHasher, KeyType, KeyTypes, Visibility};
-pub use local::private_file::write_private;
 pub use local::record::{Record, RecordInput};
 pub use local::sample;
 pub use local::store::{in_use, Write};

@@ -90,12 +90,15 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("--to {} names no file", to.display()))?
         .to_string_lossy()
         .into_owned();
-    // Owner-only (0600), and removed on every way out but the last rename:
-    // nothing half-written is ever left under the backup's name.
+    // Owner-only (0600, whatever the umask: it holds every identity
+    // number of the domain), and removed on every way out but the last
+    // rename: nothing half-written is ever left under the backup's name.
     let partial = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".partial")
         .tempfile_in(&folder)
+        .with_context(|| format!("cannot create a file in {}", folder.display()))?;
+    super::private_file::owner_only(partial.as_file())
         .with_context(|| format!("cannot create a file in {}", folder.display()))?;
     let started = Instant::now();
     let mut response = args.server.client()?.backup().await?;
@@ -166,6 +169,10 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
+    // The restored store and audit log hold every identity number: their
+    // owner's only (0600), as `serve` makes them, even in a data
+    // directory made beforehand with a looser mode.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let from = args.from.clone();
     let data = args.data.clone();
     let header = tokio::task::spawn_blocking(move || match (&data, args.check) {

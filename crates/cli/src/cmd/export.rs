@@ -6,6 +6,11 @@
 //! `GET /v1/archives/{id}` (several at once, written in ID order). A record
 //! read by its ID withholds the values of private keys (`keys_withheld`,
 //! docs/SECURITY.md): an export carries none, only public keys.
+//!
+//! A file written is owner-only (0600) and put in place whole
+//! (`private_file`): records may name people. A CSV's cells that a
+//! spreadsheet would run as formulas are written as text
+//! (`formula_cells`), which `import` reads back as they were.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -20,6 +25,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use xarchive_node::{Record, Visibility};
 
+use super::formula_cells::neutralised;
+use super::private_file::PrivateFile;
 use super::ServerArgs;
 
 #[derive(clap::Args)]
@@ -123,9 +130,9 @@ fn content_base64(record: &Record) -> Option<String> {
 
 /// Where records are written.
 enum Sink {
-    Ndjson(BufWriter<Box<dyn Write>>),
+    Ndjson(BufWriter<Box<dyn Write + Send>>),
     Csv {
-        out: BufWriter<Box<dyn Write>>,
+        out: BufWriter<Box<dyn Write + Send>>,
         gb18030: bool,
         key_types: Vec<String>,
     },
@@ -133,29 +140,63 @@ enum Sink {
         workbook: Box<rust_xlsxwriter::Workbook>,
         row: u32,
         key_types: Vec<String>,
-        out: PathBuf,
     },
 }
 
 /// The most characters a spreadsheet cell holds.
 const MAX_CELL_CHARS: usize = 32_767;
 
-fn open_out(out: &Path) -> anyhow::Result<Box<dyn Write>> {
-    Ok(if out == Path::new("-") {
-        Box::new(std::io::stdout())
-    } else {
-        Box::new(
-            std::fs::File::create(out)
-                .with_context(|| format!("cannot create {}", out.display()))?,
-        )
-    })
+/// Where an export goes: standard output, a file made for it (owner-only,
+/// in place once whole), or something already there that is not a file
+/// (a pipe, a terminal, /dev/stdout), written as it is.
+enum Destination {
+    Stdout,
+    Private(PrivateFile),
+    Existing(std::fs::File),
+}
+
+impl Destination {
+    fn open(out: &Path) -> anyhow::Result<Destination> {
+        if out == Path::new("-") {
+            return Ok(Destination::Stdout);
+        }
+        if std::fs::metadata(out).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(out)
+                .with_context(|| format!("cannot open {}", out.display()))?;
+            return Ok(Destination::Existing(file));
+        }
+        Ok(Destination::Private(PrivateFile::create(out)?))
+    }
+
+    /// A writer for the records (the file's own descriptor, duplicated).
+    fn writer(&self) -> anyhow::Result<Box<dyn Write + Send>> {
+        Ok(match self {
+            Destination::Stdout => Box::new(std::io::stdout()),
+            Destination::Private(file) => Box::new(
+                file.file()
+                    .try_clone()
+                    .with_context(|| format!("cannot write {}", file.path().display()))?,
+            ),
+            Destination::Existing(file) => Box::new(file.try_clone()?),
+        })
+    }
+
+    /// Puts a file made for the export in place.
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            Destination::Private(file) => file.persist(),
+            Destination::Stdout | Destination::Existing(_) => Ok(()),
+        }
+    }
 }
 
 impl Sink {
     fn new(
         format: ExportFormat,
         encoding: CsvEncoding,
-        out: &Path,
+        out: &Destination,
         key_types: Vec<String>,
     ) -> anyhow::Result<Sink> {
         let header = || {
@@ -166,9 +207,9 @@ impl Sink {
             columns
         };
         Ok(match format {
-            ExportFormat::Ndjson => Sink::Ndjson(BufWriter::new(open_out(out)?)),
+            ExportFormat::Ndjson => Sink::Ndjson(BufWriter::new(out.writer()?)),
             ExportFormat::Csv => {
-                let mut out = BufWriter::new(open_out(out)?);
+                let mut out = BufWriter::new(out.writer()?);
                 let gb18030 = encoding == CsvEncoding::Gb18030;
                 if !gb18030 {
                     out.write_all(b"\xef\xbb\xbf")?;
@@ -193,20 +234,20 @@ impl Sink {
                     workbook,
                     row: 1,
                     key_types: key_types.clone(),
-                    out: out.to_owned(),
                 }
             }
         })
     }
 
-    /// One CSV row, encoded, written.
+    /// One CSV row, its cells neutralised, encoded, written.
     fn csv_row(&mut self, fields: &[String]) -> anyhow::Result<()> {
         let Sink::Csv { out, gb18030, .. } = self else {
             return Ok(());
         };
         // A row at a time, so that what is encoded is whole characters.
         let mut writer = csv::Writer::from_writer(Vec::new());
-        writer.write_record(fields)?;
+        let cells: Vec<_> = fields.iter().map(|f| neutralised(f)).collect();
+        writer.write_record(cells.iter().map(|c| c.as_bytes()))?;
         let bytes = writer
             .into_inner()
             .map_err(|e| anyhow::anyhow!("cannot write a CSV row: {}", e.error()))?;
@@ -268,23 +309,20 @@ impl Sink {
         Ok(())
     }
 
-    fn finish(self) -> anyhow::Result<()> {
+    fn finish(self, to: Destination) -> anyhow::Result<()> {
         match self {
             Sink::Ndjson(mut out) | Sink::Csv { mut out, .. } => out.flush()?,
-            Sink::Xlsx {
-                mut workbook, out, ..
-            } => {
-                if out == Path::new("-") {
+            Sink::Xlsx { mut workbook, .. } => match &to {
+                Destination::Private(file) => workbook
+                    .save_to_writer(file.file())
+                    .with_context(|| format!("cannot write {}", file.path().display()))?,
+                Destination::Stdout | Destination::Existing(_) => {
                     let bytes = workbook.save_to_buffer()?;
-                    std::io::stdout().write_all(&bytes)?;
-                } else {
-                    workbook
-                        .save(&out)
-                        .with_context(|| format!("cannot write {}", out.display()))?;
+                    to.writer()?.write_all(&bytes)?;
                 }
-            }
+            },
         }
-        Ok(())
+        to.finish()
     }
 }
 
@@ -338,7 +376,8 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         .map(|t| t.name)
         .collect();
     let total = client.stats().await?.domain.records;
-    let mut sink = Sink::new(format, args.encoding, &args.out, key_types)?;
+    let to = Destination::open(&args.out)?;
+    let mut sink = Sink::new(format, args.encoding, &to, key_types)?;
     let bar = ProgressBar::new(total).with_style(
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] [{bar:40}] {pos}/{len} records {msg}",
@@ -371,7 +410,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             None => break,
         }
     }
-    sink.finish()?;
+    sink.finish(to)?;
     bar.finish_and_clear();
     let to = if args.out == Path::new("-") {
         "standard output".to_owned()

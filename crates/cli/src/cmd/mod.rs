@@ -4,8 +4,10 @@ mod backup;
 mod client;
 mod cluster;
 mod export;
+mod formula_cells;
 mod import;
 mod lookup;
+mod private_file;
 mod requests;
 mod sample;
 mod seal;
@@ -205,6 +207,19 @@ enum Command {
     },
     /// Print the manual page (roff), for `man -l -` or /usr/share/man/man1.
     Man,
+    /// The spreadsheet reader `import` runs as a child of its own, its
+    /// memory bounded (not for people).
+    #[command(name = import::CHILD_COMMAND, hide = true)]
+    SheetRows(import::SheetRowsArgs),
+}
+
+/// A command run without the async runtime (its threads and their memory
+/// arenas): the spreadsheet reader child, whose memory is bounded.
+pub fn without_runtime(cli: &Cli) -> Option<ExitCode> {
+    match &cli.command {
+        Command::SheetRows(args) => Some(import::sheet_rows_child(args)),
+        _ => None,
+    }
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -240,5 +255,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Review(command) => requests::review(command).await,
         Command::Certificate(command) => requests::certificate(command).await,
         Command::Seal(command) => seal::run(command),
+        Command::SheetRows(args) => Ok(import::sheet_rows_child(&args)),
     }
 }

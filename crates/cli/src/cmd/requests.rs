@@ -222,8 +222,11 @@ async fn certify(args: CertifyArgs) -> anyhow::Result<ExitCode> {
     let certificate = client.issue_certificate(&args.id).await?;
     if let Some(path) = &args.pdf {
         let pdf = client.certificate_pdf(&args.id).await?;
-        xarchive_node::write_private(path, &pdf)
+        let file = super::private_file::PrivateFile::create(path)?;
+        file.file()
+            .write_all(&pdf)
             .with_context(|| format!("cannot write {}", path.display()))?;
+        file.persist()?;
         eprintln!(
             "saved the certificate's PDF ({} bytes) to {}, readable by its owner alone",
             pdf.len(),

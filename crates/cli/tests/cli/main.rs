@@ -6,6 +6,7 @@
 mod common;
 
 mod backup;
+mod catalogue_files;
 mod cli;
 mod cluster_zk;
 mod domain;

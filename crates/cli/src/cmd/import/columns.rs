@@ -3,6 +3,11 @@
 //! `key:TYPE`, `metadata.NAME`), the usual headers of a Chinese archival
 //! catalogue (DA/T 22 and DA/T 46: 档号, 题名, 年度, 保管期限, …), and the
 //! user's `--map`; and one row made a record, or refused with a reason.
+//!
+//! A person's name and birth date, two columns in a catalogue (姓名,
+//! 出生日期), make one private `name_birth` key (`name|date`), found by a
+//! search and never kept in clear as metadata unless a `--map` says so:
+//! together they single a person out as surely as an identity number.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,8 +28,27 @@ pub enum Target {
     Field(String),
     /// A key of this type.
     Key(String),
+    /// One half of a key of a name-and-birth-date type: the other half
+    /// comes from another column.
+    KeyPart(String, KeyPart),
     /// Nothing: the column is left out.
     Skip,
+}
+
+/// Which half of a `name|date` key a column gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum KeyPart {
+    Name,
+    Date,
+}
+
+impl KeyPart {
+    fn suffix(self) -> &'static str {
+        match self {
+            KeyPart::Name => "name",
+            KeyPart::Date => "date",
+        }
+    }
 }
 
 impl fmt::Display for Target {
@@ -36,6 +60,7 @@ impl fmt::Display for Target {
             Target::Metadata => f.write_str("metadata"),
             Target::Field(name) => write!(f, "metadata.{name}"),
             Target::Key(t) => write!(f, "key:{t}"),
+            Target::KeyPart(t, part) => write!(f, "key:{t}.{}", part.suffix()),
             Target::Skip => f.write_str("-"),
         }
     }
@@ -43,7 +68,8 @@ impl fmt::Display for Target {
 
 impl Target {
     /// `id`, `title`, `content`, `metadata`, `metadata.NAME`, `key:TYPE`,
-    /// or `-` (leave the column out).
+    /// `key:TYPE.name` and `key:TYPE.date` (a name and a birth date from
+    /// two columns), or `-` (leave the column out).
     pub fn parse(text: &str) -> Result<Target, String> {
         let text = text.trim();
         let target = match text {
@@ -56,16 +82,31 @@ impl Target {
                 if let Some(name) = text.strip_prefix("metadata.").filter(|n| !n.is_empty()) {
                     Target::Field(name.to_owned())
                 } else if let Some(t) = text.strip_prefix("key:").filter(|t| !t.is_empty()) {
-                    Target::Key(t.to_owned())
+                    key_target(t)
                 } else {
                     return Err(format!(
-                        "{text:?} is not a target: id, title, content, metadata, metadata.NAME, key:TYPE or -"
+                        "{text:?} is not a target: id, title, content, metadata, metadata.NAME, key:TYPE, key:TYPE.name, key:TYPE.date or -"
                     ));
                 }
             }
         };
         Ok(target)
     }
+}
+
+/// `key:TYPE`, or half of one: `key:TYPE.name`, `key:TYPE.date` (type
+/// names have no dot: [a-z0-9_]).
+fn key_target(text: &str) -> Target {
+    for part in [KeyPart::Name, KeyPart::Date] {
+        if let Some(t) = text
+            .strip_suffix(part.suffix())
+            .and_then(|t| t.strip_suffix('.'))
+            .filter(|t| !t.is_empty())
+        {
+            return Target::KeyPart(t.to_owned(), part);
+        }
+    }
+    Target::Key(text.to_owned())
 }
 
 /// One `--map COLUMN=TARGET`.
@@ -147,6 +188,21 @@ const PROFILE: &[(&[&str], ProfileTarget)] = &[
         ],
         ProfileTarget::Key("id_card"),
     ),
+    (
+        &["姓名", "人员姓名", "当事人姓名"],
+        ProfileTarget::KeyPart("name_birth", KeyPart::Name),
+    ),
+    (
+        &[
+            "出生日期",
+            "出生年月",
+            "出生年月日",
+            "出生时间",
+            "出生日",
+            "生日",
+        ],
+        ProfileTarget::KeyPart("name_birth", KeyPart::Date),
+    ),
 ];
 
 #[derive(Clone, Copy)]
@@ -155,6 +211,7 @@ enum ProfileTarget {
     Title,
     Field(&'static str),
     Key(&'static str),
+    KeyPart(&'static str, KeyPart),
 }
 
 impl ProfileTarget {
@@ -164,6 +221,7 @@ impl ProfileTarget {
             ProfileTarget::Title => Target::Title,
             ProfileTarget::Field(name) => Target::Field(name.to_owned()),
             ProfileTarget::Key(t) => Target::Key(t.to_owned()),
+            ProfileTarget::KeyPart(t, part) => Target::KeyPart(t.to_owned(), part),
         }
     }
 }
@@ -181,7 +239,7 @@ fn built_in(header: &str, profile: bool) -> Option<Target> {
         _ => {}
     }
     if let Some(t) = key.strip_prefix("key:").filter(|t| !t.is_empty()) {
-        return Some(Target::Key(t.to_owned()));
+        return Some(key_target(t));
     }
     if trimmed.len() > "metadata.".len()
         && trimmed.is_char_boundary("metadata.".len())
@@ -216,6 +274,13 @@ pub enum ColumnsError {
         column: String,
         header: String,
     },
+    /// `--map` gave one half of a name-and-birth-date key, and no column
+    /// gives the other.
+    HalfKey {
+        column: String,
+        given: String,
+        missing: String,
+    },
 }
 
 impl fmt::Display for ColumnsError {
@@ -242,12 +307,20 @@ impl fmt::Display for ColumnsError {
                 f,
                 "--map names a column {column:?} that the header does not have (it has: {header})"
             ),
+            ColumnsError::HalfKey {
+                column,
+                given,
+                missing,
+            } => write!(
+                f,
+                "--map makes column {column:?} {given}, but no column gives {missing}: a name and a birth date make the key together (--map COLUMN={missing})"
+            ),
         }
     }
 }
 
 /// A cell of a row: text, or what a spreadsheet held that is not text.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Cell {
     Text(String),
     /// A formula's error (`#N/A`, `#REF!`).
@@ -270,7 +343,22 @@ impl Cell {
 #[derive(Clone, Debug)]
 pub struct Columns {
     headers: Vec<String>,
-    targets: Vec<Target>,
+    /// (column, what it gives), in the header's order; a column that
+    /// several `--map` entries name gives each of their targets.
+    targets: Vec<(usize, Target)>,
+    /// Whether a line with an empty title is imported (else refused).
+    empty_titles: bool,
+}
+
+/// Why a line without a title (in `column`, for a table) is refused.
+pub fn no_title(column: Option<&str>) -> String {
+    let what = match column {
+        Some(column) => format!(" (column {column:?} is empty)"),
+        None => String::new(),
+    };
+    format!(
+        "has no title{what}: archival description requires one (--allow-empty-title imports such lines)"
+    )
 }
 
 /// The header as messages show it: at most 20 names.
@@ -282,17 +370,30 @@ fn shown(header: &[String]) -> String {
     names.join(", ")
 }
 
+/// What column `i` named `name` gives when nothing else does: metadata
+/// under its own name (a column with no name: `column N`).
+fn own_field(i: usize, name: &str) -> Target {
+    let name = name.trim();
+    Target::Field(if name.is_empty() {
+        format!("column {}", i + 1)
+    } else {
+        name.to_owned()
+    })
+}
+
 impl Columns {
     /// What each column of `header` gives: the `--map` entries, then the
-    /// built-in names, then metadata under the column's own name (a
-    /// column with no name: `column N`).
+    /// built-in names, then metadata under the column's own name. The
+    /// catalogue's name and birth-date columns make a key only together:
+    /// one without the other is metadata, as any column (or, named by
+    /// `--map`, refused).
     pub fn resolve(
         header: &[String],
         map: &[MapEntry],
         profile: bool,
     ) -> Result<Columns, ColumnsError> {
         let keys: Vec<String> = header.iter().map(|h| header_key(h)).collect();
-        let mut targets: Vec<Option<Target>> = vec![None; header.len()];
+        let mut mapped: Vec<Vec<Target>> = vec![Vec::new(); header.len()];
         for entry in map {
             let wanted = header_key(&entry.column);
             let Some(i) = keys.iter().position(|k| *k == wanted) else {
@@ -301,35 +402,61 @@ impl Columns {
                     header: shown(header),
                 });
             };
-            targets[i] = Some(entry.target.clone());
+            if !mapped[i].contains(&entry.target) {
+                mapped[i].push(entry.target.clone());
+            }
         }
-        let mapped: Vec<Target> = targets.iter().flatten().cloned().collect();
-        let targets: Vec<Target> = targets
-            .into_iter()
-            .zip(header)
-            .enumerate()
-            .map(|(i, (target, name))| {
-                target.unwrap_or_else(|| {
-                    let own = || {
-                        let name = name.trim();
-                        Target::Field(if name.is_empty() {
-                            format!("column {}", i + 1)
-                        } else {
-                            name.to_owned()
-                        })
-                    };
-                    match built_in(name, profile) {
-                        // What --map gave another column is not taken
-                        // from this one too: it stays metadata.
-                        Some(t) if mapped.contains(&t) => own(),
-                        Some(t) => t,
-                        None => own(),
-                    }
-                })
-            })
+        let given: Vec<Target> = mapped.iter().flatten().cloned().collect();
+        // (column, target, whether --map said it)
+        let mut targets: Vec<(usize, Target, bool)> = Vec::new();
+        for (i, name) in header.iter().enumerate() {
+            if !mapped[i].is_empty() {
+                targets.extend(mapped[i].iter().map(|t| (i, t.clone(), true)));
+                continue;
+            }
+            let target = match built_in(name, profile) {
+                // What --map gave another column is not taken from this
+                // one too: it stays metadata.
+                Some(t) if given.contains(&t) => own_field(i, name),
+                Some(t) => t,
+                None => own_field(i, name),
+            };
+            targets.push((i, target, false));
+        }
+        let halves: Vec<Target> = targets
+            .iter()
+            .filter(|(_, t, _)| matches!(t, Target::KeyPart(..)))
+            .map(|(_, t, _)| t.clone())
             .collect();
-        let mut seen: BTreeMap<&Target, usize> = BTreeMap::new();
-        for (i, t) in targets.iter().enumerate() {
+        for (i, target, said) in &mut targets {
+            let Target::KeyPart(key_type, part) = target else {
+                continue;
+            };
+            let other = match part {
+                KeyPart::Name => KeyPart::Date,
+                KeyPart::Date => KeyPart::Name,
+            };
+            let missing = Target::KeyPart(key_type.clone(), other);
+            if halves.contains(&missing) {
+                continue;
+            }
+            if *said {
+                return Err(ColumnsError::HalfKey {
+                    column: header[*i].trim().to_owned(),
+                    given: target.to_string(),
+                    missing: missing.to_string(),
+                });
+            }
+            *target = own_field(*i, &header[*i]);
+        }
+        // Two columns may not give one thing; a key's halves count as
+        // the key itself.
+        let slot = |t: &Target| match t {
+            Target::KeyPart(key_type, _) => Target::Key(key_type.clone()),
+            t => t.clone(),
+        };
+        let mut seen: BTreeMap<Target, usize> = BTreeMap::new();
+        for (i, t, _) in &targets {
             if *t == Target::Skip {
                 continue;
             }
@@ -337,10 +464,20 @@ impl Columns {
                 return Err(ColumnsError::Twice {
                     target: t.to_string(),
                     first: header[first].trim().to_owned(),
-                    second: header[i].trim().to_owned(),
+                    second: header[*i].trim().to_owned(),
                 });
             }
-            seen.insert(t, i);
+            seen.insert(t.clone(), *i);
+        }
+        for (i, t, _) in &targets {
+            let Target::KeyPart(..) = t else { continue };
+            if let Some(&whole) = seen.get(&slot(t)) {
+                return Err(ColumnsError::Twice {
+                    target: slot(t).to_string(),
+                    first: header[whole].trim().to_owned(),
+                    second: header[*i].trim().to_owned(),
+                });
+            }
         }
         for (target, what, names, spelt) in [
             (Target::Id, "the archive number", "id or 档号", "id"),
@@ -357,8 +494,16 @@ impl Columns {
         }
         Ok(Columns {
             headers: header.iter().map(|h| h.trim().to_owned()).collect(),
-            targets,
+            targets: targets.into_iter().map(|(i, t, _)| (i, t)).collect(),
+            empty_titles: false,
         })
+    }
+
+    /// Whether a line whose title is empty is imported (`--allow-empty-title`)
+    /// rather than refused.
+    pub fn allowing_empty_titles(mut self, allowed: bool) -> Columns {
+        self.empty_titles = allowed;
+        self
     }
 
     /// The header as given (trimmed).
@@ -366,31 +511,32 @@ impl Columns {
         &self.headers
     }
 
-    /// What each column gives, for `--dry-run`-like reports and tests.
+    /// What each column gives, in the header's order, as the import
+    /// prints it.
     pub fn targets(&self) -> impl Iterator<Item = (&str, &Target)> {
-        self.headers.iter().map(String::as_str).zip(&self.targets)
+        self.targets
+            .iter()
+            .map(|(i, t)| (self.headers[*i].as_str(), t))
     }
 
     /// The record a row gives, as an NDJSON line's object; or why the row
-    /// is refused. Empty cells give nothing (no metadata field, no key);
-    /// the archive number, keys and fields are trimmed, the title is not.
+    /// is refused (naming columns, never quoting a value). Empty cells
+    /// give nothing (no metadata field, no key); the archive number, keys
+    /// and fields are trimmed, the title is not.
     pub fn record(&self, cells: &[Cell]) -> Result<Map<String, Value>, String> {
         let width = self.headers.len();
-        if cells.len() < width {
-            return Err(format!(
-                "has {} fields where the header has {width}",
-                cells.len()
-            ));
-        }
-        if cells[width..].iter().any(|c| !c.text().trim().is_empty()) {
+        if cells.len() < width || cells[width..].iter().any(|c| !c.text().trim().is_empty()) {
             return Err(format!(
                 "has {} fields where the header has {width}",
                 cells.len()
             ));
         }
         let (mut metadata, mut fields, mut keys) = (Map::new(), Map::new(), Map::new());
+        // Each name-and-birth-date key's halves: (column, value).
+        let mut halves: BTreeMap<&str, [Option<(&str, &str)>; 2]> = BTreeMap::new();
         let mut record = Map::new();
-        for ((cell, target), header) in cells.iter().zip(&self.targets).zip(&self.headers) {
+        for (i, target) in &self.targets {
+            let (cell, header) = (&cells[*i], &self.headers[*i]);
             if *target == Target::Skip {
                 continue;
             }
@@ -400,7 +546,7 @@ impl Columns {
                     return Err(format!("column {header:?} holds the spreadsheet error {e}"));
                 }
                 Cell::LongNumber(t) => match target {
-                    Target::Id | Target::Key(_) => {
+                    Target::Id | Target::Key(_) | Target::KeyPart(..) => {
                         return Err(format!(
                             "column {header:?} holds a number of {} digits, of which a spreadsheet keeps only 15: make the column text and enter the values again",
                             t.len()
@@ -415,6 +561,9 @@ impl Columns {
                     record.insert("id".into(), trimmed.into());
                 }
                 Target::Title => {
+                    if trimmed.is_empty() && !self.empty_titles {
+                        return Err(no_title(Some(header)));
+                    }
                     record.insert("title".into(), text.into());
                 }
                 Target::Content if !trimmed.is_empty() => {
@@ -432,7 +581,41 @@ impl Columns {
                 Target::Key(t) if !trimmed.is_empty() => {
                     keys.insert(t.clone(), trimmed.into());
                 }
+                Target::KeyPart(t, part) => {
+                    let at = usize::from(*part == KeyPart::Date);
+                    halves.entry(t.as_str()).or_default()[at] = Some((header, trimmed));
+                }
                 _ => {}
+            }
+        }
+        for (key_type, [name, date]) in halves {
+            // Both halves are there: `resolve` keeps a half only with
+            // its other half.
+            let (Some((name_column, name)), Some((date_column, date))) = (name, date) else {
+                continue;
+            };
+            match (name.is_empty(), date.is_empty()) {
+                (true, true) => {}
+                (false, true) => {
+                    return Err(format!(
+                        "has a name in column {name_column:?} but no birth date in column {date_column:?}: a {key_type} key needs both"
+                    ));
+                }
+                (true, false) => {
+                    return Err(format!(
+                        "has a birth date in column {date_column:?} but no name in column {name_column:?}: a {key_type} key needs both"
+                    ));
+                }
+                (false, false) => {
+                    for (column, value) in [(name_column, name), (date_column, date)] {
+                        if value.contains(['|', '｜']) {
+                            return Err(format!(
+                                "column {column:?} holds a |, which separates the name from the birth date in a {key_type} key"
+                            ));
+                        }
+                    }
+                    keys.insert(key_type.to_owned(), format!("{name}|{date}").into());
+                }
             }
         }
         // Fields of their own columns over those of a metadata column.
@@ -608,6 +791,94 @@ mod tests {
         cells[4] = Cell::Text(String::new());
         cells[2] = Cell::SpreadsheetError("#REF!".into());
         assert!(columns.record(&cells).unwrap_err().contains("#REF!"));
+    }
+
+    #[test]
+    fn a_name_and_a_birth_date_make_the_private_key_and_are_not_kept_as_metadata() {
+        let columns =
+            Columns::resolve(&header(&["档号", "题名", "姓名", "出生年月"]), &[], true).unwrap();
+        let shown: Vec<String> = columns
+            .targets()
+            .map(|(h, t)| format!("{h} → {t}"))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "档号 → id",
+                "题名 → title",
+                "姓名 → key:name_birth.name",
+                "出生年月 → key:name_birth.date",
+            ]
+        );
+        let record = columns
+            .record(&text(&["J-1", "t", " 王7华 ", "1960.8.17"]))
+            .unwrap();
+        assert_eq!(
+            Value::Object(record),
+            serde_json::json!({
+                "id": "J-1", "title": "t", "metadata": {},
+                "keys": {"name_birth": "王7华|1960.8.17"},
+            })
+        );
+        // Neither: no key; one without the other: refused, naming columns.
+        let record = columns.record(&text(&["J-2", "t", "", ""])).unwrap();
+        assert!(!record.contains_key("keys"));
+        let e = columns
+            .record(&text(&["J-3", "t", "王7华", ""]))
+            .unwrap_err();
+        assert!(e.contains("no birth date in column \"出生年月\""), "{e}");
+        assert!(!e.contains("王7华"), "{e}");
+        let e = columns
+            .record(&text(&["J-3", "t", "", "1960-08-17"]))
+            .unwrap_err();
+        assert!(e.contains("no name in column \"姓名\""), "{e}");
+        assert!(!e.contains("1960"), "{e}");
+        let e = columns
+            .record(&text(&["J-3", "t", "王|华", "1960-08-17"]))
+            .unwrap_err();
+        assert!(e.contains("holds a |"), "{e}");
+    }
+
+    #[test]
+    fn a_name_without_a_birth_date_column_is_metadata_and_a_map_may_keep_both() {
+        assert_eq!(
+            resolved(&["档号", "题名", "姓名"])[2],
+            ("姓名".into(), Target::Field("姓名".into()))
+        );
+        let map = ["姓名=key:name_birth.name", "姓名=metadata.name"]
+            .map(|e| parse_map_entry(e).expect("valid"));
+        let columns =
+            Columns::resolve(&header(&["档号", "题名", "姓名", "生日"]), &map, true).unwrap();
+        let record = columns
+            .record(&text(&["J-1", "t", "王7华", "1960年8月17日"]))
+            .unwrap();
+        assert_eq!(record["metadata"]["name"], "王7华");
+        assert_eq!(record["keys"]["name_birth"], "王7华|1960年8月17日");
+        // Half a key said by --map, with no other half, is refused.
+        let map = [parse_map_entry("人名=key:name_birth.name").unwrap()];
+        let e = Columns::resolve(&header(&["档号", "题名", "人名"]), &map, true).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no column gives key:name_birth.date"),
+            "{e}"
+        );
+        // A whole key and its halves are one key given twice.
+        let e = Columns::resolve(
+            &header(&["档号", "题名", "key:name_birth", "姓名", "出生日期"]),
+            &[],
+            true,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("both give key:name_birth"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_title_is_refused_naming_its_column_unless_allowed() {
+        let columns = Columns::resolve(&header(&["档号", "题名"]), &[], true).unwrap();
+        let e = columns.record(&text(&["J-1", "  "])).unwrap_err();
+        assert!(e.contains("has no title (column \"题名\" is empty)"), "{e}");
+        let columns = columns.allowing_empty_titles(true);
+        assert_eq!(columns.record(&text(&["J-1", ""])).unwrap()["title"], "");
     }
 
     proptest! {

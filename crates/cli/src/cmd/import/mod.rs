@@ -4,17 +4,27 @@
 //! written to `--rejects`) with their line numbers and reasons.
 //!
 //! A reader thread parses the next chunk while the previous one is being
-//! committed, and chunks are sent one at a time so that a later line for
-//! an ID always wins over an earlier one, as in the file. Line numbers are
-//! the input's: 1-based, a table's header is line 1 (or the row it is on
-//! in a spreadsheet).
+//! committed, and chunks are sent one at a time, in the file's order. A
+//! file gives each record once: an archive number met again is a rejected
+//! line naming the line it was first on (`duplicates`), and so is a line
+//! without a title unless `--allow-empty-title`. Line numbers are the
+//! input's: 1-based, a table's header is line 1 (or the row it is on in a
+//! spreadsheet).
+//!
+//! The rejects file may hold identity numbers: it is owner-only and put in
+//! place whole (`private_file`), with what was rejected before a stop too;
+//! its cells are written as a spreadsheet shows text (`formula_cells`), as
+//! a CSV export's are, and a CSV's are read back so.
 
 mod columns;
+mod duplicates;
 mod sheet;
 mod source;
 
+pub use sheet::{child_main as sheet_rows_child, SheetRowsArgs, CHILD_COMMAND};
+
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -26,9 +36,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use xarchive_node::wire::ErrorCode;
 
+use super::formula_cells::{neutralised, restored};
+use super::private_file::PrivateFile;
 use super::ServerArgs;
 use columns::{Cell, Columns, MapEntry};
-use sheet::Row;
+use duplicates::SeenIds;
+use sheet::{Row, SheetRows};
 use source::{EncodingArg, Format, FormatArg, Input, Lines, Stop};
 
 #[derive(clap::Args)]
@@ -54,18 +67,32 @@ pub struct ImportArgs {
     /// JSON object), metadata.NAME, key:TYPE, or - (left out). Columns
     /// named id, title, metadata, content, metadata.NAME and key:TYPE need
     /// no mapping, nor do a catalogue's usual headers (档号 id, 题名 title,
-    /// 年度 metadata.year, 身份证号 key:id_card, …); every other column
-    /// becomes metadata under its own name.
+    /// 年度 metadata.year, 身份证号 key:id_card, 姓名 with 出生日期
+    /// key:name_birth, …); every other column becomes metadata under its
+    /// own name. key:TYPE.name and key:TYPE.date make one key of a name
+    /// and a birth date in two columns. A column named twice gives both
+    /// (姓名=key:name_birth.name,姓名=metadata.name keeps the name in clear
+    /// too).
     #[arg(long, value_name = "COLUMN=TARGET", value_delimiter = ',', value_parser = columns::parse_map_entry)]
     map: Vec<MapEntry>,
     /// Do not read a catalogue's usual headers (档号, 题名, 年度, …) as
     /// their fields: such columns become metadata under their own names.
     #[arg(long)]
     no_profile: bool,
+    /// Import lines whose title is empty (refused otherwise: archival
+    /// description requires a title).
+    #[arg(long)]
+    allow_empty_title: bool,
     /// Write every rejected line to FILE (CSV, UTF-8 with a byte-order
-    /// mark): its line number, why, and the line's own fields.
+    /// mark; owner-only, 0600: it may hold identity numbers): its line
+    /// number, why, and the line's own fields.
     #[arg(long, value_name = "FILE")]
     rejects: Option<PathBuf>,
+    /// The memory a spreadsheet's reader may take, in MiB: a workbook
+    /// needing more is refused (one that expands to gigabytes), however
+    /// few its bytes.
+    #[arg(long, value_name = "MIB", default_value_t = sheet::SHEET_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(16..=65_536))]
+    sheet_memory: u64,
     /// Records per request.
     #[arg(long, default_value_t = 20_000)]
     chunk: usize,
@@ -80,8 +107,8 @@ enum Message {
         line: u64,
         columns: Columns,
     },
-    /// A spreadsheet's rows were read: progress counts rows from now on.
-    Rows(u64),
+    /// The input is a spreadsheet: progress counts its rows from now on.
+    Rows,
     Chunk(Chunk),
     /// The input cannot be read on; every chunk before was sent.
     Stop(Stop),
@@ -128,6 +155,10 @@ struct Rejected {
 /// Rows looked at for a header: a title or two may stand above it.
 const HEADER_SEARCH_ROWS: usize = 10;
 
+/// A chunk is sent once its body is this large, whatever its lines: what
+/// is in flight stays bounded however wide the rows.
+const CHUNK_BYTES: usize = 8 << 20;
+
 /// What the reader thread needs.
 struct Reading {
     input: Input,
@@ -136,6 +167,8 @@ struct Reading {
     sheet: Option<String>,
     map: Vec<MapEntry>,
     profile: bool,
+    empty_titles: bool,
+    sheet_memory: u64,
     keep_inputs: bool,
     size: usize,
     read: Arc<AtomicU64>,
@@ -182,6 +215,7 @@ impl Reading {
                 "--sheet names a sheet, but {name} is not a spreadsheet"
             )));
         }
+        let mut seen = SeenIds::new();
         match format {
             Format::Ndjson => {
                 if !self.map.is_empty() {
@@ -189,7 +223,7 @@ impl Reading {
                         "--map maps a table's columns, but {name} is NDJSON"
                     )));
                 }
-                self.ndjson(reader, chunk)
+                self.ndjson(reader, chunk, &mut seen)
             }
             Format::Csv => {
                 let lines = Lines::new(source::buffered(reader), self.encoding);
@@ -203,41 +237,47 @@ impl Reading {
                         line: record.position().map_or(0, |p| p.line()),
                         cells: record
                             .iter()
-                            .map(|field| Cell::Text(field.to_owned()))
+                            .map(|field| Cell::Text(restored(field).to_owned()))
                             .collect(),
                     }),
                     Err(e) => Err(csv_stop(e, &name)),
                 });
-                self.table(rows, chunk, |this| this.bytes_read())
+                self.table(rows, chunk, &mut seen, false, |this| this.bytes_read())
             }
             Format::Spreadsheet => {
-                let mut bytes = Vec::new();
-                let mut reader = reader;
-                reader
-                    .read_to_end(&mut bytes)
-                    .map_err(|source| Stop::Read {
-                        input: name.clone(),
-                        source,
-                    })?;
-                let rows = sheet::rows(bytes, self.sheet.as_deref(), &name)?;
-                let last = rows.last().map_or(0, |r| r.line);
-                if !self.send(Message::Rows(last)) {
+                // A file is read by the child itself; standard input is
+                // handed to it through a temporary file.
+                let (path, stdin) = match &self.input {
+                    Input::Path(path) => (Some(path.as_path()), None),
+                    Input::Stdin => (None, Some(reader)),
+                };
+                let rows =
+                    SheetRows::start(path, stdin, self.sheet.as_deref(), &name, self.sheet_memory)?;
+                if !self.send(Message::Rows) {
                     return Ok(());
                 }
                 let position = AtomicU64::new(0);
                 self.table(
-                    rows.into_iter().map(|row| {
-                        position.store(row.line, Ordering::Relaxed);
-                        Ok(row)
+                    rows.inspect(|row| {
+                        if let Ok(row) = row {
+                            position.store(row.line, Ordering::Relaxed);
+                        }
                     }),
                     chunk,
+                    &mut seen,
+                    true,
                     |_| position.load(Ordering::Relaxed),
                 )
             }
         }
     }
 
-    fn ndjson(&self, reader: Box<dyn Read + Send>, chunk: &mut Chunk) -> Result<(), Stop> {
+    fn ndjson(
+        &self,
+        reader: Box<dyn Read + Send>,
+        chunk: &mut Chunk,
+        seen: &mut SeenIds,
+    ) -> Result<(), Stop> {
         let name = self.input.name();
         let mut lines = Lines::new(source::buffered(reader), self.encoding);
         let mut line = Vec::new();
@@ -245,37 +285,66 @@ impl Reading {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            chunk.body.extend_from_slice(&line);
-            if line.last() != Some(&b'\n') {
-                chunk.body.push(b'\n');
-            }
-            chunk.lines.push(number);
-            if self.keep_inputs {
+            let input = || {
                 let text = String::from_utf8_lossy(&line);
-                chunk
-                    .inputs
-                    .push(vec![text.trim_end_matches(['\r', '\n']).to_owned()]);
+                vec![text.trim_end_matches(['\r', '\n']).to_owned()]
+            };
+            // A line that is not a record's JSON goes to the domain as it
+            // is, which refuses it saying why.
+            let head: Option<Head> = serde_json::from_slice(&line).ok();
+            let refusal = head.and_then(|head| {
+                let untitled = head.title.as_deref().is_some_and(|t| t.trim().is_empty());
+                if untitled && !self.empty_titles {
+                    return Some(("invalid_row", columns::no_title(None)));
+                }
+                let first = seen.first_line(&head.id?, number)?;
+                Some(("duplicate_id", duplicate_reason(first)))
+            });
+            if let Some((code, reason)) = refusal {
+                chunk.refused.push(Rejected {
+                    line: number,
+                    code: code.to_owned(),
+                    reason,
+                    input: input(),
+                });
+            } else {
+                chunk.body.extend_from_slice(&line);
+                if line.last() != Some(&b'\n') {
+                    chunk.body.push(b'\n');
+                }
+                chunk.lines.push(number);
+                if self.keep_inputs {
+                    chunk.inputs.push(input());
+                }
             }
-            if chunk.lines.len() == self.size && !self.emit(chunk, self.bytes_read()) {
+            if self.full(chunk) && !self.emit(chunk, self.bytes_read()) {
                 return Ok(());
             }
         }
         Ok(())
     }
 
+    /// Whether `chunk` is to be sent now.
+    fn full(&self, chunk: &Chunk) -> bool {
+        chunk.lines.len() + chunk.refused.len() >= self.size || chunk.body.len() >= CHUNK_BYTES
+    }
+
     /// A table's rows: the header (found among the first rows), then a
-    /// record a row.
+    /// record a row. A spreadsheet's rows (`pad`) stop at their last
+    /// cell that holds something: they are as wide as the header.
     fn table(
         &self,
         rows: impl Iterator<Item = Result<Row, Stop>>,
         chunk: &mut Chunk,
+        seen: &mut SeenIds,
+        pad: bool,
         position: impl Fn(&Self) -> u64,
     ) -> Result<(), Stop> {
         let mut columns: Option<Columns> = None;
         let mut first_error = None;
         let mut looked_at = 0;
         for row in rows {
-            let row = row?;
+            let mut row = row?;
             if row.cells.iter().all(|c| c.text().trim().is_empty()) {
                 continue;
             }
@@ -283,6 +352,7 @@ impl Reading {
                 let header: Vec<String> = row.cells.iter().map(|c| c.text().to_owned()).collect();
                 match Columns::resolve(&header, &self.map, self.profile) {
                     Ok(found) => {
+                        let found = found.allowing_empty_titles(self.empty_titles);
                         if !self.send(Message::Header {
                             line: row.line,
                             columns: found.clone(),
@@ -301,26 +371,36 @@ impl Reading {
                 }
                 continue;
             };
+            let width = columns.headers().len();
+            if pad && row.cells.len() < width {
+                row.cells.resize(width, Cell::Text(String::new()));
+            }
+            let refused = |code: &str, reason: String| Rejected {
+                line: row.line,
+                code: code.to_owned(),
+                reason,
+                input: texts(&row.cells),
+            };
             match columns.record(&row.cells) {
                 Ok(record) => {
-                    // Writing a JSON value to a Vec cannot fail.
-                    let _ = serde_json::to_writer(&mut chunk.body, &Value::Object(record));
-                    chunk.body.push(b'\n');
-                    chunk.lines.push(row.line);
-                    if self.keep_inputs {
-                        chunk.inputs.push(texts(&row.cells));
+                    let id = record.get("id").and_then(Value::as_str).unwrap_or_default();
+                    if let Some(first) = seen.first_line(id, row.line) {
+                        chunk
+                            .refused
+                            .push(refused("duplicate_id", duplicate_reason(first)));
+                    } else {
+                        // Writing a JSON value to a Vec cannot fail.
+                        let _ = serde_json::to_writer(&mut chunk.body, &Value::Object(record));
+                        chunk.body.push(b'\n');
+                        chunk.lines.push(row.line);
+                        if self.keep_inputs {
+                            chunk.inputs.push(texts(&row.cells));
+                        }
                     }
                 }
-                Err(reason) => chunk.refused.push(Rejected {
-                    line: row.line,
-                    code: "invalid_row".to_owned(),
-                    reason,
-                    input: texts(&row.cells),
-                }),
+                Err(reason) => chunk.refused.push(refused("invalid_row", reason)),
             }
-            if chunk.lines.len() + chunk.refused.len() >= self.size
-                && !self.emit(chunk, position(self))
-            {
+            if self.full(chunk) && !self.emit(chunk, position(self)) {
                 return Ok(());
             }
         }
@@ -332,6 +412,18 @@ impl Reading {
         }
         Ok(())
     }
+}
+
+/// What an NDJSON line's checks need of it.
+#[derive(serde::Deserialize)]
+struct Head {
+    id: Option<String>,
+    title: Option<String>,
+}
+
+/// Why a line repeating the archive number of line `first` is refused.
+fn duplicate_reason(first: u64) -> String {
+    format!("the archive number of line {first} again: a file gives each record once")
 }
 
 fn texts(cells: &[Cell]) -> Vec<String> {
@@ -350,32 +442,42 @@ fn csv_stop(e: csv::Error, input: &str) -> Stop {
 }
 
 /// Where rejected lines are written (`--rejects`): a CSV, UTF-8 with a
-/// byte-order mark so that spreadsheets open it as such.
+/// byte-order mark so that spreadsheets open it as such; owner-only, and
+/// in place once the import ends, however it ends.
 struct RejectsFile {
-    path: PathBuf,
+    file: PrivateFile,
     writer: csv::Writer<std::fs::File>,
     written: u64,
 }
 
 impl RejectsFile {
-    fn create(path: PathBuf) -> anyhow::Result<RejectsFile> {
-        let mut file = std::fs::File::create(&path)
+    fn create(path: &Path) -> anyhow::Result<RejectsFile> {
+        let file = PrivateFile::create(path)?;
+        let mut out = file
+            .file()
+            .try_clone()
             .with_context(|| format!("cannot create {}", path.display()))?;
-        std::io::Write::write_all(&mut file, b"\xef\xbb\xbf")
+        std::io::Write::write_all(&mut out, b"\xef\xbb\xbf")
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(RejectsFile {
-            writer: csv::WriterBuilder::new().flexible(true).from_writer(file),
-            path,
+            writer: csv::WriterBuilder::new().flexible(true).from_writer(out),
+            file,
             written: 0,
         })
+    }
+
+    /// One row, its cells as a spreadsheet shows text.
+    fn row(&mut self, cells: &[String]) -> anyhow::Result<()> {
+        let cells: Vec<_> = cells.iter().map(|c| neutralised(c)).collect();
+        self.writer
+            .write_record(cells.iter().map(|c| c.as_bytes()))
+            .with_context(|| format!("cannot write {}", self.file.path().display()))
     }
 
     fn header(&mut self, columns: &[String]) -> anyhow::Result<()> {
         let mut row = vec!["line".to_owned(), "reason".to_owned()];
         row.extend(columns.iter().cloned());
-        self.writer
-            .write_record(&row)
-            .with_context(|| format!("cannot write {}", self.path.display()))
+        self.row(&row)
     }
 
     fn write(&mut self, rejected: &Rejected) -> anyhow::Result<()> {
@@ -384,18 +486,18 @@ impl RejectsFile {
             format!("{}: {}", rejected.code, rejected.reason),
         ];
         row.extend(rejected.input.iter().cloned());
-        self.writer
-            .write_record(&row)
-            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.row(&row)?;
         self.written += 1;
         Ok(())
     }
 
     fn finish(mut self) -> anyhow::Result<(PathBuf, u64)> {
+        let path = self.file.path().to_owned();
         self.writer
             .flush()
-            .with_context(|| format!("cannot write {}", self.path.display()))?;
-        Ok((self.path, self.written))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        self.file.persist()?;
+        Ok((path, self.written))
     }
 }
 
@@ -427,7 +529,11 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         // Said before anything else, naming the path.
         std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
     }
-    let mut rejects = args.rejects.clone().map(RejectsFile::create).transpose()?;
+    let mut rejects = args
+        .rejects
+        .as_deref()
+        .map(RejectsFile::create)
+        .transpose()?;
     let read = Arc::new(AtomicU64::new(0));
     let (tx, rx) = std::sync::mpsc::sync_channel(2);
     let reading = Reading {
@@ -437,6 +543,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         sheet: args.sheet.clone(),
         map: args.map.clone(),
         profile: !args.no_profile,
+        empty_titles: args.allow_empty_title,
+        sheet_memory: args.sheet_memory,
         keep_inputs: rejects.is_some(),
         size: args.chunk,
         read: read.clone(),
@@ -458,8 +566,68 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     };
     let started = Instant::now();
     let mut tally = Tally::default();
+    let fed = feed(&rx, &client, &bar, &mut tally, &mut rejects).await;
+    // What was rejected before a stop is kept too.
+    let written = rejects.map(RejectsFile::finish).transpose();
+    fed?;
+    let written = written?;
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let done = tally.committed();
+    if super::json(false) {
+        super::print_json(&serde_json::json!({
+            "committed": done,
+            "created": tally.created,
+            "replaced": tally.replaced,
+            "rejected": tally.rejected,
+            "rejected_lines": tally.shown,
+            "rejects_file": written.as_ref().map(|(path, _)| path.display().to_string()),
+            "seconds": elapsed,
+        }))?;
+        return Ok(if tally.rejected == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    println!(
+        "imported {done} records ({} created, {} replaced) in {elapsed:.2} s: {:.0} records/s",
+        tally.created,
+        tally.replaced,
+        done as f64 / elapsed.max(1e-9)
+    );
+    if tally.rejected == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} lines rejected:", tally.rejected);
+    for line in &tally.shown {
+        println!("  {line}");
+    }
+    if tally.rejected as usize > tally.shown.len() {
+        println!(
+            "  … and {} more",
+            tally.rejected as usize - tally.shown.len()
+        );
+    }
+    if let Some((path, n)) = written {
+        println!("{n} rejected lines written to {}", path.display());
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// Sends each chunk the reader thread makes, in order, counting what the
+/// domain did and writing what was rejected; until the input ends, or
+/// stops (an error saying where and what was committed).
+async fn feed(
+    rx: &Arc<Mutex<Receiver<Message>>>,
+    client: &xarchive_node::Client,
+    bar: &ProgressBar,
+    tally: &mut Tally,
+    rejects: &mut Option<RejectsFile>,
+) -> anyhow::Result<()> {
     let mut rejects_header_written = false;
-    while let Some(message) = next(&rx).await? {
+    let started = Instant::now();
+    while let Some(message) = next(rx).await? {
         let chunk = match message {
             Message::Header { line, columns } => {
                 let mapping: Vec<String> = columns
@@ -474,29 +642,26 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                     }
                     eprintln!("columns: {}", mapping.join(", "));
                 });
-                if let Some(rejects) = &mut rejects {
+                if let Some(rejects) = rejects.as_mut() {
                     rejects.header(columns.headers())?;
                     rejects_header_written = true;
                 }
                 continue;
             }
-            Message::Rows(rows) => {
-                bar.set_length(rows);
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{spinner} [{elapsed_precise}] [{bar:40}] row {pos}/{len} {msg}",
-                    )?
-                    .progress_chars("=> "),
-                );
+            Message::Rows => {
+                bar.set_length(0);
+                bar.set_style(ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] row {pos} {msg}",
+                )?);
                 continue;
             }
             Message::Stop(stop) => {
                 bar.abandon();
-                return Err(stopped(stop, &tally));
+                return Err(stopped(stop, tally));
             }
             Message::Chunk(chunk) => chunk,
         };
-        if let Some(rejects) = &mut rejects {
+        if let Some(rejects) = rejects.as_mut() {
             if !rejects_header_written {
                 rejects.header(&["record".to_owned()])?;
                 rejects_header_written = true;
@@ -536,7 +701,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                     .shown
                     .push(format!("line {}: {}: {}", r.line, r.code, r.reason));
             }
-            if let Some(rejects) = &mut rejects {
+            if let Some(rejects) = rejects.as_mut() {
                 rejects.write(r)?;
             }
         }
@@ -544,51 +709,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         let rate = tally.committed() as f64 / started.elapsed().as_secs_f64();
         bar.set_message(format!("{} records, {rate:.0}/s", tally.committed()));
     }
-    bar.finish_and_clear();
-    let elapsed = started.elapsed().as_secs_f64();
-    let done = tally.committed();
-    if !super::json(false) {
-        println!(
-            "imported {done} records ({} created, {} replaced) in {elapsed:.2} s: {:.0} records/s",
-            tally.created,
-            tally.replaced,
-            done as f64 / elapsed.max(1e-9)
-        );
-    }
-    let written = rejects.map(RejectsFile::finish).transpose()?;
-    if super::json(false) {
-        super::print_json(&serde_json::json!({
-            "committed": done,
-            "created": tally.created,
-            "replaced": tally.replaced,
-            "rejected": tally.rejected,
-            "rejected_lines": tally.shown,
-            "rejects_file": written.as_ref().map(|(path, _)| path.display().to_string()),
-            "seconds": elapsed,
-        }))?;
-        return Ok(if tally.rejected == 0 {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
-    }
-    if tally.rejected == 0 {
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!("{} lines rejected:", tally.rejected);
-    for line in &tally.shown {
-        println!("  {line}");
-    }
-    if tally.rejected as usize > tally.shown.len() {
-        println!(
-            "  … and {} more",
-            tally.rejected as usize - tally.shown.len()
-        );
-    }
-    if let Some((path, n)) = written {
-        println!("{n} rejected lines written to {}", path.display());
-    }
-    Ok(ExitCode::FAILURE)
+    Ok(())
 }
 
 /// The reader thread's next message, waited for off the async threads.

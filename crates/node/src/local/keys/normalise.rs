@@ -59,9 +59,13 @@ pub enum NameBirthError {
     #[error("has no name before the |")]
     EmptyName,
     #[error(
-        "has no birth date written as 1950-11-25, 19501125, 1950.11.25, 1950/11/25 or 1950年11月25日"
+        "has no birth date written as 1950-11-25, 19501125, 1950.11.25, 1950/11/25, 1950年11月25日 or 一九五〇年十一月二十五日"
     )]
     DateForm,
+    #[error(
+        "has a birth year and month but no day: the key needs the whole date, as in 1950-11-25"
+    )]
+    NoDay,
     #[error("has no valid birth date: it must be a real date, not after today")]
     BirthDate,
 }
@@ -214,25 +218,38 @@ fn normalise_name_birth(s: &str) -> Result<String, NameBirthError> {
 /// A date in one of the spellings of [`KeyFormat::NameBirth`], after NFKC.
 /// By hand rather than with `time`'s format descriptions: there are five
 /// fixed spellings, one with CJK separators and an optional last one, and
-/// one function reads them all plainly.
+/// one function reads them all plainly. Before them: a time of day after
+/// the date is left out (a spreadsheet's date cell saved as text, as in
+/// `1950-11-25 00:00:00`), and a date in Chinese numerals
+/// (一九五〇年十一月二十五日) is read as its digits.
 fn parse_birth_date(s: &str) -> Result<Date, NameBirthError> {
-    let compact: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let s = without_time_of_day(s);
+    let arabic = chinese_numerals_as_digits(s);
+    let compact: String = arabic
+        .as_deref()
+        .unwrap_or(s)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
     let (year, month, day) = if compact.len() == 8 && compact.bytes().all(|b| b.is_ascii_digit()) {
         let b = compact.as_bytes();
         (&b[..4], &b[4..6], &b[6..])
     } else if let Some((y, rest)) = compact.split_once('年') {
         let (m, d) = rest.split_once('月').ok_or(NameBirthError::DateForm)?;
-        let d = d.strip_suffix('日').unwrap_or(d);
+        let d = d
+            .strip_suffix('日')
+            .or_else(|| d.strip_suffix('号'))
+            .unwrap_or(d);
         (y.as_bytes(), m.as_bytes(), d.as_bytes())
     } else {
         let sep = compact
             .chars()
             .find(|c| matches!(c, '-' | '.' | '/'))
-            .ok_or(NameBirthError::DateForm)?;
+            .ok_or_else(|| year_and_month_only(&compact))?;
         let mut parts = compact.split(sep);
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
             (Some(y), Some(m), Some(d), None) => (y.as_bytes(), m.as_bytes(), d.as_bytes()),
-            _ => return Err(NameBirthError::DateForm),
+            _ => return Err(year_and_month_only(&compact)),
         }
     };
     let digits = |part: &[u8], lengths: std::ops::RangeInclusive<usize>| {
@@ -243,14 +260,143 @@ fn parse_birth_date(s: &str) -> Result<Date, NameBirthError> {
         }
     };
     let year = digits(year, 4..=4)? as i32;
-    let month = digits(month, 1..=2)? as u8;
+    let month = digits(month, 1..=2)?;
+    if day.is_empty() {
+        return Err(NameBirthError::NoDay);
+    }
     let day = digits(day, 1..=2)? as u8;
-    let month = Month::try_from(month).map_err(|_| NameBirthError::BirthDate)?;
+    let month = Month::try_from(month as u8).map_err(|_| NameBirthError::BirthDate)?;
     let date = Date::from_calendar_date(year, month, day).map_err(|_| NameBirthError::BirthDate)?;
     if date > today_in_china() {
         return Err(NameBirthError::BirthDate);
     }
     Ok(date)
+}
+
+/// Why a date that is not one of the spellings is refused: a year and a
+/// month alone (1950-11, 1950.11, 195011: what a 出生年月 column often
+/// holds) are told apart from what cannot be read at all.
+fn year_and_month_only(compact: &str) -> NameBirthError {
+    let b = compact.as_bytes();
+    let digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+    let year_month = match compact.find(['-', '.', '/']) {
+        Some(at) => {
+            at == 4
+                && digits(&b[..4])
+                && (1..=2).contains(&b.len().saturating_sub(5))
+                && digits(&b[5..])
+        }
+        None => b.len() == 6 && digits(b),
+    };
+    if year_month {
+        NameBirthError::NoDay
+    } else {
+        NameBirthError::DateForm
+    }
+}
+
+/// `s` without a time of day after the date (`00:00:00`, `0:00`, after a
+/// space or a `T`); as it is if it has none.
+fn without_time_of_day(s: &str) -> &str {
+    let Some(colon) = s.find(':') else {
+        return s;
+    };
+    let Some(start) = s[..colon].rfind(|c: char| c.is_whitespace() || c == 'T') else {
+        return s;
+    };
+    let time = s[start..].trim_start_matches(|c: char| c.is_whitespace() || c == 'T');
+    // Hours, minutes, perhaps seconds (with a fraction), each in range.
+    let parts: Vec<&str> = time.split(':').collect();
+    let is_time = (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .zip([23, 59, 60])
+            .enumerate()
+            .all(|(i, (part, most))| {
+                let whole = match (i, part.split_once('.')) {
+                    (2, Some((whole, fraction)))
+                        if fraction.bytes().all(|b| b.is_ascii_digit()) =>
+                    {
+                        whole
+                    }
+                    _ => part,
+                };
+                (1..=2).contains(&whole.len())
+                    && whole.bytes().all(|b| b.is_ascii_digit())
+                    && digits_value(whole.as_bytes()) <= most
+            });
+    if is_time {
+        &s[..start]
+    } else {
+        s
+    }
+}
+
+/// The value of a Chinese numeral digit: 〇 (and its look-alike ○), 零,
+/// 一 … 九.
+fn chinese_digit(c: char) -> Option<u32> {
+    "〇一二三四五六七八九"
+        .chars()
+        .position(|d| d == c)
+        .or(match c {
+            '○' | '零' => Some(0),
+            _ => None,
+        })
+        .map(|d| d as u32)
+}
+
+/// `s` with its runs of Chinese numerals written in digits: a year digit
+/// by digit (一九五〇 1950), a month or day with 十 (十一 11, 二十五 25,
+/// 三十 30, 廿五 25); None when it has none.
+fn chinese_numerals_as_digits(s: &str) -> Option<String> {
+    let numeral = |c: char| c == '十' || chinese_digit(c).is_some();
+    if !s.chars().any(|c| numeral(c) || c == '廿' || c == '卅') {
+        return None;
+    }
+    // 廿 and 卅, as dates write twenty and thirty: 廿五 is 二十五.
+    let s = s.replace('廿', "二十").replace('卅', "三十");
+    let mut out = String::with_capacity(s.len());
+    let mut run: Vec<char> = Vec::new();
+    let flush = |run: &mut Vec<char>, out: &mut String| {
+        if run.is_empty() {
+            return;
+        }
+        match run.iter().position(|c| *c == '十') {
+            Some(ten) => {
+                let tens = match run[..ten] {
+                    [] => Some(1),
+                    [d] => chinese_digit(d),
+                    _ => None,
+                };
+                let units = match run[ten + 1..] {
+                    [] => Some(0),
+                    [d] => chinese_digit(d),
+                    _ => None,
+                };
+                match (tens, units) {
+                    (Some(t), Some(u)) => out.push_str(&(t * 10 + u).to_string()),
+                    // Not a number: left as it was, for the reader to refuse.
+                    _ => out.extend(run.iter()),
+                }
+            }
+            None => out.extend(
+                run.iter()
+                    .filter_map(|c| chinese_digit(*c))
+                    .map(|d| char::from_digit(d, 10).unwrap_or('?')),
+            ),
+        }
+        run.clear();
+    };
+    for c in s.chars() {
+        if numeral(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -369,6 +515,12 @@ mod tests {
             "张三|1950／11／25",
             "  张三 | 1950 年 11 月 25 日 ",
             "张三|1950 11 25",
+            "张三|1950-11-25 00:00:00",
+            "张三|1950/11/25 0:00",
+            "张三|1950-11-25T00:00:00.000",
+            "张三|1950年11月25号",
+            "张三|一九五〇年十一月二十五日",
+            "张三|一九五零年十一月廿五日",
         ] {
             assert_eq!(person(typed).as_deref(), Ok("张三|1950-11-25"), "{typed}");
         }
@@ -411,13 +563,18 @@ mod tests {
             (" |1950-11-25", EmptyName),
             ("张三|", DateForm),
             ("张三|50-11-25", DateForm),
-            ("张三|1950-11", DateForm),
+            ("张三|1950-11", NoDay),
+            ("张三|1950.11", NoDay),
+            ("张三|195011", NoDay),
+            ("张三|1950年11月", NoDay),
+            ("张三|一九五〇年十一月", NoDay),
+            ("张三|1950-11-25 25:00", DateForm),
+            ("张三|十九五〇年十一月二十五日", DateForm),
             ("张三|1950-11/25", DateForm),
             ("张三|1950年11-25", DateForm),
             ("张三|25.11.1950", DateForm),
             ("张三|1950-111-25", DateForm),
             ("张三|195011250", DateForm),
-            ("张三|一九五〇年十一月", DateForm),
             ("张三|1950-02-30", BirthDate),
             ("张三|1950-13-01", BirthDate),
             ("张三|1950-00-10", BirthDate),
