@@ -193,6 +193,7 @@ impl Node {
     /// Starts the background work (registration, replica sync, the audit
     /// log's anchoring), which ends when `stop` is cancelled.
     pub fn start(self: &Arc<Self>, stop: &CancellationToken) {
+        crate::requests::start(self, stop);
         self.cluster.start(
             self.domain.settings().kind,
             // What a member must share to join: the key types and the ID
@@ -203,7 +204,6 @@ impl Node {
             stop,
         );
         tokio::spawn(self.clone().anchor_audit_log(stop.clone()));
-        crate::requests::start(self, stop);
     }
 
     /// Checks the audit log's chain and, if the coordinator answers, that

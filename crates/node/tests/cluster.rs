@@ -788,12 +788,8 @@ impl Coordinator for Blinkered {
         self.inner.forget(name)
     }
 
-    fn publish_trust_entry<'a>(
-        &'a self,
-        name: &'a str,
-        entry: &'a xarchive_seal::ArchiveEntry,
-    ) -> BoxFuture<'a, Result<(), CoordError>> {
-        self.inner.publish_trust_entry(name, entry)
+    fn set_trust_entry(&self, entry: xarchive_seal::ArchiveEntry) {
+        self.inner.set_trust_entry(entry)
     }
 
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<xarchive_seal::ArchiveEntry>, CoordError>> {

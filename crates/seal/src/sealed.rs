@@ -101,9 +101,15 @@ impl Opened {
             .map_err(|_| SealError::Forged(self.key))
     }
 
-    /// The signature's bytes (what a verification code is derived from).
+    /// The signature's bytes (SM2: r‖s; for OpenSSL, `key::signature_der`).
     pub fn signature(&self) -> &[u8] {
         &self.sign1.signature
+    }
+
+    /// The bytes the signature is over (COSE's `Sig_structure`), for a
+    /// verifier of its own (`openssl pkeyutl -verify -rawin`).
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        self.sign1.tbs_data(b"")
     }
 }
 

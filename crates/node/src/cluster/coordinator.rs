@@ -372,14 +372,13 @@ pub trait Coordinator: Send + Sync + 'static {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>>;
 
-    /// Publishes `entry` as `name`'s in the cluster's trust list: its real
-    /// name, address and seal keys, sealed with the cluster secret as its
-    /// registration is. Kept after it leaves: what it sealed still checks.
-    fn publish_trust_entry<'a>(
-        &'a self,
-        name: &'a str,
-        entry: &'a ArchiveEntry,
-    ) -> BoxFuture<'a, Result<(), CoordError>>;
+    /// Sets this domain's entry in the cluster's trust list (its real
+    /// name, address and seal keys), published sealed with the cluster
+    /// secret as its registration is, before each registration: a peer
+    /// that finds the domain registered finds its keys. Called before
+    /// [`run`](Self::run). Kept after it leaves: what it sealed still
+    /// checks.
+    fn set_trust_entry(&self, entry: ArchiveEntry);
 
     /// Every domain's trust entry whose seal holds.
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>>;

@@ -165,13 +165,8 @@ impl Coordinator for InProcessCoordinator {
         async move { Ok(anchor) }.boxed()
     }
 
-    fn publish_trust_entry<'a>(
-        &'a self,
-        name: &'a str,
-        entry: &'a ArchiveEntry,
-    ) -> BoxFuture<'a, Result<(), CoordError>> {
-        self.hub.trust.lock().insert(name.to_owned(), entry.clone());
-        async { Ok(()) }.boxed()
+    fn set_trust_entry(&self, entry: ArchiveEntry) {
+        self.hub.trust.lock().insert(entry.domain.clone(), entry);
     }
 
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {

@@ -361,7 +361,7 @@ pub async fn deliver(
     responses((status = 200, description = "The review queue, oldest first", body = ReviewQueue))
 )]
 pub async fn reviews(State(node): State<Arc<Node>>) -> Result<Json<ReviewQueue>, ApiError> {
-    let reviews = blocking(&node, |node| Ok(node.review_queue()?)).await?;
+    let reviews = node.review_queue().await?;
     Ok(Json(ReviewQueue { reviews }))
 }
 

@@ -574,9 +574,11 @@ impl Node {
         Ok(self.check_view(&trust, &[verified]))
     }
 
-    /// The trust list, signed, as `GET /v1/trust-list` serves it.
+    /// The trust list, signed, as `GET /v1/trust-list` serves it: read
+    /// afresh (unless read within seconds), since it is saved for offline
+    /// checks and must not miss a key rotated or revoked since.
     pub async fn signed_trust_list(&self) -> Result<TrustListBody, RequestsError> {
-        Ok(self.trust_list(false).await?.signed.clone().into())
+        Ok(self.trust_list(true).await?.signed.clone().into())
     }
 }
 

@@ -5,6 +5,8 @@
 //! at each delivery, so that the receiving archive keeps nothing a party
 //! on the wire made or changed.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use xarchive_seal::statement::{sealed_title, sha256, AnswerStatement, CopyStatement};
 
@@ -14,6 +16,7 @@ use super::{
     base64, check_text, is_request_id, rfc3339, secs, unbase64, RequestsError, MAX_RECORDS,
 };
 use crate::local::audit::Requester;
+use crate::local::domain::DomainError;
 use crate::local::id::ArchiveId;
 use crate::local::record::{now_us, Record};
 use crate::local::requests::Side;
@@ -199,8 +202,16 @@ impl Node {
 
     /// The parts other archives sent here that wait for a reviewer, oldest
     /// first, each record with its title and whether the applicant is
-    /// among its persons.
-    pub fn review_queue(&self) -> Result<Vec<ReviewItem>, RequestsError> {
+    /// among its persons, each receiving archive by its name.
+    pub async fn review_queue(self: &Arc<Self>) -> Result<Vec<ReviewItem>, RequestsError> {
+        let _ = self.trust_list(false).await;
+        let node = self.clone();
+        tokio::task::spawn_blocking(move || node.review_queue_now())
+            .await
+            .map_err(DomainError::from)?
+    }
+
+    fn review_queue_now(&self) -> Result<Vec<ReviewItem>, RequestsError> {
         let policy = &self.config.requests;
         let hasher = self.auth.key_hasher();
         let mut queue = Vec::new();

@@ -111,10 +111,14 @@ pub enum RequestsError {
     Encode(#[source] serde_json::Error),
 }
 
-/// Starts the request flow's tasks, which end when `stop` is cancelled.
+/// Starts the request flow: this archive's keys handed to the
+/// coordinator (published before it registers), and the outbox, which
+/// ends when `stop` is cancelled. Called before the cluster starts.
 pub fn start(node: &std::sync::Arc<crate::node::Node>, stop: &tokio_util::sync::CancellationToken) {
+    node.cluster
+        .coordinator
+        .set_trust_entry(node.own_trust_entry());
     tokio::spawn(node.clone().run_outbox(stop.clone()));
-    tokio::spawn(node.clone().publish_trust_entry(stop.clone()));
 }
 
 fn rfc3339(us: u64) -> String {

@@ -294,7 +294,7 @@ impl Node {
                         }
                         Outcome::NotFound => not_found.push(id.to_string()),
                         Outcome::Unavailable { domains } => {
-                            return Err(RequestsError::Unavailable(self.names(&domains)))
+                            return Err(self.unavailable(&domains).await)
                         }
                         Outcome::NotReady { reason } => {
                             return Err(RequestsError::Unavailable(reason))
@@ -315,7 +315,7 @@ impl Node {
                 // leave the request without its part, and a "no records"
                 // unproven.
                 if !found.unreachable.is_empty() {
-                    return Err(RequestsError::Unavailable(self.names(&found.unreachable)));
+                    return Err(self.unavailable(&found.unreachable).await);
                 }
                 if let Some(why) = found.unconfirmed {
                     return Err(RequestsError::Unavailable(why));
@@ -365,6 +365,13 @@ impl Node {
         self.requests.outbox.notify_one();
         let trust = self.trust_list(false).await.ok();
         Ok(self.view(&request, trust.as_deref()))
+    }
+
+    /// The submission refused because `domains` could not be asked, named
+    /// as people know them (the trust list read first if it can be).
+    async fn unavailable(&self, domains: &[String]) -> RequestsError {
+        let _ = self.trust_list(false).await;
+        RequestsError::Unavailable(self.names(domains))
     }
 
     /// `domains` as people know them, for a message.

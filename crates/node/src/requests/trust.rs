@@ -1,6 +1,7 @@
 //! The trust list as a domain holds it: its own entry (its real name, its
-//! address and its seal's keys) published in the coordinator, sealed with
-//! the cluster secret as its registration is; every archive's entry read
+//! address and its seal's keys) published in the coordinator before each
+//! registration, sealed with the cluster secret as the registration is
+//! (`Coordinator::set_trust_entry`); every archive's entry read
 //! from there, signed with the cluster's anchor, kept for a minute, and
 //! saved in the data directory, so that copies and certificates are still
 //! checked while the coordinator cannot be read (and after a restart).
@@ -10,7 +11,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
 use xarchive_seal::{ArchiveEntry, SignedTrustList, TrustList};
 
 use super::state::{Trusted, MAX_AGE};
@@ -21,8 +21,6 @@ use crate::wire::ArchiveName;
 
 /// The least time between two reads forced by an unknown key.
 const MIN_FORCED_EVERY: Duration = Duration::from_secs(2);
-/// How often publishing this archive's entry is tried until it is.
-const PUBLISH_RETRY: Duration = Duration::from_secs(1);
 
 impl Node {
     /// This archive as the trust list publishes it.
@@ -45,28 +43,6 @@ impl Node {
             format!("{}/", self.cluster.address.trim_end_matches('/'))
         } else {
             url.clone()
-        }
-    }
-
-    /// Publishes this archive's entry, trying again until it is, then
-    /// ends: the entry changes only with the configuration and the keys,
-    /// both read at start.
-    pub(super) async fn publish_trust_entry(self: Arc<Self>, stop: CancellationToken) {
-        let entry = self.own_trust_entry();
-        loop {
-            match self
-                .cluster
-                .coordinator
-                .publish_trust_entry(&self.cluster.me, &entry)
-                .await
-            {
-                Ok(()) => return,
-                Err(e) => tracing::debug!(error = %e, "this archive's keys are not published yet"),
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(PUBLISH_RETRY) => {}
-                _ = stop.cancelled() => return,
-            }
         }
     }
 

@@ -72,6 +72,8 @@ pub struct ZooKeeperCoordinator {
     /// The ledger's entries as last admitted, so a read checks again only
     /// those written since.
     admitted: Admitted,
+    /// This domain's trust entry, published before each registration.
+    trust_entry: Mutex<Option<ArchiveEntry>>,
 }
 
 /// How often a disconnected session checks whether ZooKeeper accepts
@@ -224,6 +226,7 @@ impl ZooKeeperCoordinator {
             client: Mutex::new(None),
             ledger: Mutex::new(None),
             admitted: Admitted::default(),
+            trust_entry: Mutex::new(None),
         })
     }
 
@@ -462,6 +465,34 @@ impl ZooKeeperCoordinator {
             fields.insert("proof".into(), proof.into());
         }
         serde_json::to_vec(&json).map_err(unencodable)
+    }
+
+    /// Writes this domain's trust entry (sealed) in the cluster's `seals/`
+    /// folder, if one is set: before registering, so that whoever finds
+    /// the domain registered finds its keys.
+    async fn put_trust_entry(&self, client: &zk::Client, name: &str) -> Result<(), CoordError> {
+        let Some(entry) = self.trust_entry.lock().clone() else {
+            return Ok(());
+        };
+        let path = format!("{}/{name}", self.trust_folder());
+        let data = self.sealed(name, &entry)?;
+        match client.set_data(&path, &data, None).await {
+            Ok(_) => Ok(()),
+            Err(zk::Error::NoNode) => match client
+                .create(&path, &data, &self.options(zk::CreateMode::Persistent))
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Created meanwhile by an earlier session of this domain.
+                Err(zk::Error::NodeExists) => client
+                    .set_data(&path, &data, None)
+                    .await
+                    .map(drop)
+                    .map_err(failed),
+                Err(e) => Err(failed(e)),
+            },
+            Err(e) => Err(failed(e)),
+        }
     }
 
     /// Refuses a cluster folder whose ACL is not the cluster's: with a
@@ -858,6 +889,7 @@ impl ZooKeeperCoordinator {
         let Members { members, groups } = self.read_members(&client).await?;
         refuse_to_join(&members, name, &member.keys)?;
         self.leave_other_groups(&client, name, &groups).await?;
+        self.put_trust_entry(&client, name).await?;
         self.register(&client, name, &own, member, &self.sealed(name, member)?)
             .await?;
         self.published.send_replace(Some(position));
@@ -1170,29 +1202,8 @@ impl Coordinator for ZooKeeperCoordinator {
         .boxed()
     }
 
-    fn publish_trust_entry<'a>(
-        &'a self,
-        name: &'a str,
-        entry: &'a ArchiveEntry,
-    ) -> BoxFuture<'a, Result<(), CoordError>> {
-        let client = self.client.lock().clone();
-        let path = format!("{}/{name}", self.trust_folder());
-        async move {
-            let client = client.ok_or(CoordError::NoSession)?;
-            let data = self.sealed(name, entry)?;
-            match client.set_data(&path, &data, None).await {
-                Ok(_) => Ok(()),
-                Err(zk::Error::NoNode) => match client
-                    .create(&path, &data, &self.options(zk::CreateMode::Persistent))
-                    .await
-                {
-                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                    Err(e) => Err(failed(e)),
-                },
-                Err(e) => Err(failed(e)),
-            }
-        }
-        .boxed()
+    fn set_trust_entry(&self, entry: ArchiveEntry) {
+        *self.trust_entry.lock() = Some(entry);
     }
 
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {
