@@ -57,7 +57,7 @@ async function refreshCluster() {
     return;
   }
   if (answer.status !== 200 || !answer.body || !Array.isArray(answer.body.domains)) {
-    state.clusterError = `The cluster view could not be read (HTTP ${answer.status}).`;
+    state.clusterError = `The cluster view could not be read (HTTP ${answer.status}). 无法读取集群视图（HTTP ${answer.status}）。`;
     return;
   }
   state.clusterError = null;
@@ -169,12 +169,12 @@ export function refreshFilter(d, timeout = TIMEOUT_MS) {
 }
 
 function filterProblem(name, e) {
-  const what = `Domain ${name}'s filter could not be loaded`;
+  const what = `Domain ${name}'s filter could not be loaded (档案域 ${name} 的过滤器无法加载)`;
   if (e instanceof FilterFormatError) {
-    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message})`;
+    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message}; 数据损坏或格式未知)`;
   }
-  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached`;
-  if (e && e.name === 'AbortError') return `${what}: no answer in time`;
+  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached (无法连接该档案域)`;
+  if (e && e.name === 'AbortError') return `${what}: no answer in time (未及时应答)`;
   return `${what}: ${e && e.message ? e.message : e}`;
 }
 
@@ -228,7 +228,7 @@ export function renderCluster() {
     const status = h('div', {},
       up ? h('span', { class: 'pill up' }, '在线 up') : h('span', { class: 'pill down' }, '离线 down'),
       kind ? h('div', { class: 'muted tiny' }, kind === 'cuckoo' ? 'cuckoo filter' : 'counting Bloom') : null);
-    const selfNote = d.self ? h('div', { class: 'tiny self' }, 'serves this page') : null;
+    const selfNote = d.self ? h('div', { class: 'tiny self' }, 'serves this page 本页所在') : null;
     let lag;
     if (d.self) lag = h('span', { class: 'muted' }, '—');
     else if (info.lag === 0 && info.current) lag = h('span', { class: 'ok' }, '0 · 最新 current');
@@ -287,7 +287,7 @@ export function renderCluster() {
   if (select.dataset.key !== key) {
     const chosen = select.value || served;
     select.replaceChildren(...domains.map((d) =>
-      h('option', { value: d.name, selected: d.name === chosen }, `${d.name}${d.self ? ' (this page’s domain)' : ''}`)));
+      h('option', { value: d.name, selected: d.name === chosen }, `${d.name}${d.self ? ' (this page’s domain 本页所在档案域)' : ''}`)));
     select.dataset.key = key;
   }
 }

@@ -8,10 +8,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use unicode_width::UnicodeWidthStr;
 use xarchive::failure::Usage;
 use xarchive_node::wire::{Answer, Decision, HoldingView, RequestView, ReviewItem};
 
+use super::table::{print_table, row};
 use super::ServerArgs;
 
 /// Where the applicant's identity number is read from, said once for the
@@ -218,7 +218,7 @@ pub async fn certificate(command: CertificateCommand) -> anyhow::Result<ExitCode
         super::print_json(&check)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("valid: the copy under code {} checks", check.code);
+    xarchive::outln!("valid: the copy under code {} checks", check.code);
     let mut rows = vec![
         ["holding archive", check.holding.as_str()],
         ["issued by", check.receiving.as_str()],
@@ -232,7 +232,7 @@ pub async fn certificate(command: CertificateCommand) -> anyhow::Result<ExitCode
     }
     rows.push(["checked by", check.checked_by.as_str()]);
     for [name, value] in rows {
-        println!("  {name:<16} {value}");
+        xarchive::outln!("  {name:<16} {value}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -282,7 +282,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     print_table(&rows);
-    eprintln!("{} requests", list.requests.len());
+    xarchive::errln!("{} requests", list.requests.len());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -321,8 +321,9 @@ fn identity_number(file: Option<&Path>) -> anyhow::Result<String> {
         None => {
             let stdin = std::io::stdin();
             if stdin.is_terminal() {
-                eprint!("applicant's identity number: ");
-                std::io::stderr().flush()?;
+                let mut prompt = std::io::stderr();
+                write!(prompt, "applicant's identity number: ")?;
+                prompt.flush()?;
             }
             let mut line = String::new();
             stdin.lock().read_line(&mut line).map_err(|e| {
@@ -361,13 +362,13 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
         super::print_json(view)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("request {}: {}", view.id, status(&view.status));
-    println!(
+    xarchive::outln!("request {}: {}", view.id, status(&view.status));
+    xarchive::outln!(
         "  applicant {}, for {}; submitted {} by {}",
         view.applicant_name, view.purpose, view.submitted_at, view.clerk
     );
     if let Some(at) = &view.certified_at {
-        println!("  certificate issued {at}");
+        xarchive::outln!("  certificate issued {at}");
     }
     let mut rows = vec![row(["HOLDING", "STATE", "RECORDS", "NOTE"])];
     for h in &view.holdings {
@@ -387,11 +388,11 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
     }
     print_table(&rows);
     if !view.not_found.is_empty() {
-        println!("  held by no archive: {}", view.not_found.join(", "));
+        xarchive::outln!("  held by no archive: {}", view.not_found.join(", "));
     }
     let copies: Vec<_> = view.holdings.iter().flat_map(|h| &h.copies).collect();
     if !copies.is_empty() {
-        println!("copies:");
+        xarchive::outln!("copies:");
         let mut rows = vec![row([
             "HOLDING",
             "ARCHIVE NUMBER",
@@ -416,14 +417,14 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
 /// The certificate as the applicant takes it away: each copy with the
 /// archive holding it and the code that checks it.
 fn print_certificate(view: &RequestView) {
-    println!("CERTIFICATE OF ARCHIVE RECORDS (跨馆出证)");
-    println!("  request      {}", view.id);
-    println!("  applicant    {}", view.applicant_name);
-    println!("  purpose      {}", view.purpose);
+    xarchive::outln!("CERTIFICATE OF ARCHIVE RECORDS (跨馆出证)");
+    xarchive::outln!("  request      {}", view.id);
+    xarchive::outln!("  applicant    {}", view.applicant_name);
+    xarchive::outln!("  purpose      {}", view.purpose);
     if let Some(at) = &view.certified_at {
-        println!("  issued       {at} by {}", view.clerk);
+        xarchive::outln!("  issued       {at} by {}", view.clerk);
     }
-    println!();
+    xarchive::outln!();
     let mut rows = vec![row([
         "HOLDING ARCHIVE",
         "ARCHIVE NUMBER",
@@ -449,7 +450,7 @@ fn print_certificate(view: &RequestView) {
         .filter(|h| h.copies.is_empty())
         .collect();
     for h in refused {
-        println!(
+        xarchive::outln!(
             "  {} released no copy{}",
             h.domain,
             h.reason
@@ -458,8 +459,8 @@ fn print_certificate(view: &RequestView) {
                 .unwrap_or_default()
         );
     }
-    println!();
-    println!("Check a code at either archive: xarchive certificate check CODE");
+    xarchive::outln!();
+    xarchive::outln!("Check a code at either archive: xarchive certificate check CODE");
 }
 
 fn print_reviews(reviews: &[ReviewItem]) {
@@ -484,49 +485,19 @@ fn print_reviews(reviews: &[ReviewItem]) {
         ]);
     }
     print_table(&rows);
-    eprintln!("{} waiting for review", reviews.len());
+    xarchive::errln!("{} waiting for review", reviews.len());
 }
 
 fn print_answer(receiving: &str, request: &str, answer: &Answer) {
     let state = status(&answer.state).replace('_', " ");
-    println!(
+    xarchive::outln!(
         "request {request} from {receiving}: {state}, {} copies",
         answer.copies.len()
     );
     if let Some(reason) = &answer.reason {
-        println!("  reason: {reason}");
+        xarchive::outln!("  reason: {reason}");
     }
     if !answer.missing.is_empty() {
-        println!("  not held here: {}", answer.missing.join(", "));
-    }
-}
-
-fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
-    cells.map(str::to_owned).to_vec()
-}
-
-/// Prints `rows` in columns, padded by display width (a Chinese character
-/// takes two columns).
-fn print_table(rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = Vec::new();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            let w = UnicodeWidthStr::width(cell.as_str());
-            match widths.get_mut(i) {
-                Some(max) => *max = (*max).max(w),
-                None => widths.push(w),
-            }
-        }
-    }
-    for row in rows {
-        let mut line = String::from("  ");
-        for (i, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if i + 1 < row.len() {
-                let pad = widths[i] - UnicodeWidthStr::width(cell.as_str()) + 2;
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        println!("{}", line.trim_end());
+        xarchive::outln!("  not held here: {}", answer.missing.join(", "));
     }
 }

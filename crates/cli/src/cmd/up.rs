@@ -121,9 +121,15 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
         "A search by identity number, finding {}'s records in {found_in} domain(s):",
         person["name_birth"].as_str().unwrap_or_default()
     )?;
+    // The identity number on standard input, as README says: never an
+    // argument, which every user of the machine sees (`ps`).
     writeln!(
         out,
-        "  xarchive search --key id_card={} --server {first}",
+        "  xarchive search --key id_card=- --server {first}"
+    )?;
+    writeln!(
+        out,
+        "  and give it the sample identity number on standard input: {}",
         person["id_card"].as_str().unwrap_or_default()
     )?;
     writeln!(out, "The cluster: curl {first}/v1/cluster")?;
