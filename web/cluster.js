@@ -223,10 +223,13 @@ export function renderCluster() {
     const info = d.info || {};
     const stats = d.stats;
     const filterStats = stats?.filter;
-    const up = info.up !== false && !d.statsError;
+    // `reachable`: it answered the serving domain's probe during the last
+    // read of /v1/cluster (never an older answer).
+    const up = info.up !== false && info.reachable !== false && !d.statsError;
     const kind = info.kind ?? filterStats?.kind;
     const status = h('div', {},
       up ? h('span', { class: 'pill up' }, '在线 up') : h('span', { class: 'pill down' }, '离线 down'),
+      info.up !== false && info.reachable === false ? h('div', { class: 'tiny warn' }, '无应答 not answering') : null,
       kind ? h('div', { class: 'muted tiny' }, kind === 'cuckoo' ? 'cuckoo filter' : 'counting Bloom') : null);
     const selfNote = d.self ? h('div', { class: 'tiny self' }, 'serves this page 本页所在') : null;
     let lag;

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -196,6 +197,31 @@ export async function seeText(page, locator, patterns, timeout = STEP_MS) {
     }
     await sleep(100);
   }
+}
+
+/** axe-core's rules of WCAG 2.0 and 2.1, levels A and AA. */
+const WCAG_21_AA = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+
+/**
+ * What axe-core (the version web/e2e/package.json pins) finds against
+ * WCAG 2.1 AA on the page as it is now: its violations, each as
+ * "rule: what (the elements)".
+ */
+export async function accessibilityViolations(page) {
+  const script = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.addScriptTag({ path: script });
+  const found = await page.evaluate(
+    (tags) => window.axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] }),
+    WCAG_21_AA,
+  );
+  return found.violations.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join('; ')})`);
+}
+
+/** Elements wider than what shows them: `selector (scroll width > client width)`, for those whose content is cut or scrolls sideways. */
+export async function overflowing(page, selectors) {
+  return page.evaluate((list) => list.flatMap((selector) => [...document.querySelectorAll(selector)]
+    .filter((e) => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+    .map((e) => `${selector} (${e.scrollWidth} > ${e.clientWidth})`)), selectors);
 }
 
 /** The URLs of the requests the page sends while `work` runs, those `keep` keeps. */

@@ -159,7 +159,7 @@ pub async fn request(command: RequestCommand) -> anyhow::Result<ExitCode> {
             if super::json(args.json) {
                 super::print_json(&view)?;
             } else {
-                print_certificate(&view);
+                print_certificate(&view)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -173,7 +173,7 @@ pub async fn review(command: ReviewCommand) -> anyhow::Result<ExitCode> {
             if super::json(args.json) {
                 super::print_json(&queue)?;
             } else {
-                print_reviews(&queue.reviews);
+                print_reviews(&queue.reviews)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -281,7 +281,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
             holdings,
         ]);
     }
-    print_table(&rows);
+    print_table(&rows)?;
     xarchive::errln!("{} requests", list.requests.len());
     Ok(ExitCode::SUCCESS)
 }
@@ -300,7 +300,7 @@ async fn decide(
     if super::json(json) {
         super::print_json(&answer)?;
     } else {
-        print_answer(receiving, request, &answer);
+        print_answer(receiving, request, &answer)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -386,7 +386,7 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
             note.join("; "),
         ]);
     }
-    print_table(&rows);
+    print_table(&rows)?;
     if !view.not_found.is_empty() {
         xarchive::outln!("  held by no archive: {}", view.not_found.join(", "));
     }
@@ -409,14 +409,14 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
                 c.code.clone(),
             ]);
         }
-        print_table(&rows);
+        print_table(&rows)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The certificate as the applicant takes it away: each copy with the
 /// archive holding it and the code that checks it.
-fn print_certificate(view: &RequestView) {
+fn print_certificate(view: &RequestView) -> anyhow::Result<()> {
     xarchive::outln!("CERTIFICATE OF ARCHIVE RECORDS (跨馆出证)");
     xarchive::outln!("  request      {}", view.id);
     xarchive::outln!("  applicant    {}", view.applicant_name);
@@ -443,7 +443,7 @@ fn print_certificate(view: &RequestView) {
             c.code.clone(),
         ]);
     }
-    print_table(&rows);
+    print_table(&rows)?;
     let refused: Vec<&HoldingView> = view
         .holdings
         .iter()
@@ -461,9 +461,10 @@ fn print_certificate(view: &RequestView) {
     }
     xarchive::outln!();
     xarchive::outln!("Check a code at either archive: xarchive certificate check CODE");
+    Ok(())
 }
 
-fn print_reviews(reviews: &[ReviewItem]) {
+fn print_reviews(reviews: &[ReviewItem]) -> anyhow::Result<()> {
     let mut rows = vec![row([
         "RECEIVING",
         "REQUEST",
@@ -484,11 +485,12 @@ fn print_reviews(reviews: &[ReviewItem]) {
             r.reason.clone(),
         ]);
     }
-    print_table(&rows);
+    print_table(&rows)?;
     xarchive::errln!("{} waiting for review", reviews.len());
+    Ok(())
 }
 
-fn print_answer(receiving: &str, request: &str, answer: &Answer) {
+fn print_answer(receiving: &str, request: &str, answer: &Answer) -> anyhow::Result<()> {
     let state = status(&answer.state).replace('_', " ");
     xarchive::outln!(
         "request {request} from {receiving}: {state}, {} copies",
@@ -500,4 +502,5 @@ fn print_answer(receiving: &str, request: &str, answer: &Answer) {
     if !answer.missing.is_empty() {
         xarchive::outln!("  not held here: {}", answer.missing.join(", "));
     }
+    Ok(())
 }

@@ -118,7 +118,7 @@ fn role() -> impl clap::builder::TypedValueParser<Value = Role> {
 pub struct CreateArgs {
     /// What the token may do: every role reads; each other permission
     /// belongs to one role.
-    #[arg(long, value_parser = role)]
+    #[arg(long, value_parser = role())]
     role: Role,
     /// A name for the token, shown in logs and metrics.
     #[arg(long, default_value = "client")]

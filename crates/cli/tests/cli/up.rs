@@ -36,6 +36,7 @@ fn run_up_with(
         .unwrap();
     let mut printed = String::new();
     let mut lookup = None;
+    let (mut search, mut identity) = (None, None);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     for line in lines.by_ref() {
         let line = line.unwrap();
@@ -43,6 +44,12 @@ fn run_up_with(
         printed.push('\n');
         if let Some(cmd) = line.trim().strip_prefix("xarchive lookup ") {
             lookup = Some(cmd.to_owned());
+        }
+        if let Some(cmd) = line.trim().strip_prefix("xarchive search ") {
+            search = Some(cmd.to_owned());
+        }
+        if let Some(number) = line.split("on standard input: ").nth(1) {
+            identity = Some(number.trim().to_owned());
         }
         if line.starts_with("Ctrl-C stops") {
             break;
@@ -64,6 +71,26 @@ fn run_up_with(
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("found in domain C"), "{err}");
+    // The search as printed: the identity number on standard input, as
+    // README says, never an argument.
+    let search = search.unwrap_or_else(|| panic!("no search command printed:\n{printed}"));
+    let identity = identity.unwrap_or_else(|| panic!("no identity number printed:\n{printed}"));
+    assert!(
+        search.starts_with("--key id_card=- --server ") && !search.contains(&identity),
+        "{search}"
+    );
+    let out = crate::common::run(
+        &["search", "--key", "id_card=-"],
+        server,
+        None,
+        Some(identity.as_bytes()),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(" records in "),
+        "{}",
+        text(&out)
+    );
     while_up(server);
 
     Command::new("kill")

@@ -452,10 +452,14 @@ impl Cluster {
     ) -> HashMap<String, Result<u64, String>> {
         use futures::StreamExt;
         let timeout = Duration::from_millis(self.config.probe_timeout_ms);
-        futures::stream::iter(peers)
-            .map(|peer| async move {
+        // Futures made first, so that the stream holds no closure over a
+        // borrowed peer (which would not be Send for any lifetime).
+        let probes: Vec<_> = peers
+            .iter()
+            .map(|peer| (peer.name.clone(), peer.address.clone()))
+            .map(|(name, address)| async move {
                 let started = std::time::Instant::now();
-                let answer = match self.peer_client(&peer.address) {
+                let answer = match self.peer_client(&address) {
                     Ok(client) => client.healthz(timeout).await,
                     Err(e) => Err(e),
                 };
@@ -476,8 +480,10 @@ impl Cluster {
                         }
                         _ => e.to_string(),
                     });
-                (peer.name.clone(), answer)
+                (name, answer)
             })
+            .collect();
+        futures::stream::iter(probes)
             .buffer_unordered(PROBES_AT_ONCE)
             .collect()
             .await
