@@ -169,13 +169,14 @@ export function refreshFilter(d, timeout = TIMEOUT_MS) {
 }
 
 function filterProblem(name, e) {
-  const what = `Domain ${name}'s filter could not be loaded (档案域 ${name} 的过滤器无法加载)`;
+  const what = `Domain ${name}'s filter could not be loaded`; // i18n: part of the sentences below, each translated
+  const zh = `档案域 ${name} 的过滤器无法加载`;
   if (e instanceof FilterFormatError) {
-    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message}; 数据损坏或格式未知)`;
+    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message}) (${zh}：数据损坏或格式未知)`;
   }
-  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached (无法连接该档案域)`;
-  if (e && e.name === 'AbortError') return `${what}: no answer in time (未及时应答)`;
-  return `${what}: ${e && e.message ? e.message : e}`;
+  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached (${zh}：无法连接该档案域)`;
+  if (e && e.name === 'AbortError') return `${what}: no answer in time (${zh}：未及时应答)`;
+  return `${what}: ${e && e.message ? e.message : e} (${zh})`;
 }
 
 /**
@@ -261,12 +262,14 @@ export function renderCluster() {
     return [
       h('tr', { 'data-domain': d.name, class: up ? '' : 'is-down' },
         h('th', { scope: 'row' }, h('div', { class: 'domain-name' }, d.name), h('div', { class: 'muted tiny' }, d.address), selfNote),
-        h('td', {}, status),
-        h('td', { class: 'num' }, stats ? formatCount(stats.records) : '—'),
-        h('td', { class: 'num' }, filterStats ? formatPercent(filterStats.fill_ratio) : '—'),
-        h('td', { class: 'num' }, filterStats ? formatRate(filterStats.estimated_fpr) : '—'),
-        h('td', {}, lag),
-        h('td', {}, copy)),
+        // `data-label`: the column's name, shown beside the cell where a
+        // narrow screen lays each domain out as a card (style.css).
+        h('td', { 'data-label': '状态 Status' }, status),
+        h('td', { class: 'num', 'data-label': '记录 Records' }, stats ? formatCount(stats.records) : '—'),
+        h('td', { class: 'num', 'data-label': '填充率 Fill ratio' }, filterStats ? formatPercent(filterStats.fill_ratio) : '—'),
+        h('td', { class: 'num', 'data-label': '估计误判率 Est. false positives' }, filterStats ? formatRate(filterStats.estimated_fpr) : '—'),
+        h('td', { 'data-label': '副本滞后 Replica lag' }, lag),
+        h('td', { 'data-label': '浏览器中的过滤器 Filter in this browser' }, copy)),
       problem ? h('tr', { class: 'problem' }, h('td', { colspan: '7' }, problem)) : null,
     ];
   });

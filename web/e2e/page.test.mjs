@@ -309,7 +309,7 @@ test('a person is found in every domain holding their records by identity number
   await shot('page-person');
 });
 
-test('on a phone (390 px wide) the page does not scroll sideways; its tables scroll within themselves', async () => {
+test('on a phone (390 px wide) the page does not scroll sideways', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   try {
     await page.goto(`http://127.0.0.1:${server.port}/`);
