@@ -28,8 +28,7 @@ pub struct ManArgs {
 pub fn run(args: ManArgs) -> anyhow::Result<ExitCode> {
     let pages = pages()?;
     if let Some(dir) = &args.dir {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         for (name, page) in &pages {
             let path = dir.join(format!("{name}.1"));
             std::fs::write(&path, page)

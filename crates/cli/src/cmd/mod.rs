@@ -97,8 +97,9 @@ fn archive_id(text: &str) -> Result<String, String> {
 /// missing), nothing after the path but `/` or `/v1`.
 fn server_address(text: &str) -> Result<String, String> {
     let base = base_address(text);
-    let url = url::Url::parse(&base)
-        .map_err(|e| format!("not an address ({e}): give http://host:port, https://host:port or host:port"))?;
+    let url = url::Url::parse(&base).map_err(|e| {
+        format!("not an address ({e}): give http://host:port, https://host:port or host:port")
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
             "the scheme {:?} is neither http nor https",

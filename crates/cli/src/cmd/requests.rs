@@ -365,7 +365,10 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
     xarchive::outln!("request {}: {}", view.id, status(&view.status));
     xarchive::outln!(
         "  applicant {}, for {}; submitted {} by {}",
-        view.applicant_name, view.purpose, view.submitted_at, view.clerk
+        view.applicant_name,
+        view.purpose,
+        view.submitted_at,
+        view.clerk
     );
     if let Some(at) = &view.certified_at {
         xarchive::outln!("  certificate issued {at}");

@@ -122,7 +122,8 @@ async fn verify(json: bool, server: ServerArgs) -> anyhow::Result<ExitCode> {
     } else {
         xarchive::outln!(
             "{} entries, last hash {}",
-            found.head.entries, found.head.hash
+            found.head.entries,
+            found.head.hash
         );
         match (&found.anchor, &found.unanchored) {
             (Some(a), _) => xarchive::outln!("anchored: {} entries, hash {}", a.entries, a.hash),

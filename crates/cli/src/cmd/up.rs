@@ -147,10 +147,7 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
     )?;
     // The identity number on standard input, as README says: never an
     // argument, which every user of the machine sees (`ps`).
-    writeln!(
-        out,
-        "  xarchive search --key id_card=- --server {first}"
-    )?;
+    writeln!(out, "  xarchive search --key id_card=- --server {first}")?;
     writeln!(
         out,
         "  and give it the sample identity number on standard input: {}",

@@ -239,10 +239,8 @@ async fn a_domain_killed_with_kill_9_is_not_reachable_in_the_next_cluster_view()
         assert!(c.probe_error.is_some() && c.probe_ms.is_none(), "{c:?}");
         assert!(view.get("B").unwrap().reachable, "{view:?}");
         // The command line says the same, as JSON and as a table.
-        let out = crate::common::xarchive(
-            &["--output", "json", "cluster"],
-            &cluster.domains[0].url,
-        );
+        let out =
+            crate::common::xarchive(&["--output", "json", "cluster"], &cluster.domains[0].url);
         let printed: xarchive_node::wire::ClusterView = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", crate::common::text(&out)));
         assert!(!printed.get("C").unwrap().reachable);

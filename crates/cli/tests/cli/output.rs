@@ -65,7 +65,12 @@ fn with_output_json_every_subcommand_prints_one_document_and_its_failures_an_err
     assert!(ok(&["cluster"])["domains"].is_array());
     failed(&["rm", "absent"], url, 3, "not_found");
     failed(&["get", "absent"], url, 3, "not_found");
-    failed(&["put", "J-2", "--title", "t", "--metadata", "[1]"], url, 1, "error");
+    failed(
+        &["put", "J-2", "--title", "t", "--metadata", "[1]"],
+        url,
+        1,
+        "error",
+    );
     failed(&["get", "."], url, 2, "usage");
     failed(&["cluster", "forget", "B"], url, 1, "error");
 
@@ -106,7 +111,12 @@ fn with_output_json_every_subcommand_prints_one_document_and_its_failures_an_err
     assert!(ok(&["request", "list"])["requests"].is_array());
     assert!(ok(&["review", "list"])["reviews"].is_array());
     failed(&["request", "show", "absent"], url, 3, "request_not_found");
-    failed(&["request", "certify", "absent"], url, 3, "request_not_found");
+    failed(
+        &["request", "certify", "absent"],
+        url,
+        3,
+        "request_not_found",
+    );
     failed(
         &["review", "approve", "B", "absent"],
         url,
@@ -142,12 +152,28 @@ fn with_output_json_every_subcommand_prints_one_document_and_its_failures_an_err
         "token", "create", "--role", "reviewer", "--name", "r", "--config", &config,
     ]);
     assert!(made["token"].as_str().unwrap().starts_with("xa_"));
-    assert_eq!(ok(&["token", "list", "--config", &config])[0]["role"], "reviewer");
-    assert_eq!(ok(&["token", "revoke", "r", "--config", &config])["revoked"], "r");
-    failed(&["token", "revoke", "r", "--config", &config], url, 1, "error");
+    assert_eq!(
+        ok(&["token", "list", "--config", &config])[0]["role"],
+        "reviewer"
+    );
+    assert_eq!(
+        ok(&["token", "revoke", "r", "--config", &config])["revoked"],
+        "r"
+    );
+    failed(
+        &["token", "revoke", "r", "--config", &config],
+        url,
+        1,
+        "error",
+    );
 
     // Serving: a configuration that cannot be used is told the same way.
-    failed(&["serve", "--config", &path("absent.toml")], url, 1, "error");
+    failed(
+        &["serve", "--config", &path("absent.toml")],
+        url,
+        1,
+        "error",
+    );
     failed(&["up", "--domains", "0"], url, 1, "error");
 
     // Nobody there, and a flag clap refuses.

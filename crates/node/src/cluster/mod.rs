@@ -446,10 +446,7 @@ impl Cluster {
 
     /// Asks each of `peers` whether it answers now: its round trip in
     /// milliseconds, or why not. At most [`PROBES_AT_ONCE`] in flight.
-    async fn probe(
-        &self,
-        peers: &[replicas::PeerInfo],
-    ) -> HashMap<String, Result<u64, String>> {
+    async fn probe(&self, peers: &[replicas::PeerInfo]) -> HashMap<String, Result<u64, String>> {
         use futures::StreamExt;
         let timeout = Duration::from_millis(self.config.probe_timeout_ms);
         // Futures made first, so that the stream holds no closure over a

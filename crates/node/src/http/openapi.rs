@@ -205,7 +205,11 @@ fn state_constraints(doc: &mut serde_json::Value) {
         }
         schema
     };
-    let parameter = |doc: &mut serde_json::Value, path: &str, method: &str, name: &str, schema: &serde_json::Value| {
+    let parameter = |doc: &mut serde_json::Value,
+                     path: &str,
+                     method: &str,
+                     name: &str,
+                     schema: &serde_json::Value| {
         if let Some(list) = doc["paths"][path][method]["parameters"].as_array_mut() {
             for p in list.iter_mut().filter(|p| p["name"] == name) {
                 p["schema"] = schema.clone();
@@ -224,28 +228,58 @@ fn state_constraints(doc: &mut serde_json::Value) {
     }
     // Rust's u64 (and usize): what a query's number may be at most.
     let unsigned = |description: &str| json!({"type": "integer", "minimum": 0u64, "maximum": u64::MAX, "description": description});
-    parameter(doc, "/v1/audit", "get", "limit", &unsigned("At most this many entries, 1 to 1000 (0 is taken as 1, more as 1000)"));
+    parameter(
+        doc,
+        "/v1/audit",
+        "get",
+        "limit",
+        &unsigned("At most this many entries, 1 to 1000 (0 is taken as 1, more as 1000)"),
+    );
     for (path, names) in [
         ("/v1/filter/delta", &["epoch", "since"][..]),
         ("/v1/filter/keys/delta", &["epoch", "since"]),
         ("/v1/relay", &["relay", "from"]),
     ] {
         for name in names {
-            parameter(doc, path, "get", name, &unsigned("An unsigned 64-bit number"));
+            parameter(
+                doc,
+                path,
+                "get",
+                name,
+                &unsigned("An unsigned 64-bit number"),
+            );
         }
     }
-    parameter(doc, "/v1/archives", "get", "limit", &json!({"type": "integer", "minimum": 1, "maximum": 10000, "description": "IDs per page, 1 to 10 000 (default 1000)"}));
-    parameter(doc, "/v1/audit", "get", "since", &json!({
-        "description": "Entries from this time on: an RFC 3339 time, or microseconds since the Unix epoch (what `next` gives)",
-        "oneOf": [
-            {"type": "string", "format": "date-time"},
-            {"type": "string", "pattern": "^\\+?[0-9]{1,19}$"}
-        ]
-    }));
-    parameter(doc, "/v1/certificates/{code}", "get", "code", &json!({
-        "type": "string", "pattern": "^[- ]*(?:[0-9A-Fa-f][- ]*){20}$",
-        "description": "A verification code: 20 hex digits, as printed (XXXX-XXXX-XXXX-XXXX-XXXX; dashes and spaces are left out, case does not matter)"
-    }));
+    parameter(
+        doc,
+        "/v1/archives",
+        "get",
+        "limit",
+        &json!({"type": "integer", "minimum": 1, "maximum": 10000, "description": "IDs per page, 1 to 10 000 (default 1000)"}),
+    );
+    parameter(
+        doc,
+        "/v1/audit",
+        "get",
+        "since",
+        &json!({
+            "description": "Entries from this time on: an RFC 3339 time, or microseconds since the Unix epoch (what `next` gives)",
+            "oneOf": [
+                {"type": "string", "format": "date-time"},
+                {"type": "string", "pattern": "^\\+?[0-9]{1,19}$"}
+            ]
+        }),
+    );
+    parameter(
+        doc,
+        "/v1/certificates/{code}",
+        "get",
+        "code",
+        &json!({
+            "type": "string", "pattern": "^[- ]*(?:[0-9A-Fa-f][- ]*){20}$",
+            "description": "A verification code: 20 hex digits, as printed (XXXX-XXXX-XXXX-XXXX-XXXX; dashes and spaces are left out, case does not matter)"
+        }),
+    );
     for path in ["/v1/copies/{name}", "/v1/copies/{name}/keys"] {
         parameter(doc, path, "get", "name", &domain_name);
     }
@@ -268,11 +302,23 @@ fn state_constraints(doc: &mut serde_json::Value) {
         properties.remove("requester");
     }
     schemas["SearchRequest"]["additionalProperties"] = json!(false);
-    if let Some(body) = doc["paths"]["/v1/contains"]["post"]["requestBody"]["content"]["application/json"].as_object_mut() {
-        body.insert("schema".into(), json!({"type": "array", "items": archive_id}));
+    if let Some(body) = doc["paths"]["/v1/contains"]["post"]["requestBody"]["content"]
+        ["application/json"]
+        .as_object_mut()
+    {
+        body.insert(
+            "schema".into(),
+            json!({"type": "array", "items": archive_id}),
+        );
     }
-    if let Some(body) = doc["paths"]["/v1/archives/_bulk"]["post"]["requestBody"]["content"]["application/x-ndjson"].as_object_mut() {
-        body.insert("schema".into(), json!({"type": "string", "pattern": "[^\\t\\n\\f\\r ]"}));
+    if let Some(body) = doc["paths"]["/v1/archives/_bulk"]["post"]["requestBody"]["content"]
+        ["application/x-ndjson"]
+        .as_object_mut()
+    {
+        body.insert(
+            "schema".into(),
+            json!({"type": "string", "pattern": "[^\\t\\n\\f\\r ]"}),
+        );
     }
 }
 

@@ -470,7 +470,9 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                 // it is drawn: indicatif's println is silent when hidden).
                 bar.suspend(|| {
                     if line > 1 {
-                        xarchive::errln!("the header is line {line}; the lines above it were left out");
+                        xarchive::errln!(
+                            "the header is line {line}; the lines above it were left out"
+                        );
                     }
                     xarchive::errln!("columns: {}", mapping.join(", "));
                 });
