@@ -361,3 +361,46 @@ fn every_command_ends_quietly_with_exit_0_when_its_reader_closes_the_pipe() {
         );
     }
 }
+
+#[test]
+fn the_manual_has_a_page_for_every_page_it_names_and_says_how_a_command_ends() {
+    let dir = tempdir().unwrap();
+    let out = xarchive(&["man", "--dir", dir.path().to_str().unwrap()], "");
+    assert!(out.status.success(), "{}", text(&out));
+    let pages: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(pages.len() > 20, "{pages:?}");
+    for page in &pages {
+        let roff = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        for named in roff.split("xarchive\\-").skip(1) {
+            let name: String = named
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '\\' || *c == '-')
+                .collect();
+            if !named[name.len()..].starts_with("(1)") {
+                continue;
+            }
+            let file = format!("xarchive-{}.1", name.replace("\\-", "-"));
+            assert!(
+                pages.contains(&file),
+                "{page} names {file}, which is not there"
+            );
+        }
+    }
+    // Each page also printed alone, by its command's words.
+    let out = xarchive(&["man", "request", "submit"], "");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(".TH xarchive-request-submit 1"),
+        "{}",
+        text(&out)
+    );
+    let main = String::from_utf8_lossy(&xarchive(&["man"], "").stdout).into_owned();
+    for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH FILES"] {
+        assert!(main.contains(section), "{section}");
+    }
+    for variable in ["XARCHIVE_SERVER", "XARCHIVE_TOKEN", "XARCHIVE_OUTPUT"] {
+        assert!(main.contains(variable), "{variable}");
+    }
+}
