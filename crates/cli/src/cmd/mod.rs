@@ -94,8 +94,13 @@ fn archive_id(text: &str) -> Result<String, String> {
 
 /// `--server` as the client will use it, or why it cannot be: an
 /// `http://` or `https://` URL with a host (a scheme is added when
-/// missing), nothing after the path but `/` or `/v1`.
+/// missing), without spaces, a query or a fragment.
 fn server_address(text: &str) -> Result<String, String> {
+    if !text.contains("://") && text.contains(":/") {
+        return Err(
+            "a scheme is written with `://`: give http://host:port or https://host:port".into(),
+        );
+    }
     let base = base_address(text);
     let url = url::Url::parse(&base).map_err(|e| {
         format!("not an address ({e}): give http://host:port, https://host:port or host:port")
@@ -106,14 +111,14 @@ fn server_address(text: &str) -> Result<String, String> {
             url.scheme()
         ));
     }
+    // A path stays: a domain may be served under one (a reverse proxy's).
     if url.host_str().is_none_or(str::is_empty)
         || base.chars().any(char::is_whitespace)
-        || !matches!(url.path(), "" | "/")
         || url.query().is_some()
         || url.fragment().is_some()
     {
         return Err(
-            "not a domain's base address: give http://host:port, https://host:port or host:port"
+            "not a domain's base address (no spaces, query or fragment): give http://host:port, https://host:port or host:port"
                 .into(),
         );
     }
@@ -178,10 +183,12 @@ mod tests {
     fn an_address_the_client_cannot_use_is_refused_before_any_request() {
         for bad in [
             "htp:/bad url",
+            "htp:/bad",
+            "http:/127.0.0.1:7700",
             "ftp://a.example.org",
             "http://",
             "http://a b:7700",
-            "http://127.0.0.1:7700/api",
+            "http://127.0.0.1:7700/?x=1",
         ] {
             assert!(super::server_address(bad).is_err(), "{bad}");
         }
