@@ -181,3 +181,43 @@ fn up_gives_every_domain_the_settings_of_its_config_file_and_the_environment() {
         "each domain keeps its own name: {printed}"
     );
 }
+
+/// With `--output json`, `up` prints one document once its domains serve,
+/// and nothing more when it stops.
+#[test]
+fn up_with_output_json_prints_its_domains_as_one_document() {
+    let dir = tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .args(["--output", "json", "up", "--records", "0", "--port", "0"])
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut printed = String::new();
+    // The document ends with its closing brace alone on a line.
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "{printed}");
+        printed.push_str(&line);
+        if line == "}\n" {
+            break;
+        }
+    }
+    let document: serde_json::Value = serde_json::from_str(&printed).unwrap();
+    let domains = document["domains"].as_array().unwrap();
+    assert_eq!(domains.len(), 3, "{document}");
+    let first = domains[0]["address"].as_str().unwrap();
+    let out = xarchive(&["stats"], first);
+    assert!(out.status.success(), "{}", text(&out));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(rest, "", "nothing after the document");
+}
