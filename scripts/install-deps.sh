@@ -39,8 +39,28 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
 command -v zbarimg >/dev/null 2>&1 || need+=(zbar-tools)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# Python's venv, for Schemathesis (below).
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+
+# Schemathesis, the OpenAPI fuzzer the API's contract test runs
+# (crates/node/tests/schemathesis.rs), from PyPI at a pinned version, in a
+# virtual environment of its own at $SCHEMATHESIS_VENV: the version the
+# test was last run with, installed again whenever another is found.
+SCHEMATHESIS_VERSION=4.32.5
+SCHEMATHESIS_VENV=${SCHEMATHESIS_VENV:-/opt/xarchive-test/schemathesis}
+install_schemathesis() {
+  if [ "$("$SCHEMATHESIS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null || true)" = "$SCHEMATHESIS_VERSION" ]; then
+    return
+  fi
+  echo "installing schemathesis $SCHEMATHESIS_VERSION from PyPI into $SCHEMATHESIS_VENV" >&2
+  rm -rf "$SCHEMATHESIS_VENV"
+  python3 -m venv "$SCHEMATHESIS_VENV"
+  "$SCHEMATHESIS_VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+}
 
 if [ ${#need[@]} -eq 0 ]; then
+  install_schemathesis
   exit 0
 fi
 
@@ -58,3 +78,4 @@ for svc in zookeeper redis-server prometheus; do
   if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done
+install_schemathesis

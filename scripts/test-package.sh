@@ -163,7 +163,8 @@ sed 's/^/     /' "$work/contents"
 for path in ./usr/bin/xarchive ./usr/lib/systemd/system/xarchive@.service \
   ./etc/xarchive/domain.toml ./usr/share/doc/xarchive/copyright \
   ./usr/share/doc/xarchive/OPERATIONS.md ./usr/share/doc/xarchive/SECURITY.md \
-  ./usr/share/man/man1/xarchive.1.gz ./usr/share/bash-completion/completions/xarchive \
+  ./usr/share/man/man1/xarchive.1.gz ./usr/share/man/man1/xarchive-import.1.gz \
+  ./usr/share/man/man1/xarchive-request-submit.1.gz ./usr/share/bash-completion/completions/xarchive \
   ./usr/share/zsh/vendor-completions/_xarchive ./usr/share/fish/vendor_completions.d/xarchive.fish; do
   grep -q " $path\$" "$work/contents" || fail "$path is not in the package"
 done
@@ -178,6 +179,11 @@ member() { dpkg-deb --fsys-tarfile "$deb" | tar -xO "$1" >"$work/member"; }
 member ./usr/share/man/man1/xarchive.1.gz
 gzip -dc "$work/member" >"$work/man" && grep -q '^\.TH xarchive 1' "$work/man" ||
   fail "the manual page is not xarchive(1)"
+grep -q '^\.SH "EXIT STATUS"' "$work/man" || fail "xarchive(1) has no EXIT STATUS"
+# Every page xarchive(1) names is in the package.
+for page in $(grep -o 'xarchive\\-[a-z\\-]*(1)' "$work/man" | sed 's/\\-/-/g; s/(1)//' | sort -u); do
+  grep -q " ./usr/share/man/man1/$page.1.gz\$" "$work/contents" || fail "xarchive(1) names $page(1), which is not in the package"
+done
 member ./usr/share/bash-completion/completions/xarchive
 grep -q '_xarchive' "$work/member" || fail "the bash completions are not xarchive's"
 member ./usr/lib/systemd/system/xarchive@.service

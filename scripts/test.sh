@@ -2,10 +2,12 @@
 # The whole test suite: installs what the tests need when it is missing
 # (scripts/install-deps.sh), then runs every Rust test (unit, property,
 # in-process handler tests, process-level tests against real ZooKeeper and
-# Redis servers), the alert rules' tests (promtool), the JavaScript tests
-# (the browser's filter reader against vectors written by the Rust
-# library), the page's end-to-end test in headless Chromium against a real
-# `xarchive up` (screenshots in test-artifacts/), and the Debian package
+# Redis servers; the API's contract fuzzed by Schemathesis), the alert
+# rules' tests (promtool), the JavaScript tests (the browser's filter
+# reader against vectors written by the Rust library; every string the
+# page shows in both languages), the page's end-to-end test in headless
+# Chromium against a real `xarchive up` (axe-core's WCAG 2.1 AA rules
+# included; screenshots in test-artifacts/), and the Debian package
 # (scripts/test-package.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,7 @@ version java 'java -version'
 version zookeeper "dpkg-query -W -f '\${Version}' zookeeper"
 version redis 'redis-server --version'
 version promtool 'promtool --version'
+version schemathesis "${SCHEMATHESIS_VENV:-/opt/xarchive-test/schemathesis}/bin/st --version"
 echo
 node --test web/test/
 # Build every test target first: this also builds target/debug/xarchive,

@@ -68,7 +68,7 @@ export async function callApi(base, path, { method = 'GET', body, quiet = false 
     });
   } catch (e) {
     clearTimeout(timer);
-    const why = e.name === 'AbortError' ? `no answer within ${TIMEOUT_MS / 1000} s` : e.message;
+    const why = e.name === 'AbortError' ? `no answer within ${TIMEOUT_MS / 1000} s (${TIMEOUT_MS / 1000} 秒内无应答)` : e.message;
     throw { status: 0, message: why };
   }
   let parsed = null;

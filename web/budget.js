@@ -85,17 +85,17 @@ export function chooseFilters(domains, budget) {
 
 /** "domain C's filter is", "the filters of domains C, D, E and 97 more are". */
 function whose(names) {
-  if (names.length === 1) return `domain ${names[0]}'s filter is`;
+  if (names.length === 1) return `domain ${names[0]}'s filter is`; // i18n: part of a sentence translated where it is used
   const shown = names.slice(0, 3);
   const more = names.length - shown.length;
   const list = more > 0 ? `${shown.join(', ')} and ${formatCount(more)} more` : `${shown.slice(0, -1).join(', ')} and ${shown.at(-1)}`;
-  return `the filters of domains ${list} are`;
+  return `the filters of domains ${list} are`; // i18n: part of a sentence translated where it is used
 }
 
 /** The budget in words: "5.9 KB and 2 filter requests a search". */
 export function describeBudget(budget) {
   const r = budget.filterRequests;
-  return `${formatBytes(budget.filterBytes)} and ${formatCount(r)} filter request${r === 1 ? '' : 's'} a search`;
+  return `${formatBytes(budget.filterBytes)} and ${formatCount(r)} filter request${r === 1 ? '' : 's'} a search`; // i18n: part of a sentence translated where it is used
 }
 
 /**
@@ -109,8 +109,8 @@ export function budgetReason(choice, budget) {
     const none = budget.filterBytes === 0 || budget.filterRequests === 0;
     const known = choice.held.length + choice.left.length;
     const filters = choice.unknown.length === 0
-      ? `the filters of all ${formatCount(known)} domains (${formatBytes(choice.wanted)})`
-      : `the ${formatCount(known)} filters of known size (${formatBytes(choice.wanted)})`;
+      ? `the filters of all ${formatCount(known)} domains (${formatBytes(choice.wanted)})` // i18n: part of a sentence translated where it is used
+      : `the ${formatCount(known)} filters of known size (${formatBytes(choice.wanted)})`; // i18n: part of a sentence translated where it is used
     parts.push(none
       ? `${whose(choice.left)} not held in this browser: this page's budget holds no filters (本页不在浏览器中保存过滤器)`
       : `${whose(choice.left)} not held in this browser: ${filters} do not fit in this page's budget of ${describeBudget(budget)} (超出本页的过滤器预算)`);
@@ -133,12 +133,12 @@ export function budgetSummary(choice, budget, served, total) {
   if (choice.everything) return '';
   const held = choice.held.length;
   const others = total - held;
-  const who = served ?? 'serving this page';
+  const who = served ?? 'serving this page'; // i18n: a domain's name in the bilingual sentences below
   if (held === 0 && (budget.filterBytes === 0 || budget.filterRequests === 0)) {
     return `This page's budget holds no filters in the browser: every search is asked of domain ${who}. ` +
       `本页不在浏览器中保存过滤器，每次检索均由档案域 ${who} 查询。`;
   }
-  return `This page's budget (${describeBudget(budget)}) holds the filters of ${formatCount(held)} of ${formatCount(total)} domains (${formatBytes(choice.bytes)}); ` +
+  return `This page's budget (${describeBudget(budget)}) holds the filters of ${formatCount(held)} of ${formatCount(total)} domains (${formatBytes(choice.bytes)}); ` + // i18n: translated below
     `searches ask domain ${who} about the other ${formatCount(others)}. ` +
     `浏览器按预算保存 ${formatCount(held)} 个档案域的过滤器，其余 ${formatCount(others)} 个档案域由档案域 ${who} 检索。`;
 }

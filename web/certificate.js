@@ -87,7 +87,7 @@ export function openCertificate(request) {
       h(
         'p',
         { class: 'statement en' },
-        `At the request of ${model.applicantName} (purpose: ${model.purpose}), archive ${model.receiving ?? '—'} asked the archives holding the records below; each copy was signed by its holding archive and checked on receipt.`,
+        `At the request of ${model.applicantName} (purpose: ${model.purpose}), archive ${model.receiving ?? '—'} asked the archives holding the records below; each copy was signed by its holding archive and checked on receipt.`,  // i18n: translated above
       ),
       h(
         'dl',

@@ -57,7 +57,7 @@ async function refreshCluster() {
     return;
   }
   if (answer.status !== 200 || !answer.body || !Array.isArray(answer.body.domains)) {
-    state.clusterError = `The cluster view could not be read (HTTP ${answer.status}).`;
+    state.clusterError = `The cluster view could not be read (HTTP ${answer.status}). 无法读取集群视图（HTTP ${answer.status}）。`;
     return;
   }
   state.clusterError = null;
@@ -169,13 +169,14 @@ export function refreshFilter(d, timeout = TIMEOUT_MS) {
 }
 
 function filterProblem(name, e) {
-  const what = `Domain ${name}'s filter could not be loaded`;
+  const what = `Domain ${name}'s filter could not be loaded`; // i18n: part of the sentences below, each translated
+  const zh = `档案域 ${name} 的过滤器无法加载`;
   if (e instanceof FilterFormatError) {
-    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message})`;
+    return `${what}: the bytes it sent are damaged or of an unknown kind (${e.message}) (${zh}：数据损坏或格式未知)`;
   }
-  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached`;
-  if (e && e.name === 'AbortError') return `${what}: no answer in time`;
-  return `${what}: ${e && e.message ? e.message : e}`;
+  if (e instanceof DomainRequestError && e.status === 0) return `${what}: the domain could not be reached (${zh}：无法连接该档案域)`;
+  if (e && e.name === 'AbortError') return `${what}: no answer in time (${zh}：未及时应答)`;
+  return `${what}: ${e && e.message ? e.message : e} (${zh})`;
 }
 
 /**
@@ -223,12 +224,15 @@ export function renderCluster() {
     const info = d.info || {};
     const stats = d.stats;
     const filterStats = stats?.filter;
-    const up = info.up !== false && !d.statsError;
+    // `reachable`: it answered the serving domain's probe during the last
+    // read of /v1/cluster (never an older answer).
+    const up = info.up !== false && info.reachable !== false && !d.statsError;
     const kind = info.kind ?? filterStats?.kind;
     const status = h('div', {},
       up ? h('span', { class: 'pill up' }, '在线 up') : h('span', { class: 'pill down' }, '离线 down'),
+      info.up !== false && info.reachable === false ? h('div', { class: 'tiny warn' }, '无应答 not answering') : null,
       kind ? h('div', { class: 'muted tiny' }, kind === 'cuckoo' ? 'cuckoo filter' : 'counting Bloom') : null);
-    const selfNote = d.self ? h('div', { class: 'tiny self' }, 'serves this page') : null;
+    const selfNote = d.self ? h('div', { class: 'tiny self' }, 'serves this page 本页所在') : null;
     let lag;
     if (d.self) lag = h('span', { class: 'muted' }, '—');
     else if (info.lag === 0 && info.current) lag = h('span', { class: 'ok' }, '0 · 最新 current');
@@ -258,12 +262,14 @@ export function renderCluster() {
     return [
       h('tr', { 'data-domain': d.name, class: up ? '' : 'is-down' },
         h('th', { scope: 'row' }, h('div', { class: 'domain-name' }, d.name), h('div', { class: 'muted tiny' }, d.address), selfNote),
-        h('td', {}, status),
-        h('td', { class: 'num' }, stats ? formatCount(stats.records) : '—'),
-        h('td', { class: 'num' }, filterStats ? formatPercent(filterStats.fill_ratio) : '—'),
-        h('td', { class: 'num' }, filterStats ? formatRate(filterStats.estimated_fpr) : '—'),
-        h('td', {}, lag),
-        h('td', {}, copy)),
+        // `data-label`: the column's name, shown beside the cell where a
+        // narrow screen lays each domain out as a card (style.css).
+        h('td', { 'data-label': '状态 Status' }, status),
+        h('td', { class: 'num', 'data-label': '记录 Records' }, stats ? formatCount(stats.records) : '—'),
+        h('td', { class: 'num', 'data-label': '填充率 Fill ratio' }, filterStats ? formatPercent(filterStats.fill_ratio) : '—'),
+        h('td', { class: 'num', 'data-label': '估计误判率 Est. false positives' }, filterStats ? formatRate(filterStats.estimated_fpr) : '—'),
+        h('td', { 'data-label': '副本滞后 Replica lag' }, lag),
+        h('td', { 'data-label': '浏览器中的过滤器 Filter in this browser' }, copy)),
       problem ? h('tr', { class: 'problem' }, h('td', { colspan: '7' }, problem)) : null,
     ];
   });
@@ -287,7 +293,7 @@ export function renderCluster() {
   if (select.dataset.key !== key) {
     const chosen = select.value || served;
     select.replaceChildren(...domains.map((d) =>
-      h('option', { value: d.name, selected: d.name === chosen }, `${d.name}${d.self ? ' (this page’s domain)' : ''}`)));
+      h('option', { value: d.name, selected: d.name === chosen }, `${d.name}${d.self ? ' (this page’s domain 本页所在档案域)' : ''}`)));
     select.dataset.key = key;
   }
 }

@@ -164,7 +164,7 @@ async function deleteAt(id, owner) {
   try {
     answer = await callApi(address, `/v1/archives/${encodeIdSegment(id)}`, { method: 'DELETE' });
   } catch {
-    return say('error', `${plainApiError(owner, null)} Nothing was deleted.`);
+    return say('error', `${plainApiError(owner, null)} Nothing was deleted. 未删除任何内容。`);
   }
   if (answer.status === 204) {
     say('success', `Deleted ${id} from domain ${owner}. 已从档案域 ${owner} 删除。`);

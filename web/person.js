@@ -70,13 +70,16 @@ export async function searchPerson() {
     answer = await callApi('', '/v1/search', { method: 'POST', body: { key_type: keyType, value } });
   } catch (e) {
     out.dataset.state = 'error';
-    show(out, h('p', { class: 'card error' }, plainApiError('serving this page', e)));
+    show(out, h('p', { class: 'card error' }, plainApiError('serving this page', e))); // i18n: a domain's name in plainApiError's bilingual sentence
     return;
   }
   const body = answer.body ?? {};
   if (answer.status === 200 || answer.status === 503) {
     const records = body.records ?? [];
-    const summary = `${records.length} records in ${new Set(records.map((r) => r.domain)).size} domains; ${(body.asked ?? []).length} domains asked, ${formatMs(answer.ms)}.`;
+    const domains = new Set(records.map((r) => r.domain)).size;
+    const asked = (body.asked ?? []).length;
+    const summary = `${records.length} records in ${domains} domains; ${asked} domains asked, ${formatMs(answer.ms)}. ` +
+      `共 ${records.length} 条记录，分布于 ${domains} 个档案域；询问了 ${asked} 个档案域，耗时 ${formatMs(answer.ms)}。`;
     const missing = body.unreachable ?? [];
     out.dataset.state = answer.status === 200 ? 'found' : 'partial';
     show(

@@ -37,7 +37,7 @@ function say(cls, ...text) {
 /** Sends a decision on one item; `reason` is required to refuse. */
 async function decide(item, approve, reasonField, buttons) {
   const reason = reasonField.value.trim();
-  const what = `request ${item.request_id} from archive ${item.receiving}`;
+  const what = `request ${item.request_id} from archive ${item.receiving}`; // i18n: part of sentences translated where it is used
   if (!approve && !reason) {
     say('error', `Type the reason for refusing ${what} first. 拒绝前请填写理由。`);
     reasonField.focus();

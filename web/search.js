@@ -82,23 +82,23 @@ function localAnswer(ids) {
   const reasons = [];
   const maybe = [];
   if (state.clusterError || Date.now() - state.clusterAt > FRESH_MS) {
-    reasons.push('the list of domains is not up to date');
+    reasons.push('the list of domains is not up to date (档案域名单不是最新的)');
   }
   if (!state.membershipConfirmed) {
-    reasons.push(`domain ${state.served ?? ''} cannot confirm the list of domains with its coordinator`);
+    reasons.push(`domain ${state.served ?? ''} cannot confirm the list of domains with its coordinator (档案域 ${state.served ?? ''} 无法向协调服务确认档案域名单)`);
   }
-  if (domains.length === 0) reasons.push('no domain is known yet');
+  if (domains.length === 0) reasons.push('no domain is known yet (尚不知道任何档案域)');
   // Beyond the budget: no "no" from those domains here, so no local
   // answer at all; the held copies only name the domains that may hold it.
   const notHeld = domains.filter((d) => !holds(d.name));
   const partial = notHeld.length > 0;
   if (partial) {
-    reasons.push(budgetReason(state.choice, state.budget) ?? `the filters of ${notHeld.length} domains are not held in this browser`);
+    reasons.push(budgetReason(state.choice, state.budget) ?? `the filters of ${notHeld.length} domains are not held in this browser (浏览器未保存 ${notHeld.length} 个档案域的过滤器)`);
   }
   for (const d of domains) {
     if (!holds(d.name)) continue;
     if (!d.filter) {
-      if (!partial) reasons.push(d.filterError || `domain ${d.name}'s filter is still loading`);
+      if (!partial) reasons.push(d.filterError || `domain ${d.name}'s filter is still loading (档案域 ${d.name} 的过滤器仍在加载)`);
       continue;
     }
     if (partial) {
@@ -106,7 +106,7 @@ function localAnswer(ids) {
     } else if (d.filterError) {
       reasons.push(d.filterError);
     } else if (Date.now() - d.syncedAt > LOCAL_FRESH_MS) {
-      reasons.push(`domain ${d.name}'s filter in this browser was last brought up to date ${formatAgo(Date.now() - d.syncedAt)}`);
+      reasons.push(`domain ${d.name}'s filter in this browser was last brought up to date ${formatAgo(Date.now() - d.syncedAt)} (浏览器中档案域 ${d.name} 的过滤器不是最新的)`);
     }
     if (ids.some((id) => d.filter.mightContain(id))) maybe.push(d.name);
   }
@@ -147,14 +147,14 @@ export async function search(raw, { pushHash = true } = {}) {
   const local = localAnswer(idForms(id, profile));
   if (local.verdict === 'absent') {
     const synced = sync.synced > 0
-      ? ` Its copies were brought up to date first (${sync.synced} small delta request${sync.synced > 1 ? 's' : ''}, ${formatMs(sync.ms)}).`
+      ? ` Its copies were brought up to date first (${sync.synced} small delta request${sync.synced > 1 ? 's' : ''}, ${formatMs(sync.ms)}). 过滤器已先行更新（${sync.synced} 次增量请求，${formatMs(sync.ms)}）。`
       : '';
     show(out, h('div', { class: 'card absent', 'data-answer': 'browser-absent' },
       h('h3', {}, '不在任何档案域 ', h('span', {}, 'Not in any domain')),
       h('p', { class: 'id-line' }, h('code', {}, id)),
       h('p', {}, `Answered by this browser in ${formatMs(local.ms)}: the filters of all ${local.count} domains say that none of them holds this archive number. No server was asked to look it up.`),
       h('p', { class: 'muted' }, `由浏览器直接答复：${local.count} 个档案域的过滤器均表明不持有该档案号，未向服务器查询。`),
-      h('p', { class: 'muted tiny' }, `A filter never misses a record it holds, so "no" from every domain's filter is certain.${synced}`),
+      h('p', { class: 'muted tiny' }, `A filter never misses a record it holds, so "no" from every domain's filter is certain. 过滤器不会漏报已有档案，因此所有过滤器均答“无”即可确定。${synced}`),
       h('p', {}, h('button', {
         type: 'button',
         class: 'link',
@@ -185,7 +185,7 @@ async function askServer(id, seq, started, { local = null, forced = false } = {}
     ? h('p', { class: 'note' }, `The servers were asked because the browser could not answer by itself: ${local.reasons.join('; ')}. 浏览器无法独立答复，已询问服务器。`)
     : null;
   const hint = local && local.maybe && local.maybe.length > 0
-    ? `The filters held in this browser said domain${local.maybe.length > 1 ? 's' : ''} ${local.maybe.join(', ')} may hold it.`
+    ? `The filters held in this browser said domain${local.maybe.length > 1 ? 's' : ''} ${local.maybe.join(', ')} may hold it. 浏览器中的过滤器表明档案域 ${local.maybe.join('、')} 可能持有该档案。`
     : null;
   const timing = (route) => h('p', { class: 'muted timing' },
     `Server time ${formatMs(route?.elapsed_ms)} · ${route?.remote_calls ?? 0} call${route?.remote_calls === 1 ? '' : 's'} between domains · ${formatMs(total)} in all, seen from this browser. ` +

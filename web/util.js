@@ -143,12 +143,12 @@ export function formatMs(ms) {
   return `${Math.round(ms)} ms`;
 }
 
-/** "just now", "5 s ago", "3 min ago". */
+/** "just now 刚刚", "5 s ago 5 秒前", "3 min ago 3 分钟前". */
 export function formatAgo(ms) {
-  if (!Number.isFinite(ms)) return 'never';
-  if (ms < 1500) return 'just now';
-  if (ms < 90_000) return `${Math.round(ms / 1000)} s ago`;
-  return `${Math.round(ms / 60_000)} min ago`;
+  if (!Number.isFinite(ms)) return 'never 从未';
+  if (ms < 1500) return 'just now 刚刚';
+  if (ms < 90_000) return `${Math.round(ms / 1000)} s ago ${Math.round(ms / 1000)} 秒前`;
+  return `${Math.round(ms / 60_000)} min ago ${Math.round(ms / 60_000)} 分钟前`;
 }
 
 // ---------------------------------------------------------------- words
@@ -176,6 +176,7 @@ export function metadataValue(key, value) {
 }
 
 const list = (names) => names.map((n) => `domain ${n}`).join(', ');
+const listZh = (names) => names.join('、');
 
 /**
  * The steps a server lookup took (the `route` of /v1/lookup), in plain
@@ -185,33 +186,36 @@ export function describeRoute(route, { served, owner, found }) {
   if (!route) return [];
   const steps = [];
   const at = `Domain ${served}`;
+  const zh = `档案域 ${served}`;
   if (route.strategy === 'broadcast') {
-    steps.push(`${at} asked every domain to check its own filter (broadcast, as asked).`);
+    steps.push(`${at} asked every domain to check its own filter (broadcast, as asked). ${zh}按要求请所有档案域检查各自的过滤器（广播）。`);
   } else if (route.local) {
-    steps.push(`${at}, which serves this page, found it in its own store.`);
+    steps.push(`${at}, which serves this page, found it in its own store. 本页所在的${zh}在自己的存储中找到了它。`);
   } else {
-    steps.push(`${at} checked its own filter and store: not there.`);
+    steps.push(`${at} checked its own filter and store: not there. ${zh}检查了自己的过滤器和存储：没有。`);
     if (route.candidates && route.candidates.length > 0) {
-      steps.push(`${at}'s copies of the other domains' filters pointed to ${list(route.candidates)}.`);
+      steps.push(`${at}'s copies of the other domains' filters pointed to ${list(route.candidates)}. ${zh}持有的其他档案域过滤器副本指向档案域 ${listZh(route.candidates)}。`);
     } else {
-      steps.push(`${at}'s copies of the other domains' filters pointed to no domain.`);
+      steps.push(`${at}'s copies of the other domains' filters pointed to no domain. ${zh}持有的其他档案域过滤器副本未指向任何档案域。`);
     }
   }
   if (route.asked && route.asked.length > 0 && route.strategy !== 'broadcast') {
-    steps.push(`Asked ${list(route.asked)} for the record.`);
+    steps.push(`Asked ${list(route.asked)} for the record. 向档案域 ${listZh(route.asked)} 查询该档案。`);
   }
   if (route.false_positive_hops > 0) {
     const n = route.false_positive_hops;
-    steps.push(`${n} domain${n > 1 ? 's' : ''} said "maybe" but did not hold it (a filter false positive).`);
+    steps.push(`${n} domain${n > 1 ? 's' : ''} said "maybe" but did not hold it (a filter false positive). ${n} 个档案域答“可能有”但并未持有（过滤器误报）。`);
   }
   if (route.broadcast && route.strategy !== 'broadcast') {
-    const who = route.probed && route.probed.length > 0 ? list(route.probed) : 'the other domains';
-    steps.push(`A copy was not known to be up to date, so ${who} checked their live filters (broadcast).`);
+    const probed = route.probed && route.probed.length > 0;
+    const who = probed ? list(route.probed) : 'the other domains'; // i18n: part of a sentence translated below
+    const whoZh = probed ? `档案域 ${listZh(route.probed)}` : '其他档案域';
+    steps.push(`A copy was not known to be up to date, so ${who} checked their live filters (broadcast). 有副本不确定是否最新，因此由${whoZh}检查了各自的实时过滤器（广播）。`);
   }
   if (route.unreachable && route.unreachable.length > 0) {
-    steps.push(`Could not reach ${list(route.unreachable)}.`);
+    steps.push(`Could not reach ${list(route.unreachable)}. 无法连接档案域 ${listZh(route.unreachable)}。`);
   }
-  if (found) steps.push(`Found in domain ${owner}.`);
+  if (found) steps.push(`Found in domain ${owner}. 在档案域 ${owner} 找到。`);
   return steps;
 }
 

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -196,6 +197,54 @@ export async function seeText(page, locator, patterns, timeout = STEP_MS) {
     }
     await sleep(100);
   }
+}
+
+/** axe-core's rules of WCAG 2.0 and 2.1, levels A and AA. */
+const WCAG_21_AA = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+
+/**
+ * What axe-core (the version web/e2e/package.json pins) finds against
+ * WCAG 2.1 AA on the page as it is now: its violations, each as
+ * "rule: what (the elements)".
+ */
+export async function accessibilityViolations(page) {
+  // Evaluated through the driver, which the page's Content-Security-Policy
+  // (script-src 'self') does not govern, as an injected <script> would be.
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) {
+    await page.evaluate(readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8'));
+  }
+  const found = await page.evaluate(
+    (tags) => window.axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] }),
+    WCAG_21_AA,
+  );
+  return found.violations.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join('; ')})`);
+}
+
+/**
+ * Elements whose content is wider than what shows them, as
+ * `selector (needed > shown)`: content cut or scrolling sideways; for a
+ * <select>, its chosen option's text beside the arrow (a select's own
+ * scroll width does not tell).
+ */
+export async function overflowing(page, selectors) {
+  return page.evaluate((list) => list.flatMap((selector) => [...document.querySelectorAll(selector)]
+    .filter((e) => e.offsetParent !== null)
+    .map((e) => {
+      if (e.tagName !== 'SELECT') return [e.scrollWidth, e.clientWidth];
+      const probe = document.createElement('span');
+      probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
+      probe.style.font = getComputedStyle(e).font;
+      probe.textContent = e.selectedOptions[0]?.textContent ?? '';
+      document.body.append(probe);
+      const style = getComputedStyle(e);
+      // The text, the padding and about 24 px for the arrow.
+      const needed = probe.offsetWidth + parseFloat(style.paddingLeft) + parseFloat(style.paddingRight) + 24;
+      probe.remove();
+      return [Math.ceil(needed), e.clientWidth];
+    })
+    .map(([needed, shown], i) => ({ needed, shown, i }))
+    .filter(({ needed, shown }) => needed > shown + 1)
+    .map(({ needed, shown, i }) => `${selector}[${i}] (${needed} > ${shown})`)), selectors);
 }
 
 /** The URLs of the requests the page sends while `work` runs, those `keep` keeps. */

@@ -32,9 +32,11 @@ import { execFileSync } from 'node:child_process';
 
 import {
   BINARY,
+  accessibilityViolations,
   closeAll,
   getJson,
   openBrowser,
+  overflowing,
   prerequisites,
   requestsDuring,
   seeText as see,
@@ -307,7 +309,7 @@ test('a person is found in every domain holding their records by identity number
   await shot('page-person');
 });
 
-test('on a phone (390 px wide) the page does not scroll sideways; its tables scroll within themselves', async () => {
+test('on a phone (390 px wide) the page does not scroll sideways', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   try {
     await page.goto(`http://127.0.0.1:${server.port}/`);
@@ -318,6 +320,25 @@ test('on a phone (390 px wide) the page does not scroll sideways; its tables scr
     }));
     await shot('phone-390');
     assert.ok(scroll <= client, `the page is ${scroll} px wide in a ${client} px window`);
+  } finally {
+    await page.setViewportSize({ width: 1360, height: 1000 });
+  }
+});
+
+test('at 1280 and at 390 px the domains table and the forms fit, and axe-core finds no WCAG 2.1 AA violation', async () => {
+  try {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.goto(`http://127.0.0.1:${server.port}/`);
+      await seeText(page.locator('#cluster'), ['A', 'B', 'C']);
+      await page.locator('#person-key-type option').first().waitFor({ state: 'attached' });
+      await shot(`page-${width}`);
+      const cut = await overflowing(page, ['html', '#cluster-panel .table-wrap', 'select', 'input']);
+      assert.deepEqual(cut, [], `at ${width} px`);
+      // The table's scrolling region, should it scroll, is reachable by keyboard.
+      assert.equal(await page.locator('#cluster-panel .table-wrap').getAttribute('tabindex'), '0');
+      assert.deepEqual(await accessibilityViolations(page), [], `at ${width} px`);
+    }
   } finally {
     await page.setViewportSize({ width: 1360, height: 1000 });
   }

@@ -69,10 +69,10 @@ test('routes are told in plain words', () => {
     broadcast: false, probed: [], unreachable: [], remote_calls: 1, elapsed_ms: 1.2,
   }, { served: 'A', owner: 'C', found: true });
   assert.deepEqual(routed, [
-    'Domain A checked its own filter and store: not there.',
-    "Domain A's copies of the other domains' filters pointed to domain C.",
-    'Asked domain C for the record.',
-    'Found in domain C.',
+    'Domain A checked its own filter and store: not there. 档案域 A检查了自己的过滤器和存储：没有。',
+    "Domain A's copies of the other domains' filters pointed to domain C. 档案域 A持有的其他档案域过滤器副本指向档案域 C。",
+    'Asked domain C for the record. 向档案域 C 查询该档案。',
+    'Found in domain C. 在档案域 C 找到。',
   ]);
   const local = describeRoute({ strategy: 'routed', local: true, candidates: [], asked: [] }, { served: 'A', owner: 'A', found: true });
   assert.match(local[0], /found it in its own store/);
@@ -82,7 +82,7 @@ test('routes are told in plain words', () => {
   }, { served: 'A', found: false });
   assert.ok(fallback.some((s) => /false positive/.test(s)));
   assert.ok(fallback.some((s) => /broadcast/.test(s)));
-  assert.ok(fallback.some((s) => s === 'Could not reach domain C.'));
+  assert.ok(fallback.some((s) => s === 'Could not reach domain C. 无法连接档案域 C。'));
 });
 
 test('errors are in plain words, never a stack trace', () => {

@@ -416,6 +416,8 @@ impl Node {
                 is_self: true,
                 up: true,
                 reachable: true,
+                probe_ms: None,
+                probe_error: None,
                 kind: self.domain.settings().kind,
                 filter_bytes: Some(self.domain.filter_view_bytes()),
                 epoch: Some(me.epoch),

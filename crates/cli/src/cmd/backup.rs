@@ -152,7 +152,7 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<ExitCode> {
             ..done(&to, &header)
         })?;
     } else {
-        println!(
+        xarchive::outln!(
             "backup of domain {} as of {} (store sequence {}): {} records, {} key entries, \
              {} audit entries; {} bytes in {seconds:.1} s, written to {}",
             header.domain,
@@ -199,12 +199,12 @@ pub async fn restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         header.audit_entries
     );
     match data {
-        Some(data) => println!(
+        Some(data) => xarchive::outln!(
             "restored the {what} into {}; start the domain there (it rebuilds its filters \
              from the store), then check it with /v1/filter/verify",
             data.display()
         ),
-        None => println!("{} is a whole {what}", args.from.display()),
+        None => xarchive::outln!("{} is a whole {what}", args.from.display()),
     }
     Ok(ExitCode::SUCCESS)
 }

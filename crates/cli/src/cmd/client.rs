@@ -7,7 +7,7 @@ use anyhow::Context;
 use base64::Engine;
 
 use super::ServerArgs;
-use xarchive::EXIT_NOT_FOUND;
+use xarchive::failure::NotFound;
 
 #[derive(clap::Args)]
 pub struct IdArgs {
@@ -71,7 +71,7 @@ pub async fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
         super::print_json(&serde_json::json!({"created": created, "record": record}))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    xarchive::outln!(
         "{} {} in domain {}",
         if created { "created" } else { "replaced" },
         record.id,
@@ -83,13 +83,10 @@ pub async fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
 pub async fn get(args: IdArgs) -> anyhow::Result<ExitCode> {
     match args.server.client()?.get(&args.id).await? {
         Some(record) => {
-            println!("{}", serde_json::to_string_pretty(&record)?);
+            super::print_json(&record)?;
             Ok(ExitCode::SUCCESS)
         }
-        None => {
-            eprintln!("not found: {}", args.id);
-            Ok(ExitCode::from(EXIT_NOT_FOUND))
-        }
+        None => Err(NotFound(args.id).into()),
     }
 }
 
@@ -98,17 +95,16 @@ pub async fn rm(args: IdArgs) -> anyhow::Result<ExitCode> {
         if super::json(false) {
             super::print_json(&serde_json::json!({"deleted": args.id}))?;
         } else {
-            println!("deleted {}", args.id);
+            xarchive::outln!("deleted {}", args.id);
         }
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("not found: {}", args.id);
-        Ok(ExitCode::from(EXIT_NOT_FOUND))
+        Err(NotFound(args.id).into())
     }
 }
 
 pub async fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
     let stats = args.server.client()?.stats().await?;
-    println!("{}", serde_json::to_string_pretty(&stats)?);
+    super::print_json(&stats)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use xarchive_node::Node;
 
+use super::table::{self, row};
 use super::ServerArgs;
 
 #[derive(clap::Args)]
@@ -53,10 +54,10 @@ pub async fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
     }
     let view = args.server.client()?.cluster().await?;
     if super::json(args.json) {
-        println!("{}", serde_json::to_string_pretty(&view)?);
+        super::print_json(&view)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    xarchive::outln!(
         "domain {} · {} · {}",
         view.domain,
         view.coordinator,
@@ -66,32 +67,53 @@ pub async fn run(args: ClusterArgs) -> anyhow::Result<ExitCode> {
             "MEMBERSHIP NOT CONFIRMED"
         }
     );
-    println!(
-        "{:<12} {:<4} {:<10} {:>10} {:>10} {:>6} {:>9}  address",
-        "name", "up", "reachable", "version", "copy", "lag", "behind ms"
-    );
     let text = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    let mut rows = vec![row([
+        "name",
+        "up",
+        "reachable",
+        "answer ms",
+        "version",
+        "copy",
+        "lag",
+        "behind ms",
+        "address",
+    ])];
+    let mut notes = Vec::new();
     for d in &view.domains {
         let name = if d.is_self {
             format!("{} *", d.name)
         } else {
             d.name.clone()
         };
-        println!(
-            "{:<12} {:<4} {:<10} {:>10} {:>10} {:>6} {:>9}  {}",
+        rows.push(vec![
             name,
-            if d.up { "yes" } else { "NO" },
-            if d.reachable { "yes" } else { "NO" },
+            (if d.up { "yes" } else { "NO" }).to_owned(),
+            (if d.reachable { "yes" } else { "NO" }).to_owned(),
+            text(d.probe_ms),
             text(d.version),
             text(d.replica_version),
             text(d.lag),
             text(d.behind_ms),
-            d.address
-        );
+            d.address.clone(),
+        ]);
+        if let Some(error) = &d.probe_error {
+            notes.push(format!("{}: not reachable now: {error}", d.name));
+        }
         if let Some(error) = &d.last_error {
-            println!("{:<12} last error: {error}", "");
+            notes.push(format!("{}: last sync error: {error}", d.name));
         }
     }
+    for line in table::lines(&rows, &[3, 4, 5, 6, 7], "") {
+        xarchive::outln!("{line}");
+    }
+    for note in notes {
+        xarchive::outln!("{note}");
+    }
+    xarchive::outln!(
+        "reachable: answered a request made during this call (within {} ms)",
+        view.probe_timeout_ms
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -118,7 +140,7 @@ async fn run_forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
     if super::json(false) {
         super::print_json(&serde_json::json!({"forgotten": args.name}))?;
     } else {
-        println!(
+        xarchive::outln!(
             "domain {} is retired: lookups and searches no longer ask it",
             args.name
         );

@@ -173,7 +173,7 @@ impl Destination {
     /// A writer for the records (the file's own descriptor, duplicated).
     fn writer(&self) -> anyhow::Result<Box<dyn Write + Send>> {
         Ok(match self {
-            Destination::Stdout => Box::new(std::io::stdout()),
+            Destination::Stdout => Box::new(xarchive::output::stdout()),
             Destination::Private(file) => Box::new(
                 file.file()
                     .try_clone()
@@ -273,8 +273,11 @@ impl Sink {
                     content: content_base64(record),
                     keys: &record.keys,
                 };
-                serde_json::to_writer(&mut *out, &line)?;
-                out.write_all(b"\n")?;
+                // Into memory first: serde_json's error would hide which
+                // writer failed (a closed pipe is told by `output`).
+                let mut bytes = serde_json::to_vec(&line)?;
+                bytes.push(b'\n');
+                out.write_all(&bytes)?;
             }
             Sink::Csv { key_types, .. } => {
                 let row = table_row(record, &id, key_types);
@@ -417,13 +420,29 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.out.display().to_string()
     };
+    let seconds = started.elapsed().as_secs_f64();
+    let summary = serde_json::json!({
+        "exported": written,
+        "read": read,
+        "keys_withheld": withheld,
+        "to": if args.out == Path::new("-") { None } else { Some(&args.out) },
+        "format": format!("{format:?}").to_lowercase(),
+        "seconds": seconds,
+    });
+    if super::json(false) && args.out != Path::new("-") {
+        super::print_json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if super::json(false) {
+        // Standard output is the export itself: the summary, one JSON
+        // line, goes to standard error.
+        xarchive::errln!("{summary}");
+        return Ok(ExitCode::SUCCESS);
+    }
     // On standard error: standard output may be the export itself.
-    eprintln!(
-        "exported {written} records of {read} to {to} in {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
+    xarchive::errln!("exported {written} records of {read} to {to} in {seconds:.2} s");
     if withheld > 0 {
-        eprintln!(
+        xarchive::errln!(
             "{withheld} of them hold private keys (identity numbers, names with birth dates), which an export does not carry: a record read by its ID withholds them (docs/SECURITY.md)"
         );
     }

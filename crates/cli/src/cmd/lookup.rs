@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::ServerArgs;
-use xarchive::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
+use xarchive::failure::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
 
 #[derive(clap::Args)]
 pub struct LookupArgs {
@@ -29,7 +29,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
         .await?;
     let json = super::json(args.json);
     if json {
-        println!("{}", serde_json::to_string_pretty(&answer)?);
+        super::print_json(&answer)?;
     }
     let route = &answer.route;
     let summary = format!(
@@ -43,8 +43,8 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
     match status {
         200 => {
             if !json {
-                println!("{}", serde_json::to_string_pretty(&answer.record)?);
-                eprintln!(
+                super::print_json(&answer.record)?;
+                xarchive::errln!(
                     "found in domain {} ({summary})",
                     answer.owner.as_deref().unwrap_or("?")
                 );
@@ -52,16 +52,16 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         404 => {
-            eprintln!("not found in any domain: {} ({summary})", args.id);
+            xarchive::errln!("not found in any domain: {} ({summary})", args.id);
             // The domain read what was typed by the cluster's ID profile
             // (trimmed, NFKC, look-alikes of "·") before looking it up.
             if !answer.suggestions.is_empty() {
-                eprintln!("did you mean: {}", answer.suggestions.join(", "));
+                xarchive::errln!("did you mean: {}", answer.suggestions.join(", "));
             }
             Ok(ExitCode::from(EXIT_NOT_FOUND))
         }
         _ => {
-            eprintln!(
+            xarchive::errln!(
                 "unavailable: {} ({summary})",
                 answer
                     .message

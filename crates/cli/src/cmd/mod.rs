@@ -7,12 +7,14 @@ mod export;
 mod formula_cells;
 mod import;
 mod lookup;
+mod man;
 mod private_file;
 mod requests;
 mod sample;
 mod seal;
 mod search;
 mod serve;
+mod table;
 mod token;
 mod up;
 
@@ -21,6 +23,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use xarchive::logging::LogFormat;
+use xarchive::output::Output;
 use xarchive_node::cluster::client::Client;
 
 #[derive(Parser)]
@@ -47,24 +50,23 @@ pub struct Cli {
     command: Command,
 }
 
-/// The form of what a command prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-}
-
-static OUTPUT: std::sync::OnceLock<Output> = std::sync::OnceLock::new();
-
 /// Whether the command prints JSON (`--output json`, or its own `--json`).
 fn json(own_flag: bool) -> bool {
-    own_flag || OUTPUT.get() == Some(&Output::Json)
+    own_flag || xarchive::output::json()
 }
 
-/// Prints `value` as the command's JSON document.
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+use xarchive::output::print_json;
+
+/// Whether the command line asks for JSON (`--output json` or
+/// `XARCHIVE_OUTPUT=json`), read leniently, for telling a command line
+/// that clap refused.
+pub fn asks_for_json() -> bool {
+    <Cli as clap::CommandFactory>::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .ok()
+        .and_then(|m| m.get_one::<Output>("output").copied())
+        == Some(Output::Json)
 }
 
 /// Where a client command sends its requests.
@@ -72,13 +74,13 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 pub struct ServerArgs {
     /// The domain's address: `http://host:port` (or https), `host:port`,
     /// with or without a trailing `/v1`.
-    #[arg(long, env = "XARCHIVE_SERVER", default_value = "http://127.0.0.1:7700")]
+    #[arg(long, env = "XARCHIVE_SERVER", default_value = "http://127.0.0.1:7700", value_parser = server_address)]
     server: String,
     /// Seconds to wait for an answer.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
     /// API token (from `xarchive token create`).
-    #[arg(long, env = "XARCHIVE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "XARCHIVE_TOKEN", hide_env_values = true, value_parser = token)]
     token: Option<String>,
     /// Trust only this certificate authority (PEM) for HTTPS.
     #[arg(long, env = "XARCHIVE_TLS_CA")]
@@ -91,6 +93,52 @@ fn archive_id(text: &str) -> Result<String, String> {
     xarchive_node::ArchiveId::parse(text)
         .map(|_| text.to_owned())
         .map_err(|e| e.to_string())
+}
+
+/// `--server` as the client will use it, or why it cannot be: an
+/// `http://` or `https://` URL with a host (a scheme is added when
+/// missing), without spaces, a query or a fragment.
+fn server_address(text: &str) -> Result<String, String> {
+    if !text.contains("://") && text.contains(":/") {
+        return Err(
+            "a scheme is written with `://`: give http://host:port or https://host:port".into(),
+        );
+    }
+    let base = base_address(text);
+    let url = url::Url::parse(&base).map_err(|e| {
+        format!("not an address ({e}): give http://host:port, https://host:port or host:port")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "the scheme {:?} is neither http nor https",
+            url.scheme()
+        ));
+    }
+    // A path stays: a domain may be served under one (a reverse proxy's).
+    if url.host_str().is_none_or(str::is_empty)
+        || base.chars().any(char::is_whitespace)
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(
+            "not a domain's base address (no spaces, query or fragment): give http://host:port, https://host:port or host:port"
+                .into(),
+        );
+    }
+    Ok(text.to_owned())
+}
+
+/// A token as sent: refused when empty (an empty `XARCHIVE_TOKEN=` is a
+/// mistake, not "no token").
+fn token(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("the token is empty: give one, or unset XARCHIVE_TOKEN to send none".into());
+    }
+    if text.chars().any(|c| c.is_control() || c == ' ') {
+        return Err("a token has no spaces or control characters".into());
+    }
+    Ok(text.to_owned())
 }
 
 /// A server address as people write it, as the client takes it: a scheme
@@ -130,7 +178,25 @@ mod tests {
             ("http://127.0.0.1:18950/v1/", "http://127.0.0.1:18950"),
         ] {
             assert_eq!(super::base_address(given), base, "{given}");
+            assert!(super::server_address(given).is_ok(), "{given}");
         }
+    }
+
+    #[test]
+    fn an_address_the_client_cannot_use_is_refused_before_any_request() {
+        for bad in [
+            "htp:/bad url",
+            "htp:/bad",
+            "http:/127.0.0.1:7700",
+            "ftp://a.example.org",
+            "http://",
+            "http://a b:7700",
+            "http://127.0.0.1:7700/?x=1",
+        ] {
+            assert!(super::server_address(bad).is_err(), "{bad}");
+        }
+        assert!(super::token("").is_err() && super::token("  ").is_err());
+        assert_eq!(super::token("xa_1").as_deref(), Ok("xa_1"));
     }
 }
 
@@ -205,8 +271,9 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), for `man -l -` or /usr/share/man/man1.
-    Man,
+    /// Print a manual page (roff), for `man -l -`: xarchive(1), or a
+    /// command's (`man import`); `--dir` writes them all.
+    Man(man::ManArgs),
     /// The spreadsheet reader `import` runs as a child of its own, its
     /// memory bounded (not for people).
     #[command(name = import::CHILD_COMMAND, hide = true)]
@@ -223,7 +290,7 @@ pub fn without_runtime(cli: &Cli) -> Option<ExitCode> {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let _ = OUTPUT.set(cli.output);
+    xarchive::output::set(cli.output);
     match cli.command {
         Command::Up(args) => up::run(args).await,
         Command::Serve(args) => serve::run(*args).await,
@@ -237,14 +304,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cluster(args) => cluster::run(args).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "xarchive", &mut std::io::stdout());
+            // Into memory first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "xarchive", &mut script);
+            std::io::Write::write_all(&mut xarchive::output::stdout(), &script)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            let command = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Man(args) => man::run(args),
         Command::Import(args) => import::run(args).await,
         Command::Export(args) => export::run(args).await,
         Command::Sample(args) => sample::run(args).await,

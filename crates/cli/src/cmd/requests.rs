@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use unicode_width::UnicodeWidthStr;
 use xarchive::failure::Usage;
 use xarchive_node::wire::{
     Answer, Certificate, CertificateCheck, Decision, HoldingView, RequestView, ReviewItem,
 };
 use xarchive_seal::{SignedTrustList, TrustList};
 
+use super::table::{print_table, row};
 use super::ServerArgs;
 
 /// Where the applicant's identity number is read from, said once for the
@@ -227,7 +227,7 @@ async fn certify(args: CertifyArgs) -> anyhow::Result<ExitCode> {
             .write_all(&pdf)
             .with_context(|| format!("cannot write {}", path.display()))?;
         file.persist()?;
-        eprintln!(
+        xarchive::errln!(
             "saved the certificate's PDF ({} bytes) to {}, readable by its owner alone",
             pdf.len(),
             path.display()
@@ -236,7 +236,7 @@ async fn certify(args: CertifyArgs) -> anyhow::Result<ExitCode> {
     if super::json(args.json) {
         super::print_json(&certificate)?;
     } else {
-        print_certificate(&certificate);
+        print_certificate(&certificate)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -248,7 +248,7 @@ pub async fn review(command: ReviewCommand) -> anyhow::Result<ExitCode> {
             if super::json(args.json) {
                 super::print_json(&queue)?;
             } else {
-                print_reviews(&queue.reviews);
+                print_reviews(&queue.reviews)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -293,9 +293,9 @@ pub async fn certificate(command: CertificateCommand) -> anyhow::Result<ExitCode
             if super::json(args.json) {
                 super::print_json(&check)?;
             } else {
-                println!("valid: certificate {} checks", check.code);
-                print_check(&check);
-                println!("  {:<16} {}", "checked by", check.checked_by);
+                xarchive::outln!("valid: certificate {} checks", check.code);
+                print_check(&check)?;
+                xarchive::outln!("  {:<16} {}", "checked by", check.checked_by);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -310,15 +310,15 @@ pub async fn certificate(command: CertificateCommand) -> anyhow::Result<ExitCode
             std::fs::write(&args.out, bytes)
                 .with_context(|| format!("cannot write {}", args.out.display()))?;
             let anchor = xarchive_seal::trust::fingerprint(&signed.anchor()?);
-            println!(
+            xarchive::outln!(
                 "saved the trust list of cluster {} ({} archives) to {}",
                 list.cluster,
                 list.archives.len(),
                 args.out.display()
             );
-            println!("anchor: {anchor}");
+            xarchive::outln!("anchor: {anchor}");
             if !list.secured {
-                eprintln!(
+                xarchive::errln!(
                     "warning: this cluster has no secret: anyone can make a trust list that checks"
                 );
             }
@@ -339,9 +339,9 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
                 &serde_json::json!({"valid": false, "exit": code, "message": why}),
             );
         }
-        eprintln!("error: {why}");
+        xarchive::errln!("error: {why}");
         if let Some(hint) = hint {
-            eprintln!("hint: {hint}");
+            xarchive::errln!("hint: {hint}");
         }
         Ok(ExitCode::from(code))
     };
@@ -435,7 +435,7 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    xarchive::outln!(
         "valid: certificate {} checks against the trust list of cluster {} (sheets {} of {})",
         first.code,
         trust.cluster,
@@ -453,7 +453,7 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         ("request", first.request_id.clone()),
     ];
     for (name, value) in rows.iter().filter(|(_, v)| !v.is_empty()) {
-        println!("  {name:<16} {value}");
+        xarchive::outln!("  {name:<16} {value}");
     }
     let mut table = vec![row([
         "HOLDING ARCHIVE",
@@ -473,19 +473,19 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     if table.len() > 1 {
-        print_table(&table);
+        print_table(&table)?;
     }
     if !trust.secured {
-        eprintln!("warning: the trust list is of a cluster without a secret: anyone can make one that checks");
+        xarchive::errln!("warning: the trust list is of a cluster without a secret: anyone can make one that checks");
     }
-    println!(
+    xarchive::outln!(
         "Compare these with the paper: a printed field that differs means the paper was changed."
     );
     Ok(ExitCode::SUCCESS)
 }
 
 /// What a check found, as a person compares it with the paper.
-fn print_check(check: &CertificateCheck) {
+fn print_check(check: &CertificateCheck) -> anyhow::Result<()> {
     let rows = [
         (
             "issued by",
@@ -497,7 +497,7 @@ fn print_check(check: &CertificateCheck) {
         ("request", check.request_id.clone()),
     ];
     for (name, value) in rows.iter().filter(|(_, v)| !v.is_empty()) {
-        println!("  {name:<16} {value}");
+        xarchive::outln!("  {name:<16} {value}");
     }
     let mut table = vec![row([
         "HOLDING ARCHIVE",
@@ -518,14 +518,14 @@ fn print_check(check: &CertificateCheck) {
         ]);
     }
     if table.len() > 1 {
-        print_table(&table);
+        print_table(&table)?;
     }
     for n in &check.not_provided {
         let holding = n
             .holding
             .as_ref()
             .map_or("no archive".to_owned(), |h| h.name.clone());
-        println!(
+        xarchive::outln!(
             "  not provided by {holding}: {} ({}{})",
             n.records.join(", "),
             n.why,
@@ -535,6 +535,7 @@ fn print_check(check: &CertificateCheck) {
                 .unwrap_or_default()
         );
     }
+    Ok(())
 }
 
 async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
@@ -581,8 +582,8 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
             holdings,
         ]);
     }
-    print_table(&rows);
-    eprintln!("{} requests", list.requests.len());
+    print_table(&rows)?;
+    xarchive::errln!("{} requests", list.requests.len());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -600,7 +601,7 @@ async fn decide(
     if super::json(json) {
         super::print_json(&answer)?;
     } else {
-        print_answer(receiving, request, &answer);
+        print_answer(receiving, request, &answer)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -621,7 +622,7 @@ fn identity_number(file: Option<&Path>) -> anyhow::Result<String> {
         None => {
             let stdin = std::io::stdin();
             if stdin.is_terminal() {
-                eprint!("applicant's identity number: ");
+                write!(std::io::stderr(), "applicant's identity number: ")?;
                 std::io::stderr().flush()?;
             }
             let mut line = String::new();
@@ -662,16 +663,21 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
         super::print_json(view)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("request {}: {}", view.id, status(&view.status));
-    println!("  {} {}", view.words.zh, view.words.en);
-    println!(
+    xarchive::outln!("request {}: {}", view.id, status(&view.status));
+    xarchive::outln!("  {} {}", view.words.zh, view.words.en);
+    xarchive::outln!(
         "  applicant {}, for {}; submitted {} by {}",
-        view.applicant_name, view.purpose, view.submitted_at, view.clerk
+        view.applicant_name,
+        view.purpose,
+        view.submitted_at,
+        view.clerk
     );
     if let Some(certificate) = &view.certificate {
-        println!(
+        xarchive::outln!(
             "  certificate {} issued {} ({} sheets)",
-            certificate.code, certificate.issued_at, certificate.sheets
+            certificate.code,
+            certificate.issued_at,
+            certificate.sheets
         );
     }
     let mut rows = vec![row(["HOLDING", "STATE", "RECORDS", "NOTE"])];
@@ -694,16 +700,16 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
         ]);
     }
     if view.holdings.is_empty() {
-        println!("  no archive holds a record of it");
+        xarchive::outln!("  no archive holds a record of it");
     } else {
-        print_table(&rows);
+        print_table(&rows)?;
     }
     if !view.not_found.is_empty() {
-        println!("  held by no archive: {}", view.not_found.join(", "));
+        xarchive::outln!("  held by no archive: {}", view.not_found.join(", "));
     }
     let copies: Vec<_> = view.holdings.iter().flat_map(|h| &h.copies).collect();
     if !copies.is_empty() {
-        println!("copies:");
+        xarchive::outln!("copies:");
         let mut rows = vec![row([
             "HOLDING",
             "ARCHIVE NUMBER",
@@ -726,9 +732,9 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
                 },
             ]);
         }
-        print_table(&rows);
+        print_table(&rows)?;
         for c in copies.iter().filter(|c| !c.valid) {
-            println!(
+            xarchive::outln!(
                 "  ✗ the copy of {} from {} does not check: {}; no certificate can be issued while it is kept",
                 c.archive_number,
                 c.holding,
@@ -741,23 +747,24 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
 
 /// The certificate as the applicant takes it away: each copy with the
 /// archive holding it, the code and where to check it.
-fn print_certificate(certificate: &Certificate) {
+fn print_certificate(certificate: &Certificate) -> anyhow::Result<()> {
     let view = &certificate.request;
-    println!("档案查询证明 · CERTIFICATE OF ARCHIVE SEARCH");
-    println!(
+    xarchive::outln!("档案查询证明 · CERTIFICATE OF ARCHIVE SEARCH");
+    xarchive::outln!(
         "  issued by    {} ({})",
-        certificate.issuer.name, certificate.issuer.domain
+        certificate.issuer.name,
+        certificate.issuer.domain
     );
     if !certificate.issuer.address.is_empty() {
-        println!("               {}", certificate.issuer.address);
+        xarchive::outln!("               {}", certificate.issuer.address);
     }
-    println!("  code         {}", certificate.code);
-    println!("  issued       {}", certificate.issued_at);
-    println!("  request      {}", view.id);
-    println!("  applicant    {}", view.applicant_name);
-    println!("  purpose      {}", view.purpose);
-    println!("  {} {}", view.words.zh, view.words.en);
-    println!();
+    xarchive::outln!("  code         {}", certificate.code);
+    xarchive::outln!("  issued       {}", certificate.issued_at);
+    xarchive::outln!("  request      {}", view.id);
+    xarchive::outln!("  applicant    {}", view.applicant_name);
+    xarchive::outln!("  purpose      {}", view.purpose);
+    xarchive::outln!("  {} {}", view.words.zh, view.words.en);
+    xarchive::outln!();
     let mut rows = vec![row([
         "HOLDING ARCHIVE",
         "ARCHIVE NUMBER",
@@ -775,7 +782,7 @@ fn print_certificate(certificate: &Certificate) {
         }
     }
     if rows.len() > 1 {
-        print_table(&rows);
+        print_table(&rows)?;
     }
     for h in view
         .holdings
@@ -787,7 +794,7 @@ fn print_certificate(certificate: &Certificate) {
         } else {
             &h.missing
         };
-        println!(
+        xarchive::outln!(
             "  not provided by {}: {}{}",
             h.name,
             what.join(", "),
@@ -798,25 +805,26 @@ fn print_certificate(certificate: &Certificate) {
         );
     }
     if !view.not_found.is_empty() {
-        println!("  held by no archive: {}", view.not_found.join(", "));
+        xarchive::outln!("  held by no archive: {}", view.not_found.join(", "));
     }
-    println!();
-    println!(
+    xarchive::outln!();
+    xarchive::outln!(
         "Check it at any archive of the cluster: xarchive certificate check {}",
         certificate.code
     );
     if !certificate.issuer.url.is_empty() {
-        println!(
+        xarchive::outln!(
             "or on the page: {}#verify",
             certificate.issuer.url.trim_end_matches('/')
         );
     }
-    println!(
+    xarchive::outln!(
         "Offline, from its PDF or QR code: xarchive certificate verify FILE --trust-list TRUST.json"
     );
+    Ok(())
 }
 
-fn print_reviews(reviews: &[ReviewItem]) {
+fn print_reviews(reviews: &[ReviewItem]) -> anyhow::Result<()> {
     let mut rows = vec![row([
         "RECEIVING",
         "REQUEST",
@@ -848,53 +856,25 @@ fn print_reviews(reviews: &[ReviewItem]) {
             ]);
         }
     }
-    print_table(&rows);
-    eprintln!("{} waiting for review", reviews.len());
+    print_table(&rows)?;
+    xarchive::errln!("{} waiting for review", reviews.len());
+    Ok(())
 }
 
-fn print_answer(receiving: &str, request: &str, answer: &Answer) {
+fn print_answer(receiving: &str, request: &str, answer: &Answer) -> anyhow::Result<()> {
     let state = status(&answer.state).replace('_', " ");
-    println!(
+    xarchive::outln!(
         "request {request} from {receiving}: {state}, {} copies",
         answer.copies.len()
     );
     if let Some(reason) = &answer.reason {
-        println!("  reason: {reason}");
+        xarchive::outln!("  reason: {reason}");
     }
     if answer.state == xarchive_node::wire::HoldingState::NoneHeld {
-        println!("  none of its records is held here any more");
+        xarchive::outln!("  none of its records is held here any more");
     }
     if !answer.missing.is_empty() {
-        println!("  not held here: {}", answer.missing.join(", "));
+        xarchive::outln!("  not held here: {}", answer.missing.join(", "));
     }
-}
-
-fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
-    cells.map(str::to_owned).to_vec()
-}
-
-/// Prints `rows` in columns, padded by display width (a Chinese character
-/// takes two columns).
-fn print_table(rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = Vec::new();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            let w = UnicodeWidthStr::width(cell.as_str());
-            match widths.get_mut(i) {
-                Some(max) => *max = (*max).max(w),
-                None => widths.push(w),
-            }
-        }
-    }
-    for row in rows {
-        let mut line = String::from("  ");
-        for (i, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if i + 1 < row.len() {
-                let pad = widths[i] - UnicodeWidthStr::width(cell.as_str()) + 2;
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        println!("{}", line.trim_end());
-    }
+    Ok(())
 }

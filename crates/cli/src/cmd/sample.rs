@@ -27,11 +27,16 @@ pub async fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
             std::fs::File::create(path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
         )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        None => Box::new(std::io::BufWriter::new(xarchive::output::stdout())),
     };
     for i in 0..args.count {
         out.write_all(sample::ndjson_line(args.domain_index, i).as_bytes())?;
     }
     out.flush()?;
+    drop(out);
+    // Standard output is the records themselves unless --out took them.
+    if let (Some(path), true) = (&args.out, super::json(false)) {
+        super::print_json(&serde_json::json!({"written": args.count, "out": path}))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

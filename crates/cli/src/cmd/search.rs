@@ -8,7 +8,7 @@ use anyhow::Context;
 use xarchive_node::wire::SearchRequest;
 
 use super::ServerArgs;
-use xarchive::EXIT_UNAVAILABLE;
+use xarchive::failure::EXIT_UNAVAILABLE;
 
 #[derive(clap::Args)]
 pub struct SearchArgs {
@@ -47,15 +47,15 @@ pub async fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
     };
     let (status, answer) = args.server.client()?.search(&request).await?;
     if super::json(args.json) {
-        println!("{}", serde_json::to_string_pretty(&answer)?);
+        super::print_json(&answer)?;
     } else {
         let mut domain = None;
         for record in &answer.records {
             if domain != Some(&record.domain) {
-                println!("{}:", record.domain);
+                xarchive::outln!("{}:", record.domain);
                 domain = Some(&record.domain);
             }
-            println!("  {}  {}", record.id, record.title);
+            xarchive::outln!("  {}  {}", record.id, record.title);
         }
     }
     let summary = format!(
@@ -72,10 +72,10 @@ pub async fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
         answer.asked.join(","),
     );
     if status == 200 {
-        eprintln!("{summary}");
+        xarchive::errln!("{summary}");
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!(
+        xarchive::errln!(
             "incomplete: {} ({summary})",
             answer
                 .message
@@ -94,7 +94,7 @@ pub struct AuditArgs {
     /// Entries from this time on (RFC 3339, e.g. 2026-11-25T08:00:00Z).
     #[arg(long)]
     since: Option<String>,
-    /// Print the entries as NDJSON.
+    /// Print the entries as one JSON document (`{"entries": [...]}`).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -118,21 +118,22 @@ pub enum AuditCommand {
 async fn verify(json: bool, server: ServerArgs) -> anyhow::Result<ExitCode> {
     let found = server.client()?.audit_verify().await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&found)?);
+        super::print_json(&found)?;
     } else {
-        println!(
+        xarchive::outln!(
             "{} entries, last hash {}",
-            found.head.entries, found.head.hash
+            found.head.entries,
+            found.head.hash
         );
         match (&found.anchor, &found.unanchored) {
-            (Some(a), _) => println!("anchored: {} entries, hash {}", a.entries, a.hash),
-            (None, Some(why)) => println!("anchor not compared: {why}"),
-            (None, None) => println!("nothing anchored yet"),
+            (Some(a), _) => xarchive::outln!("anchored: {} entries, hash {}", a.entries, a.hash),
+            (None, Some(why)) => xarchive::outln!("anchor not compared: {why}"),
+            (None, None) => xarchive::outln!("nothing anchored yet"),
         }
         for problem in &found.problems {
-            println!("PROBLEM: {problem}");
+            xarchive::outln!("PROBLEM: {problem}");
         }
-        println!("{}", if found.intact { "intact" } else { "NOT INTACT" });
+        xarchive::outln!("{}", if found.intact { "intact" } else { "NOT INTACT" });
     }
     Ok(if found.intact {
         ExitCode::SUCCESS
@@ -152,12 +153,14 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.client()?;
     let mut since = args.since;
     let mut count = 0usize;
+    // With JSON, the entries of every page make one document.
+    let mut entries = Vec::new();
     loop {
         let page = client.audit(since.as_deref()).await?;
-        for entry in &page.entries {
+        for entry in page.entries {
             count += 1;
             if json {
-                println!("{}", serde_json::to_string(entry)?);
+                entries.push(entry);
                 continue;
             }
             let at =
@@ -168,7 +171,7 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
                             .ok()
                     })
                     .unwrap_or_else(|| entry.at_us.to_string());
-            println!(
+            xarchive::outln!(
                 "{at}  {} ({}) at {}  {} #{}  {} records",
                 entry.requester.token,
                 entry.requester.role,
@@ -183,6 +186,9 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             None => break,
         }
     }
-    eprintln!("{count} searches on record");
+    if json {
+        super::print_json(&serde_json::json!({ "entries": entries }))?;
+    }
+    xarchive::errln!("{count} searches on record");
     Ok(ExitCode::SUCCESS)
 }

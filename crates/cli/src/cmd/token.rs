@@ -48,17 +48,19 @@ fn list(config: &std::path::Path) -> anyhow::Result<ExitCode> {
         super::print_json(&tokens)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<24} {:<7} {:<12} sha256", "name", "role", "domain");
+    let mut rows = vec![super::table::row(["name", "role", "domain", "sha256"])];
     for t in &tokens {
-        println!(
-            "{:<24} {:<7} {:<12} {}…",
-            t.name,
-            t.role.as_str(),
-            t.domain.as_deref().unwrap_or("any"),
-            &t.sha256[..12.min(t.sha256.len())]
-        );
+        rows.push(vec![
+            t.name.clone(),
+            t.role.as_str().to_owned(),
+            t.domain.clone().unwrap_or_else(|| "any".to_owned()),
+            format!("{}…", t.sha256.get(..12).unwrap_or(&t.sha256)),
+        ]);
     }
-    eprintln!("{} tokens in {}", tokens.len(), config.display());
+    for line in super::table::lines(&rows, &[], "") {
+        xarchive::outln!("{line}");
+    }
+    xarchive::errln!("{} tokens in {}", tokens.len(), config.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -95,19 +97,28 @@ fn revoke(name: &str, config: &std::path::Path) -> anyhow::Result<ExitCode> {
     if super::json(false) {
         super::print_json(&serde_json::json!({"revoked": name, "config": config}))?;
     }
-    eprintln!(
+    xarchive::errln!(
         "revoked token {name:?} in {}; a running domain stops taking it on SIGHUP (systemctl reload xarchive@NAME)",
         config.display()
     );
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--role`: every role, each with what it allows, from the node's own
+/// list (so `--help` names them all).
+fn role() -> impl clap::builder::TypedValueParser<Value = Role> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        Role::ALL.map(|role| PossibleValue::new(role.as_str()).help(role.about())),
+    )
+    .try_map(|name| name.parse::<Role>())
+}
+
 #[derive(clap::Args)]
 pub struct CreateArgs {
-    /// `read` (lookups, reads, filters), `write` (also puts, deletes,
-    /// imports), `search` (also searches by key) or `audit` (also the log
-    /// of searches).
-    #[arg(long)]
+    /// What the token may do: every role reads; each other permission
+    /// belongs to one role.
+    #[arg(long, value_parser = role())]
     role: Role,
     /// A name for the token, shown in logs and metrics.
     #[arg(long, default_value = "client")]
@@ -140,7 +151,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         sha256_hex(&token)
     );
     if args.domain.is_none() && args.role == Role::Search {
-        eprintln!(
+        xarchive::errln!(
             "note: this search token may search at every domain, each limiting its rate on its own; \
              with --domain NAME it searches only there, and its rate holds across the cluster"
         );
@@ -163,13 +174,13 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
                 .open(path)
                 .with_context(|| format!("cannot open {}", path.display()))?;
             file.write_all(entry.as_bytes())?;
-            eprintln!(
+            xarchive::errln!(
                 "added token {:?} ({role}) to {}; a running domain takes it on SIGHUP (systemctl reload xarchive@NAME)",
                 args.name,
                 path.display()
             );
         }
-        None => eprintln!("add this to the domain's config file:{entry}"),
+        None => xarchive::errln!("add this to the domain's config file:{entry}"),
     }
     if super::json(false) {
         super::print_json(&serde_json::json!({
@@ -181,7 +192,7 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("the token (shown once; keep it secret):");
-    println!("{token}");
+    xarchive::errln!("the token (shown once; keep it secret):");
+    xarchive::outln!("{token}");
     Ok(ExitCode::SUCCESS)
 }

@@ -53,16 +53,40 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         coordinator: &|_| hub.coordinator() as std::sync::Arc<dyn Coordinator>,
     })
     .await?;
-    print_welcome(&cluster, &args)?;
+    if super::json(false) {
+        print_domains(&cluster)?;
+    } else {
+        print_welcome(&cluster, &args)?;
+    }
     xarchive_node::shutdown::signal().await;
     cluster.stop().await?;
-    // Whoever read the welcome may be gone (a closed pipe is not an error).
-    let _ = writeln!(
-        std::io::stdout(),
-        "all domains stopped; data kept in {}",
-        args.data.display()
-    );
+    if !super::json(false) {
+        // Whoever read the welcome may be gone (a closed pipe is not an error).
+        let _ = writeln!(
+            xarchive::output::stdout(),
+            "all domains stopped; data kept in {}",
+            args.data.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// With `--output json`: the domains started, as one document, printed
+/// once they serve (nothing more is printed when they stop).
+fn print_domains(cluster: &LocalCluster) -> anyhow::Result<()> {
+    let mut domains = Vec::new();
+    for node in &cluster.nodes {
+        domains.push(serde_json::json!({
+            "name": node.domain().name(),
+            "address": node.address(),
+            "records": node.domain().stats()?.records,
+            "data": node.config().data,
+        }));
+    }
+    super::print_json(&serde_json::json!({
+        "domains": domains,
+        "page": format!("{}/", cluster.nodes[0].address()),
+    }))
 }
 
 fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
@@ -121,9 +145,12 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
         "A search by identity number, finding {}'s records in {found_in} domain(s):",
         person["name_birth"].as_str().unwrap_or_default()
     )?;
+    // The identity number on standard input, as README says: never an
+    // argument, which every user of the machine sees (`ps`).
+    writeln!(out, "  xarchive search --key id_card=- --server {first}")?;
     writeln!(
         out,
-        "  xarchive search --key id_card={} --server {first}",
+        "  and give it the sample identity number on standard input: {}",
         person["id_card"].as_str().unwrap_or_default()
     )?;
     writeln!(out, "The cluster: curl {first}/v1/cluster")?;
@@ -136,6 +163,6 @@ fn print_welcome(cluster: &LocalCluster, args: &UpArgs) -> anyhow::Result<()> {
         args.data.display()
     )?;
     // A reader that went away (a closed pipe) is not an error.
-    let _ = std::io::stdout().write_all(out.as_bytes());
+    let _ = xarchive::output::stdout().write_all(out.as_bytes());
     Ok(())
 }

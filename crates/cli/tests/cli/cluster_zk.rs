@@ -216,6 +216,52 @@ async fn a_killed_domain_is_named_until_it_returns() {
     assert_eq!(answer.owner.as_deref(), Some("C"));
 }
 
+/// `up` is ZooKeeper's word, and lags a crash by the session's length;
+/// `reachable` is a probe made during the call, so the view never calls
+/// a dead domain reachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_killed_with_kill_9_is_not_reachable_in_the_next_cluster_view() {
+    let mut cluster = Cluster::start(|zk| zk.connect_string()).await;
+    let view = cluster.client(0).cluster().await.unwrap();
+    assert!(
+        view.domains.iter().all(|d| d.reachable),
+        "{:?}",
+        view.domains
+    );
+    assert!(view.get("C").unwrap().probe_ms.is_some());
+    cluster.domains[2].kill9();
+    // At once, and past C's session: never "reachable".
+    for wait in [0, SESSION_MS + 1_500] {
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let view = cluster.client(0).cluster().await.unwrap();
+        let c = view.get("C").unwrap();
+        assert!(!c.reachable, "{c:?}");
+        assert!(c.probe_error.is_some() && c.probe_ms.is_none(), "{c:?}");
+        assert!(view.get("B").unwrap().reachable, "{view:?}");
+        // The command line says the same, as JSON and as a table.
+        let out =
+            crate::common::xarchive(&["--output", "json", "cluster"], &cluster.domains[0].url);
+        let printed: xarchive_node::wire::ClusterView = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::common::text(&out)));
+        assert!(!printed.get("C").unwrap().reachable);
+        let out = crate::common::xarchive(&["cluster"], &cluster.domains[0].url);
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("C "))
+            .unwrap_or_else(|| panic!("{table}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[2], "NO", "{table}");
+        assert!(table.contains("C: not reachable now"), "{table}");
+    }
+    let view = cluster.client(0).cluster().await.unwrap();
+    assert!(!view.get("C").unwrap().up, "past its session: {view:?}");
+    cluster.domains[2].restart();
+    cluster.wait_converged().await;
+    let view = cluster.client(0).cluster().await.unwrap();
+    assert!(view.get("C").unwrap().reachable, "{view:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_domain_started_without_zookeeper_never_answers_not_found() {
     let mut cluster = Cluster::start(|zk| zk.connect_string()).await;

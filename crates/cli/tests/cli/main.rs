@@ -12,6 +12,7 @@ mod cluster_zk;
 mod domain;
 mod import_export;
 mod lookup_typed;
+mod output;
 mod requests;
 mod security;
 mod trust;

@@ -36,6 +36,7 @@ fn run_up_with(
         .unwrap();
     let mut printed = String::new();
     let mut lookup = None;
+    let (mut search, mut identity) = (None, None);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     for line in lines.by_ref() {
         let line = line.unwrap();
@@ -43,6 +44,12 @@ fn run_up_with(
         printed.push('\n');
         if let Some(cmd) = line.trim().strip_prefix("xarchive lookup ") {
             lookup = Some(cmd.to_owned());
+        }
+        if let Some(cmd) = line.trim().strip_prefix("xarchive search ") {
+            search = Some(cmd.to_owned());
+        }
+        if let Some(number) = line.split("on standard input: ").nth(1) {
+            identity = Some(number.trim().to_owned());
         }
         if line.starts_with("Ctrl-C stops") {
             break;
@@ -64,6 +71,26 @@ fn run_up_with(
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("found in domain C"), "{err}");
+    // The search as printed: the identity number on standard input, as
+    // README says, never an argument.
+    let search = search.unwrap_or_else(|| panic!("no search command printed:\n{printed}"));
+    let identity = identity.unwrap_or_else(|| panic!("no identity number printed:\n{printed}"));
+    assert!(
+        search.starts_with("--key id_card=- --server ") && !search.contains(&identity),
+        "{search}"
+    );
+    let out = crate::common::run(
+        &["search", "--key", "id_card=-"],
+        server,
+        None,
+        Some(identity.as_bytes()),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(" records in "),
+        "{}",
+        text(&out)
+    );
     while_up(server);
 
     Command::new("kill")
@@ -153,4 +180,44 @@ fn up_gives_every_domain_the_settings_of_its_config_file_and_the_environment() {
         printed.contains("  A "),
         "each domain keeps its own name: {printed}"
     );
+}
+
+/// With `--output json`, `up` prints one document once its domains serve,
+/// and nothing more when it stops.
+#[test]
+fn up_with_output_json_prints_its_domains_as_one_document() {
+    let dir = tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .args(["--output", "json", "up", "--records", "0", "--port", "0"])
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut printed = String::new();
+    // The document ends with its closing brace alone on a line.
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "{printed}");
+        printed.push_str(&line);
+        if line == "}\n" {
+            break;
+        }
+    }
+    let document: serde_json::Value = serde_json::from_str(&printed).unwrap();
+    let domains = document["domains"].as_array().unwrap();
+    assert_eq!(domains.len(), 3, "{document}");
+    let first = domains[0]["address"].as_str().unwrap();
+    let out = xarchive(&["stats"], first);
+    assert!(out.status.success(), "{}", text(&out));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(rest, "", "nothing after the document");
 }

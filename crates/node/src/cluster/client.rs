@@ -392,6 +392,15 @@ impl Client {
         self.send(self.http.get(&url), &url).await.map(drop)
     }
 
+    /// `GET /healthz` within `timeout`: `Ok` when the domain's process
+    /// answered (the probe `/v1/cluster` makes of every peer).
+    pub async fn healthz(&self, timeout: Duration) -> Result<(), ClientError> {
+        let url = self.url("/healthz");
+        self.send(self.http.get(&url).timeout(timeout), &url)
+            .await
+            .map(drop)
+    }
+
     /// The domain's own filter answer for `id`.
     pub async fn contains(&self, id: &str) -> Result<bool, ClientError> {
         let url = self.url(&format!("/v1/contains/{}", encode_id(id)));

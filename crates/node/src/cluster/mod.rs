@@ -19,7 +19,7 @@ mod sliced;
 pub(crate) mod sync;
 pub(crate) mod zookeeper;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +112,9 @@ pub struct ClusterConfig {
     /// How long a copy may stay behind its origin, waiting for the
     /// relay, before it is pulled from the origin itself.
     pub relay_grace_ms: u64,
+    /// How long `/v1/cluster` waits for each domain to answer the probe
+    /// it makes of every one (`reachable` means answered within it).
+    pub probe_timeout_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -128,6 +131,7 @@ impl Default for ClusterConfig {
             wan_delay_ms: 0,
             relay_fanout: 3,
             relay_grace_ms: 1_000,
+            probe_timeout_ms: 1_000,
         }
     }
 }
@@ -199,6 +203,11 @@ const SNAPSHOTS_AT_ONCE: usize = 4;
 /// filter at national scale is tens of megabytes (40 MB for 20 million
 /// IDs), seconds on a 100 Mbit/s link.
 const SNAPSHOT_TIMEOUTS: u32 = 20;
+
+/// Probes of `/v1/cluster` in flight at once: a province's hundred
+/// domains in two rounds, without opening thousands of connections at a
+/// nation's.
+const PROBES_AT_ONCE: usize = 64;
 
 impl Cluster {
     /// `key_id` names the filter key of this domain's key filter.
@@ -401,20 +410,79 @@ impl Cluster {
     /// positions published are read from the coordinator first (they are
     /// not followed at each publication), so a copy shown current holds
     /// everything its origin acknowledged before this call; if they cannot
-    /// be read, those known are shown, and `connected` says why.
+    /// be read, those known are shown, and `connected` says why. Every
+    /// other domain is probed meanwhile (`GET /healthz`, at most
+    /// `probe_timeout_ms`, all at once): `reachable` says it answered
+    /// during this call, never that it did once (docs/OPERATIONS.md).
     pub async fn view(&self, me: DomainView) -> ClusterView {
-        if let Err(e) = self.confirmed().await {
+        let peers = self.replicas.read().infos();
+        let (confirmed, probes) = futures::join!(self.confirmed(), self.probe(&peers));
+        if let Err(e) = confirmed {
             tracing::debug!(error = %e, "positions not read for the cluster's view");
         }
         let mut domains = vec![me];
-        domains.extend(self.replicas.read().views());
+        let mut views = self.replicas.read().views();
+        for view in &mut views {
+            let probe = probes.get(&view.name);
+            view.reachable = matches!(probe, Some(Ok(_)));
+            view.probe_ms = probe.and_then(|p| p.as_ref().ok().copied());
+            view.probe_error = match probe {
+                Some(Err(e)) => Some(e.clone()),
+                None => Some("not probed: it joined during this call".to_owned()),
+                Some(Ok(_)) => None,
+            };
+        }
+        domains.extend(views);
         ClusterView {
             domain: self.me.clone(),
             coordinator: self.coordinator.describe(),
             connected: self.coordinator.view().borrow().connected,
+            probe_timeout_ms: self.config.probe_timeout_ms,
             domains,
             page: None,
         }
+    }
+
+    /// Asks each of `peers` whether it answers now: its round trip in
+    /// milliseconds, or why not. At most [`PROBES_AT_ONCE`] in flight.
+    async fn probe(&self, peers: &[replicas::PeerInfo]) -> HashMap<String, Result<u64, String>> {
+        use futures::StreamExt;
+        let timeout = Duration::from_millis(self.config.probe_timeout_ms);
+        // Futures made first, so that the stream holds no closure over a
+        // borrowed peer (which would not be Send for any lifetime).
+        let probes: Vec<_> = peers
+            .iter()
+            .map(|peer| (peer.name.clone(), peer.address.clone()))
+            .map(|(name, address)| async move {
+                let started = std::time::Instant::now();
+                let answer = match self.peer_client(&address) {
+                    Ok(client) => client.healthz(timeout).await,
+                    Err(e) => Err(e),
+                };
+                let answer = answer
+                    .map(|()| started.elapsed().as_millis() as u64)
+                    .map_err(|e| match &e {
+                        ClientError::Transport { source, .. } if source.is_timeout() => {
+                            format!("no answer within {} ms", timeout.as_millis())
+                        }
+                        // The innermost cause ("Connection refused") says
+                        // more than the layers naming the URL again.
+                        ClientError::Transport { source, .. } => {
+                            let mut cause: &dyn std::error::Error = source;
+                            while let Some(next) = cause.source() {
+                                cause = next;
+                            }
+                            cause.to_string()
+                        }
+                        _ => e.to_string(),
+                    });
+                (name, answer)
+            })
+            .collect();
+        futures::stream::iter(probes)
+            .buffer_unordered(PROBES_AT_ONCE)
+            .collect()
+            .await
     }
 
     /// A peer replaced or deleted these records: cached copies go.

@@ -322,7 +322,10 @@ impl Replicas {
                 address: peer.address.clone(),
                 is_self: false,
                 up: peer.registered(),
-                reachable: peer.reachable,
+                // Set by the probe of the call (`Cluster::view`).
+                reachable: false,
+                probe_ms: None,
+                probe_error: None,
                 kind: peer.kind,
                 filter_bytes: peer.copy_bytes(),
                 epoch: peer.last_published.map(|p| p.epoch),

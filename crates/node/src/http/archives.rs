@@ -274,10 +274,10 @@ impl Bulk {
     post,
     path = "/v1/archives/_bulk",
     tag = "records",
-    request_body(content = String, content_type = "application/x-ndjson", description = "One JSON record per line, each with its `id` (as `RecordInput` plus `id`)"),
+    request_body(content = String, content_type = "application/x-ndjson", description = "One JSON record per line, each with its `id` (as `RecordInput` plus `id`); at least one line that is not blank"),
     responses(
         (status = 200, description = "Each line's result; bad lines fail alone", body = BulkReport),
-        (status = 400, description = "`invalid_body`", body = ErrorBody),
+        (status = 400, description = "`invalid_body`: the body could not be read, or holds no line that is not blank (nothing changed)", body = ErrorBody),
         (status = 503, description = "`coordinator_unavailable` or `store_unavailable` (nothing changed), or `not_published` (stored; repeating is safe)", body = ErrorBody),
         (status = 507, description = "`insufficient_storage`: the data directory's disk is full (below `limits.min_free_bytes`); nothing changed", body = ErrorBody),
     )
@@ -343,6 +343,15 @@ pub async fn bulk(State(node): State<Arc<Node>>, body: Body) -> Result<Response,
                 bulk.flush().await?;
             }
         }
+    }
+    if line_no == 0 {
+        // Nothing was read, so nothing changed: a body the document
+        // requires is required.
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidBody,
+            "the body holds no record: send one JSON record a line",
+        ));
     }
     bulk.flush().await?;
     published(&node).await?;

@@ -163,10 +163,167 @@ impl Modify for Common {
 pub(crate) fn document() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
-        ApiDoc::openapi()
-            .to_pretty_json()
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        let mut doc = match serde_json::to_value(ApiDoc::openapi()) {
+            Ok(doc) => doc,
+            Err(e) => return format!("{{\"error\": \"{e}\"}}"),
+        };
+        state_constraints(&mut doc);
+        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     })
+}
+
+/// Text that is not only white space (as Rust's `str::trim` reads it): at
+/// least one character outside Unicode's White_Space.
+const NOT_BLANK: &str = "[^\\u0009-\\u000D\\u0020\\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
+/// An archive ID as `local/id.rs` takes it: no control character
+/// (Unicode's Cc), not `.` or `..`. Its length is 1..=256 bytes of
+/// UTF-8; `maxLength` counts characters, so the document says 256 and
+/// the description says bytes.
+const ARCHIVE_ID: &str = "^(?:[^.\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*|\\.[^.\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*|\\.\\.[^\\u0000-\\u001F\\u007F-\\u009F]+)$";
+
+/// The rules the server applies to what it is sent, written into the
+/// document where utoipa's attributes cannot say them (patterns, lengths,
+/// ranges, a reason required with a refusal), so that a client generated
+/// from it sends nothing the server refuses for its form. What a schema
+/// cannot say (an identity number's check digit, a key type the cluster
+/// declares) is in the descriptions; `tests/schemathesis.rs` checks the
+/// document against the server both ways.
+fn state_constraints(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let archive_id = json!({
+        "type": "string", "minLength": 1, "maxLength": 256, "pattern": ARCHIVE_ID,
+        "description": "An archive ID: 1 to 256 bytes of UTF-8 without control characters, not `.` or `..`"
+    });
+    let domain_name = json!({
+        "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$",
+        "description": "A domain's name: 1 to 64 of A-Z a-z 0-9 - _"
+    });
+    let text = |required: bool, what: &str| {
+        let mut schema = json!({
+            "type": "string", "maxLength": 1024,
+            "description": format!("{what}: at most 1024 bytes of UTF-8{}", if required { ", not only white space" } else { "" })
+        });
+        if required {
+            schema["pattern"] = json!(NOT_BLANK);
+        }
+        schema
+    };
+    let parameter = |doc: &mut serde_json::Value,
+                     path: &str,
+                     method: &str,
+                     name: &str,
+                     schema: &serde_json::Value| {
+        if let Some(list) = doc["paths"][path][method]["parameters"].as_array_mut() {
+            for p in list.iter_mut().filter(|p| p["name"] == name) {
+                p["schema"] = schema.clone();
+            }
+        }
+    };
+    for (path, methods) in [
+        ("/v1/archives/{id}", &["get", "put", "delete"][..]),
+        ("/v1/contains/{id}", &["get"]),
+        ("/v1/lookup/{id}", &["get"]),
+        ("/v1/route/{id}", &["get"]),
+    ] {
+        for method in methods {
+            parameter(doc, path, method, "id", &archive_id);
+        }
+    }
+    // Rust's u64 (and usize): what a query's number may be at most.
+    let unsigned = |description: &str| json!({"type": "integer", "minimum": 0u64, "maximum": u64::MAX, "description": description});
+    parameter(
+        doc,
+        "/v1/audit",
+        "get",
+        "limit",
+        &unsigned("At most this many entries, 1 to 1000 (0 is taken as 1, more as 1000)"),
+    );
+    for (path, names) in [
+        ("/v1/filter/delta", &["epoch", "since"][..]),
+        ("/v1/filter/keys/delta", &["epoch", "since"]),
+        ("/v1/relay", &["relay", "from"]),
+    ] {
+        for name in names {
+            parameter(
+                doc,
+                path,
+                "get",
+                name,
+                &unsigned("An unsigned 64-bit number"),
+            );
+        }
+    }
+    parameter(
+        doc,
+        "/v1/archives",
+        "get",
+        "limit",
+        &json!({"type": "integer", "minimum": 1, "maximum": 10000, "description": "IDs per page, 1 to 10 000 (default 1000)"}),
+    );
+    parameter(
+        doc,
+        "/v1/audit",
+        "get",
+        "since",
+        &json!({
+            "description": "Entries from this time on: an RFC 3339 time, or microseconds since the Unix epoch (what `next` gives)",
+            "oneOf": [
+                {"type": "string", "format": "date-time"},
+                {"type": "string", "pattern": "^\\+?[0-9]{1,19}$"}
+            ]
+        }),
+    );
+    parameter(
+        doc,
+        "/v1/certificates/{code}",
+        "get",
+        "code",
+        &json!({
+            "type": "string", "pattern": "^[- ]*(?:[0-9A-Fa-f][- ]*){20}$",
+            "description": "A verification code: 20 hex digits, as printed (XXXX-XXXX-XXXX-XXXX-XXXX; dashes and spaces are left out, case does not matter)"
+        }),
+    );
+    for path in ["/v1/copies/{name}", "/v1/copies/{name}/keys"] {
+        parameter(doc, path, "get", "name", &domain_name);
+    }
+    parameter(doc, "/v1/relay", "get", "asker", &domain_name);
+    let schemas = &mut doc["components"]["schemas"];
+    schemas["NewRequest"]["properties"]["applicant_name"] = text(true, "The applicant's name");
+    schemas["NewRequest"]["properties"]["purpose"] = text(true, "What the copies are for");
+    schemas["NewRequest"]["properties"]["records"] = json!({
+        "type": ["array", "null"], "items": archive_id, "minItems": 1, "maxItems": 100,
+        "description": "The records asked for, 1 to 100 archive numbers; absent or null: those a search by the applicant's identity number finds"
+    });
+    schemas["Decision"]["properties"]["reason"] = text(false, "Why; required to refuse");
+    schemas["Decision"]["oneOf"] = json!([
+        {"properties": {"approve": {"const": true}}},
+        {"properties": {"approve": {"const": false}, "reason": {"pattern": NOT_BLANK}}, "required": ["reason"]}
+    ]);
+    // Set only by a member domain passing a client's search on (refused
+    // from anyone else): not part of what a client sends.
+    if let Some(properties) = schemas["SearchRequest"]["properties"].as_object_mut() {
+        properties.remove("requester");
+    }
+    schemas["SearchRequest"]["additionalProperties"] = json!(false);
+    if let Some(body) = doc["paths"]["/v1/contains"]["post"]["requestBody"]["content"]
+        ["application/json"]
+        .as_object_mut()
+    {
+        body.insert(
+            "schema".into(),
+            json!({"type": "array", "items": archive_id}),
+        );
+    }
+    if let Some(body) = doc["paths"]["/v1/archives/_bulk"]["post"]["requestBody"]["content"]
+        ["application/x-ndjson"]
+        .as_object_mut()
+    {
+        body.insert(
+            "schema".into(),
+            json!({"type": "string", "pattern": "[^\\t\\n\\f\\r ]"}),
+        );
+    }
 }
 
 /// `GET /v1/openapi.json`: this document.

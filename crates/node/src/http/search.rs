@@ -242,5 +242,6 @@ fn parse_since(text: &str) -> Option<u64> {
     }
     let at =
         time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-    u64::try_from(at.unix_timestamp_nanos() / 1_000).ok()
+    // A time before the epoch is before every entry: from the first.
+    Some(u64::try_from(at.unix_timestamp_nanos() / 1_000).unwrap_or(0))
 }

@@ -92,7 +92,8 @@ impl ReleasePolicy {
 
     /// Why `record` goes to a reviewer rather than out by itself, for an
     /// applicant whose identity number has `applicant_digest` (the audit
-    /// digest under `hasher`); `None`: it may go out.
+    /// digest under `hasher`); `None`: it may go out. In English and
+    /// Chinese: the reviewer's page shows it as it is.
     pub fn review_reason(
         &self,
         record: &Record,
@@ -103,21 +104,21 @@ impl ReleasePolicy {
         let category = field("category").unwrap_or("unstated");
         if !self.categories.iter().any(|c| c == category) {
             return Some(format!(
-                "{}: category {category:?} is released by review only",
+                "{}: category {category:?} is released by review only (门类“{category}”须经审核方可提供)",
                 record.id
             ));
         }
         let access = field("access").unwrap_or("unstated");
         if !self.access.iter().any(|a| a == access) {
             return Some(format!(
-                "{}: access {access:?} is released by review only",
+                "{}: access {access:?} is released by review only (开放状态“{access}”须经审核方可提供)",
                 record.id
             ));
         }
         if self.applicant_must_be_key {
             if !self.names_applicant(record, applicant_digest, hasher) {
                 return Some(format!(
-                    "{}: the applicant is not among the record's persons",
+                    "{}: the applicant is not among the record's persons (申请人不是该档案所涉人员)",
                     record.id
                 ));
             }

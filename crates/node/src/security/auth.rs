@@ -77,6 +77,20 @@ impl Role {
         }
     }
 
+    /// What a token of this role may do, in a few words, for people
+    /// choosing one (`xarchive token create --help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            Role::Read => "lookups, reads, filters, stats",
+            Role::Write => "also puts, deletes and imports",
+            Role::Search => "also searches by key (identity numbers)",
+            Role::Audit => "also the log of searches by private key",
+            Role::Backup => "also the domain's online backup",
+            Role::Clerk => "also cross-archive requests and their certificates",
+            Role::Reviewer => "also deciding requests from other archives",
+        }
+    }
+
     /// Whether a client token of this role may do what `need` requires
     /// (every role reads; each other permission belongs to one role).
     fn grants(self, need: Need) -> bool {

@@ -272,6 +272,9 @@ pub struct ClusterView {
     pub coordinator: String,
     /// Whether the coordinator confirms this list now (see `/readyz`).
     pub connected: bool,
+    /// How long each domain's probe waited for an answer (`reachable`).
+    #[serde(default)]
+    pub probe_timeout_ms: u64,
     pub domains: Vec<DomainView>,
     /// What the page served by the domain answering may hold in a browser
     /// (its `[page]` settings); absent from domains older than the budget.
@@ -317,8 +320,17 @@ pub struct DomainView {
     pub address: String,
     #[serde(rename = "self")]
     pub is_self: bool,
+    /// Registered with the coordinator (its session is alive).
     pub up: bool,
+    /// It answered a probe (`GET /healthz`) made during this call, within
+    /// `probe_timeout_ms`; never an earlier answer.
     pub reachable: bool,
+    /// The probe's round trip, in milliseconds, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_ms: Option<u64>,
+    /// Why the probe got no answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_error: Option<String>,
     pub kind: FilterKind,
     /// The size of its published filter as a reader holds it: the bits of
     /// a Bloom filter's bit view, or a cuckoo filter's table, without the

@@ -590,7 +590,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         });
     }
-    println!(
+    xarchive::outln!(
         "imported {done} records ({} created, {} replaced) in {elapsed:.2} s: {:.0} records/s",
         tally.created,
         tally.replaced,
@@ -599,18 +599,18 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if tally.rejected == 0 {
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} lines rejected:", tally.rejected);
+    xarchive::outln!("{} lines rejected:", tally.rejected);
     for line in &tally.shown {
-        println!("  {line}");
+        xarchive::outln!("  {line}");
     }
     if tally.rejected as usize > tally.shown.len() {
-        println!(
+        xarchive::outln!(
             "  … and {} more",
             tally.rejected as usize - tally.shown.len()
         );
     }
     if let Some((path, n)) = written {
-        println!("{n} rejected lines written to {}", path.display());
+        xarchive::outln!("{n} rejected lines written to {}", path.display());
     }
     Ok(ExitCode::FAILURE)
 }
@@ -638,9 +638,11 @@ async fn feed(
                 // it is drawn: indicatif's println is silent when hidden).
                 bar.suspend(|| {
                     if line > 1 {
-                        eprintln!("the header is line {line}; the lines above it were left out");
+                        xarchive::errln!(
+                            "the header is line {line}; the lines above it were left out"
+                        );
                     }
-                    eprintln!("columns: {}", mapping.join(", "));
+                    xarchive::errln!("columns: {}", mapping.join(", "));
                 });
                 if let Some(rejects) = rejects.as_mut() {
                     rejects.header(columns.headers())?;
@@ -674,7 +676,7 @@ async fn feed(
                 Ok(report) => report,
                 Err(e) => {
                     bar.abandon();
-                    eprintln!(
+                    xarchive::errln!(
                         "import stopped at line {first}: the request carrying lines {first}–{last} failed. {} records were committed, from the lines before line {first}; some of lines {first}–{last} may have been stored too (importing again is safe: each line replaces its record)",
                         tally.committed()
                     );
