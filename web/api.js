@@ -22,6 +22,21 @@ export function fetchWithToken(url, options = {}) {
   return fetch(url, { ...options, headers: { ...(options.headers || {}), ...authHeaders() } });
 }
 
+/** The bytes at `path` of the serving domain (a PDF), with the token; rejects with the API's error message. */
+export async function fetchBytes(path) {
+  const response = await fetchWithToken(path, { cache: 'no-store' });
+  if (!response.ok) {
+    let message = `HTTP ${response.status}`;
+    try {
+      message = (await response.json()).message ?? message;
+    } catch {
+      // Not the API's JSON error: the status says enough.
+    }
+    throw new Error(message);
+  }
+  return new Uint8Array(await response.arrayBuffer());
+}
+
 /** Shows the token field, with why it is needed. */
 function askForToken(note) {
   $('token-form').hidden = false;

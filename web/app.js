@@ -14,14 +14,16 @@
 //   forms.js    adding and deleting records
 //   requests.js the clerk's request form and list of requests
 //   reviews.js  the reviewer's queue
-//   certificate.js  a certificate to print; checking a verification code
+//   certificate.js  a certificate to print; checking a certificate by its
+//               code or, in the browser, by its QR code
 //   requests-model.js  the requests' labels and the certificate (pure)
+//   seal.js     SM3, SM2, CBOR, COSE: a certificate's seals checked (pure)
 //
 // Imports go one way only: app → forms → person → search → cluster →
 // budget → api → dom, and app → requests → certificate → cluster, app →
 // reviews → cluster (and each may import those further along, never
-// those before; util.js, requests-model.js and xarchive-filter.js, pure,
-// by any).
+// those before; util.js, requests-model.js, seal.js and xarchive-filter.js,
+// pure, by any).
 
 import { $, busy } from './dom.js';
 import { startTokenForm } from './api.js';
@@ -31,7 +33,7 @@ import { addRecord, findForDelete } from './forms.js';
 import { loadKeyTypes, searchPerson } from './person.js';
 import { loadRequests, submitRequest } from './requests.js';
 import { loadReviews } from './reviews.js';
-import { checkCode } from './certificate.js';
+import { canScan, checkCode, scanCamera, scanImage, verifyPayload } from './certificate.js';
 
 /** How often the cluster, the stats and the filters are refreshed. */
 const REFRESH_MS = 3000;
@@ -79,6 +81,23 @@ function start() {
     ev.preventDefault();
     busy($('check-button'), () => checkCode($('check-code').value))();
   });
+  const verifyForm = $('verify-form');
+  verifyForm.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy($('verify-button'), () => verifyPayload($('verify-payload').value))();
+  });
+  if (canScan()) {
+    $('verify-scan').hidden = false;
+    $('verify-image-label').hidden = false;
+    $('verify-scan').addEventListener('click', () => busy($('verify-scan'), scanCamera)());
+    $('verify-image').addEventListener('change', (ev) => scanImage(ev.target.files?.[0]));
+  } else {
+    $('verify-no-scan').hidden = false;
+  }
+  if (location.hash === '#verify') {
+    $('check-panel').scrollIntoView({ block: 'start' });
+    $('verify-payload').focus();
+  }
   loadRequests();
   loadReviews();
   setInterval(() => {

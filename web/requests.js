@@ -47,7 +47,11 @@ function requestError(answer) {
     case 'invalid_request':
       return `The request was refused: ${err.message}. 申请内容有误。`;
     case 'not_answered':
-      return 'Not every holding archive has answered with a copy yet, so no certificate can be issued. 尚有馆藏档案馆未答复，暂不能出证。';
+      return 'Not every holding archive has answered yet, so no certificate can be issued. 尚有馆藏档案馆未答复，暂不能出证。';
+    case 'copy_invalid':
+      return `A copy kept here no longer checks against its holding archive's seal, so no certificate is issued: ${err.message}. 有复制件与馆藏档案馆的印章不符，不能出证。`;
+    case 'certificate_not_found':
+      return 'No certificate is issued for this request yet. 该申请尚未出证。';
     case 'request_not_found':
       return `Domain ${served} has no such request. 无此申请。`;
     case 'unavailable':
@@ -57,20 +61,38 @@ function requestError(answer) {
   }
 }
 
-/** One request: its status, each holding archive's state and reason, and what the clerk can do with it. */
+/** One copy received, marked when it no longer checks against its seal. */
+function renderCopy(c) {
+  return h(
+    'li',
+    { class: c.valid === false ? 'copy invalid' : 'copy', 'data-record': c.archive_number, 'data-valid': String(c.valid !== false) },
+    h('code', {}, c.archive_number),
+    ' ',
+    c.title,
+    c.record_date ? h('span', { class: 'muted' }, ` · ${c.record_date}`) : null,
+    c.valid === false
+      ? h('div', { class: 'warn', role: 'alert' }, `✗ 该复制件与馆藏档案馆的印章不符，不能出证 This copy no longer checks against its holding archive's seal; no certificate can be issued: ${c.problem ?? ''}`)
+      : null,
+  );
+}
+
+/** One request: its status and what to tell the applicant, each holding archive's state, reason and copies, and what the clerk can do with it. */
 function renderRequest(r) {
   const holdings = (r.holdings ?? []).map((hd) =>
     h(
       'li',
       { class: 'holding', 'data-domain': hd.domain, 'data-state': hd.state },
-      h('strong', {}, `档案域 ${hd.domain} · Archive ${hd.domain}`),
-      ' ',
+      h('strong', {}, hd.name ?? hd.domain),
+      h('span', { class: 'muted small' }, ` (${hd.domain}) `),
       pill(hd.state, holdingLabel(hd.state)),
       ' ',
       h('span', { class: 'muted small' }, (hd.records ?? []).join(', ')),
-      hd.copies?.length ? h('span', { class: 'small' }, ` · ${hd.copies.length} 份复制件 copies`) : null,
+      hd.unreachable_since
+        ? h('div', { class: 'small warn' }, `等待该馆恢复连接（自 ${hd.unreachable_since} 起无法连接） Waiting for it: unreachable since ${hd.unreachable_since}`)
+        : null,
       hd.reason ? h('div', { class: 'reason small' }, `理由 Reason: ${hd.reason}`) : null,
       hd.missing?.length ? h('div', { class: 'small warn' }, `未持有 Not held there: ${hd.missing.join(', ')}`) : null,
+      hd.copies?.length ? h('ul', { class: 'copies small' }, hd.copies.map(renderCopy)) : null,
     ),
   );
   const actions = [];
@@ -78,7 +100,7 @@ function renderRequest(r) {
     actions.push(h('button', { type: 'button', class: 'certify', onclick: (ev) => certify(r.id, ev.currentTarget) }, '出具证明 Issue certificate'));
   }
   if (r.status === 'certified') {
-    actions.push(h('button', { type: 'button', class: 'secondary view-certificate', onclick: () => openCertificate(r) }, '查看证明 View certificate'));
+    actions.push(h('button', { type: 'button', class: 'secondary view-certificate', onclick: () => viewCertificate(r.id) }, '查看证明 View certificate'));
   }
   return h(
     'li',
@@ -90,18 +112,36 @@ function renderRequest(r) {
       h('span', { class: 'muted' }, ` · ${r.purpose} · `),
       pill(r.status, statusLabel(r.status)),
     ),
+    r.words ? h('p', { class: 'words small' }, `${r.words.zh} ${r.words.en}`) : null,
     h(
       'div',
       { class: 'muted small' },
       `申请编号 Request `,
       h('code', {}, r.id),
       ` · 登记于 submitted ${r.submitted_at}`,
-      r.certified_at ? ` · 出证于 certified ${r.certified_at}` : '',
+      r.certificate ? ` · 出证于 certified ${r.certificate.issued_at} · 核验码 code ${r.certificate.code}` : '',
     ),
     holdings.length ? h('ul', { class: 'holdings' }, holdings) : null,
     r.not_found?.length ? h('p', { class: 'small warn' }, `各档案馆均未持有 Held by no archive: ${r.not_found.join(', ')}`) : null,
     actions.length ? h('div', { class: 'row' }, actions) : null,
   );
+}
+
+/** Reads a certified request's certificate (GET /v1/requests/{id}/certificate) and shows it. */
+async function viewCertificate(id) {
+  const out = $('request-result');
+  let answer;
+  try {
+    answer = await callApi('', `/v1/requests/${encodeURIComponent(id)}/certificate`);
+  } catch (e) {
+    show(out, h('div', { class: 'card error', role: 'alert' }, plainApiError(state.served ?? '?', e)));
+    return;
+  }
+  if (answer.status !== 200 || !answer.body) {
+    show(out, h('div', { class: 'card error', role: 'alert' }, requestError(answer)));
+    return;
+  }
+  openCertificate(answer.body);
 }
 
 /** Reads the list of requests (GET /v1/requests) and draws it; reads it again while one is still moving. */

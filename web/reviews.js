@@ -92,11 +92,27 @@ function renderItem(item) {
     h(
       'div',
       { class: 'muted small' },
-      `来自档案域 ${item.receiving} · from archive ${item.receiving} · 申请编号 request `,
+      `来自 from ${item.receiving_name ?? item.receiving} (${item.receiving}) · 申请编号 request `,
       h('code', {}, item.request_id),
       ` · 收到于 received ${item.received_at}`,
     ),
-    h('div', { class: 'small' }, '档案 Records: ', (item.records ?? []).map((id) => h('code', {}, id)).flatMap((c, i) => (i ? [', ', c] : [c]))),
+    h(
+      'ul',
+      { class: 'small review-records' },
+      (item.records ?? []).map((r) =>
+        h(
+          'li',
+          { 'data-record': r.id },
+          h('code', {}, r.id),
+          ' ',
+          r.title ?? '（已不在本馆 no longer held here）',
+          ' · ',
+          r.applicant_named
+            ? h('span', { class: 'pill state-ok' }, '申请人在档案所载人员之中 The applicant is named in it')
+            : h('span', { class: 'pill state-bad' }, '申请人不在档案所载人员之中 The applicant is not named in it'),
+        ),
+      ),
+    ),
     item.reason ? h('div', { class: 'small reason' }, `需审核的原因 Why it needs review: ${item.reason}`) : null,
     h('div', { class: 'row' }, approve, reasonField, refuse),
   );

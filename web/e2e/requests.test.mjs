@@ -12,15 +12,23 @@
 //     queue drawn before the first) is answered "already decided";
 //   - A's list moves to "answered" by itself; the clerk issues the
 //     certificate and sees it, with the holding archive, archive number,
-//     title, date, request ID, applicant, purpose and verification code;
-//     printed, only the certificate is shown;
-//   - the code checks as valid at A, and a code issued nowhere as not found;
+//     title, the record's date, request ID, applicant, purpose, the
+//     verification code and the QR code; printed, only the certificate is
+//     shown;
+//   - the code checks as valid at A and at C (which asks A), and a code
+//     issued nowhere as not found;
+//   - its QR code's payload checks in the browser against the trust list
+//     as valid; changed (the applicant's name, under A's real seal) as
+//     changed; sealed by keys of another cluster as an unknown seal;
 //   - domain A's own review queue is drawn, empty.
 //
 //   npm ci --prefix web/e2e && cargo build -p xarchive && node --test web/e2e/requests.test.mjs
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+
+import { base45Decode, payloadBytes } from '../seal.js';
 
 import {
   closeAll,
@@ -90,7 +98,7 @@ test('a clerk registers a request; it is listed with the holding archive in revi
   assert.equal(await page.inputValue('#request-applicant-id'), '', 'the identity number field is emptied');
 
   const item = page.locator('#requests-list li.request').first();
-  await seeText(item, ['张三', '贷款 loan', '档案域 B · Archive B', '审核中 In review', RECORD]);
+  await seeText(item, ['张三', '贷款 loan', '(B)', '审核中 In review', RECORD]);
   requestId = await item.getAttribute('data-request');
   assert.match(requestId, /^[0-9a-f]{32}$/);
   assert.equal(await item.locator('button.certify').count(), 0, 'no certificate before an answer');
@@ -104,7 +112,7 @@ test("a reviewer at the holding archive sees the request, must give a reason to 
   reviewer.on('pageerror', (e) => pageErrors.push(e.message));
   await reviewer.goto(`http://127.0.0.1:${server.port + 1}/`);
   const item = reviewer.locator(`#reviews-list li.review[data-request="${requestId}"]`);
-  await seeText(item, ['张三', '贷款 loan', '来自档案域 A', RECORD, 'Why it needs review'], reviewer);
+  await seeText(item, ['张三', '贷款 loan', '来自 from A (A)', RECORD, TITLE, 'The applicant is not named in it', 'Why it needs review'], reviewer);
   const stale = await (await fetch(`http://127.0.0.1:${server.port + 1}/v1/reviews`)).text();
 
   await item.locator('button.refuse').click();
@@ -136,7 +144,7 @@ test("a reviewer at the holding archive sees the request, must give a reason to 
 test('the request is answered by itself; the clerk issues the certificate, which prints alone', async () => {
   assert.ok(requestId, 'the request of the tests before');
   const item = page.locator(`#requests-list li.request[data-request="${requestId}"]`);
-  await seeText(item, ['已答复 Answered', '已提供 Released', '1 份复制件 copies']);
+  await seeText(item, ['已答复 Answered', '已提供 Released', RECORD, TITLE]);
   await item.locator('button.certify').click();
 
   const sheet = page.locator('#certificate .certificate-sheet');
@@ -148,13 +156,13 @@ test('the request is answered by itself; the clerk issues the certificate, which
     requestId,
     RECORD,
     TITLE,
-    '档案域 B',
-    '受理档案馆',
-    '档案域 A · Archive A',
+    '出证机构',
+    'A (A)',
     /\d{4}-\d{2}-\d{2}/,
   ]);
   code = (await sheet.locator('.verification-code').first().innerText()).trim();
-  assert.match(code, /^[0-9A-F]{4}(-[0-9A-F]{4}){4}$/);
+  assert.match(code, /^A\.[0-9A-F]{4}(-[0-9A-F]{4}){4}$/);
+  assert.equal(await sheet.locator('.qr-codes img.qr').count(), 1, 'one QR code for one sheet');
   await seeText(item, ['已出证 Certified', '查看证明 View certificate']);
   await shot('certificate');
 
@@ -180,18 +188,84 @@ test('the request is answered by itself; the clerk issues the certificate, which
   await seeText(sheet, ['档案查询证明', code]);
 });
 
-test("the certificate's code checks as valid; a code issued nowhere as not found", async () => {
+test("the certificate's code checks as valid at the archive that issued it and at another; a code issued nowhere as not found", async () => {
   assert.ok(code, 'the code of the test before');
-  await page.fill('#check-code', code.toLowerCase());
+  // The hex part as a person might type it.
+  await page.fill('#check-code', code.replace(/\..*$/, (hexPart) => hexPart.toLowerCase()));
   await page.click('#check-button');
-  await seeText(page.locator('#check-result'), ['有效', 'Valid', RECORD, TITLE, requestId]);
-  await page.fill('#check-code', 'FFFF-FFFF-FFFF-FFFF-FFFF');
-  await page.click('#check-button');
-  await seeText(page.locator('#check-result'), ['未找到', 'Not found']);
+  await seeText(page.locator('#check-result'), ['有效', 'Valid', RECORD, TITLE, requestId, '张三']);
+  const elsewhere = await browser.context.newPage();
+  await elsewhere.goto(`http://127.0.0.1:${server.port + 2}/`);
+  await elsewhere.fill('#check-code', code);
+  await elsewhere.click('#check-button');
+  await seeText(elsewhere.locator('#check-result'), ['有效', 'Valid', RECORD, 'asked A'], elsewhere);
+  await elsewhere.close();
+  for (const nowhere of ['A.FFFF-FFFF-FFFF-FFFF-FFFF', 'FFFF-FFFF-FFFF-FFFF-FFFF']) {
+    await page.fill('#check-code', nowhere);
+    await page.click('#check-button');
+    await seeText(page.locator('#check-result'), ['未找到', 'Not found']);
+  }
   await page.fill('#check-code', 'not a code');
   await page.click('#check-button');
   await seeText(page.locator('#check-result'), ['20 hex digits']);
   await shot('check');
+});
+
+/** `bytes` in base45 (RFC 9285). */
+function base45Encode(bytes) {
+  const alphabet = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ $%*+-./:';
+  let out = '';
+  for (let i = 0; i < bytes.length; i += 2) {
+    if (i + 1 < bytes.length) {
+      let n = bytes[i] * 256 + bytes[i + 1];
+      for (let k = 0; k < 3; k++) {
+        out += alphabet[n % 45];
+        n = Math.floor(n / 45);
+      }
+    } else {
+      let n = bytes[i];
+      for (let k = 0; k < 2; k++) {
+        out += alphabet[n % 45];
+        n = Math.floor(n / 45);
+      }
+    }
+  }
+  return out;
+}
+
+/** `payload` with the applicant's name changed, under the same seal. */
+async function withNameChanged(payload) {
+  const sealed = await payloadBytes(payload);
+  const from = new TextEncoder().encode('张三');
+  const to = new TextEncoder().encode('李四');
+  const at = sealed.findIndex((_, i) => from.every((b, k) => sealed[i + k] === b));
+  assert.ok(at >= 0, 'the name is in the payload');
+  sealed.set(to, at);
+  const stream = new Blob([sealed]).stream().pipeThrough(new CompressionStream('deflate'));
+  const compressed = new Uint8Array(await new Response(stream).arrayBuffer());
+  assert.ok(base45Decode(base45Encode(compressed)).every((b, i) => b === compressed[i]));
+  return `XA1:${base45Encode(compressed)}`;
+}
+
+test("the certificate's QR payload checks in the browser as valid, changed, or sealed by an unknown key", async () => {
+  assert.ok(requestId, 'the request of the tests before');
+  const issued = await (await fetch(`http://127.0.0.1:${server.port}/v1/requests/${requestId}/certificate`)).json();
+  const payload = issued.sheets[0].payload;
+  const vectors = JSON.parse(readFileSync(new URL('../test/seal-vectors.json', import.meta.url), 'utf8'));
+  const elsewhere = vectors.certificates.find((c) => c.valid).payload;
+  const cases = [
+    [payload, 'valid', ['有效 Valid', '张三', RECORD, TITLE, code]],
+    [await withNameChanged(payload), 'changed', ['已被改动 Changed']],
+    [elsewhere, 'unknown_key', ['印章未知 Unknown seal']],
+    [payload.slice(0, 60), 'malformed', ['无法读取 Not a certificate']],
+  ];
+  for (const [text, state, words] of cases) {
+    await page.fill('#verify-payload', text);
+    await page.click('#verify-button');
+    await page.locator(`#verify-result[data-state="${state}"]`).waitFor({ timeout: 20_000 });
+    await seeText(page.locator('#verify-result'), words);
+  }
+  await shot('verify');
 });
 
 test("domain A's review queue is drawn, with nothing waiting", async () => {

@@ -18,7 +18,9 @@
 // expressions, regular expressions), and flags a literal that has two
 // English words in a row and no Chinese character. xarchive-filter.js, the
 // filter reader the page shares with Node.js, is left out: its errors are
-// shown only as the detail after a bilingual sentence (cluster.js).
+// shown only as the detail after a bilingual sentence (cluster.js); so is
+// seal.js, the certificate verifier, whose reasons the page names in both
+// languages by their code and shows the English detail after.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,7 +29,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const WEB = fileURLToPath(new URL('..', import.meta.url));
-const SHARED = new Set(['xarchive-filter.js']);
+const SHARED = new Set(['xarchive-filter.js', 'seal.js']);
 const MARKER = /\/\/ i18n: \S.*$/;
 /** How many lines away a translation may stand. */
 const NEAR = 1;

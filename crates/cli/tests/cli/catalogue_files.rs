@@ -403,8 +403,16 @@ fn exports_rejects_and_backups_are_readable_by_their_owner_alone_whatever_the_um
         .filter_map(Result::ok)
         .collect();
     assert!(!restored.is_empty());
+    // Files its owner's alone; folders (the seal's) its owner's to enter.
     for file in restored {
-        assert_eq!(mode(&file.path()), 0o600, "{}", file.path().display());
+        let path = file.path();
+        let owner_only = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&path), owner_only, "{}", path.display());
+        if path.is_dir() {
+            for inner in std::fs::read_dir(&path).unwrap().filter_map(Result::ok) {
+                assert_eq!(mode(&inner.path()), 0o600, "{}", inner.path().display());
+            }
+        }
     }
     // Nothing half-written is left beside them.
     let partial = std::fs::read_dir(dir.path())

@@ -89,6 +89,11 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../../../../web/requests-model.js"),
     },
     Asset {
+        name: "seal.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../../../web/seal.js"),
+    },
+    Asset {
         name: "util.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../../../../web/util.js"),
@@ -278,6 +283,7 @@ mod tests {
             ("reviews.js", "text/javascript; charset=utf-8"),
             ("certificate.js", "text/javascript; charset=utf-8"),
             ("requests-model.js", "text/javascript; charset=utf-8"),
+            ("seal.js", "text/javascript; charset=utf-8"),
             ("util.js", "text/javascript; charset=utf-8"),
             ("xarchive-filter.js", "text/javascript; charset=utf-8"),
             ("style.css", "text/css; charset=utf-8"),
