@@ -52,7 +52,7 @@ pub struct BloomGeometry {
 
 impl BloomGeometry {
     pub fn new(num_bits: u64, k: u32, seed: u32) -> Result<Self, GeometryError> {
-        if num_bits == 0 || num_bits % BLOCK_BITS != 0 {
+        if num_bits == 0 || !num_bits.is_multiple_of(BLOCK_BITS) {
             return Err(GeometryError::BitCount(num_bits));
         }
         if num_bits > MAX_BITS {

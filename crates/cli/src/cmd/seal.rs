@@ -82,35 +82,31 @@ pub fn run(command: SealCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let active = keyring.active().public().id();
-            println!(
-                "{:<18} {:<8} {:<26} {:<26} state",
-                "key", "algorithm", "from", "until"
-            );
+            let mut rows = vec![super::table::row(["KEY", "ALGORITHM", "FROM", "UNTIL", "STATE"])];
             for r in keyring.records() {
-                let state = match (&r.revoked, r.id == active) {
+                let mut state = match (&r.revoked, r.id == active) {
                     (Some(at), _) => format!("revoked {at}"),
                     (None, true) => "in use".to_owned(),
                     (None, false) => "retired".to_owned(),
                 };
-                let certified = if r.certificate.is_some() {
-                    ", CA certificate"
-                } else {
-                    ""
-                };
-                println!(
-                    "{:<18} {:<8} {:<26} {:<26} {state}{certified}",
+                if r.certificate.is_some() {
+                    state.push_str(", CA certificate");
+                }
+                rows.push(vec![
                     r.id.to_string(),
-                    r.algorithm.name(),
-                    r.not_before,
-                    r.not_after.as_deref().unwrap_or("—"),
-                );
+                    r.algorithm.name().to_owned(),
+                    r.not_before.clone(),
+                    r.not_after.clone().unwrap_or_else(|| "—".into()),
+                    state,
+                ]);
             }
+            super::table::print_table(&rows)?;
             Ok(ExitCode::SUCCESS)
         }
         SealCommand::Rotate { algorithm, seal } => {
             let (data, config) = seal.open_stopped()?;
             let record = Keyring::rotate(&data, &config, algorithm)?;
-            println!(
+            xarchive::outln!(
                 "sealing with the new {} key {} from now on",
                 record.algorithm, record.id
             );
@@ -120,13 +116,13 @@ pub fn run(command: SealCommand) -> anyhow::Result<ExitCode> {
             let id = KeyId::parse(&id).map_err(|e| xarchive::failure::Usage(e.to_string()))?;
             let (data, config) = seal.open_stopped()?;
             Keyring::revoke(&data, &config, id)?;
-            println!("revoked {id}: nothing it sealed verifies from the domain's next start");
+            xarchive::outln!("revoked {id}: nothing it sealed verifies from the domain's next start");
             Ok(ExitCode::SUCCESS)
         }
         SealCommand::PublicKey(args) => {
             let (data, seal) = args.open()?;
             let keyring = Keyring::open(&data, &seal).context("cannot read the seal's keys")?;
-            print!("{}", keyring.active().public().to_pem());
+            xarchive::outln!("{}", keyring.active().public().to_pem().trim_end());
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -392,7 +392,7 @@ async fn a_copy_of_format_1_kept_from_before_still_shows_and_checks() {
         json.as_object_mut().unwrap().remove(field);
     }
     let bytes = serde_json::to_vec(&json).unwrap();
-    let codes = super::legacy::codes(&[copy.clone()]);
+    let codes = super::legacy::codes(std::slice::from_ref(&copy));
     node.requests
         .book
         .change::<RequestsError>(Side::Outgoing, "00ff", |_| {

@@ -90,7 +90,7 @@ pub fn child_main(args: &SheetRowsArgs) -> ExitCode {
     if let Err(e) =
         nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_DATA, bytes, bytes)
     {
-        eprintln!("cannot bound the spreadsheet reader's memory: {e}");
+        xarchive::errln!("cannot bound the spreadsheet reader's memory: {e}");
         return ExitCode::FAILURE;
     }
     let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
