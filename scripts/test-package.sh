@@ -200,6 +200,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 depends=$(field Depends)
 echo "$depends" | grep -q 'libc6 (>= ' || fail "Depends lacks a versioned libc6: $depends"
 echo "$depends" | grep -qw adduser || fail "Depends lacks adduser: $depends"
+field Recommends | grep -q 'fonts-noto-cjk' || fail "Recommends lacks a font with Chinese characters (for certificates): $(field Recommends)"
 [ "$(field Description | head -n 1 | wc -c)" -le 80 ] || fail "the Description's synopsis is longer than 80 characters"
 [ "$(field Description | wc -l)" -gt 3 ] || fail "the Description has no extended part"
 [ "$(dpkg-deb -I "$deb" conffiles)" = /etc/xarchive/domain.toml ] ||

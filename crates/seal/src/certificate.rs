@@ -316,6 +316,27 @@ mod tests {
     }
 
     #[test]
+    fn a_certificate_sealed_after_its_key_was_rotated_out_or_before_it_was_valid_is_refused() {
+        let a = SecretKey::generate(Algorithm::Sm2Sm3);
+        let sheet = seal_sheets(&head("A"), Vec::new(), Vec::new(), &a)
+            .unwrap()
+            .remove(0);
+        let mut trust = trust(&[("A", &a)]);
+        // Rotated out before the certificate's date (1 800 000 000).
+        trust.archives[0].keys[0].not_after = Some(crate::trust::format_time(1_750_000_000));
+        let e = verify_certificate(&sheet.payload, &trust).unwrap_err();
+        assert!(matches!(e, Rejected::KeyNotValid { .. }), "{e}");
+        assert_eq!((e.exit_code(), e.code()), (5, "certificate_key_not_valid"));
+        // Valid only from after it.
+        trust.archives[0].keys[0].not_after = None;
+        trust.archives[0].keys[0].not_before = crate::trust::format_time(1_900_000_000);
+        assert!(matches!(
+            verify_certificate(&sheet.payload, &trust),
+            Err(Rejected::KeyNotValid { .. })
+        ));
+    }
+
+    #[test]
     fn a_certificate_with_nothing_on_it_is_one_sheet() {
         let a = SecretKey::generate(Algorithm::Sm2Sm3);
         let sheets = seal_sheets(&head("A"), Vec::new(), Vec::new(), &a).unwrap();

@@ -76,6 +76,29 @@ fn openssl_verifies_an_sm2_seal_made_here_with_the_standard_s_signer_id() {
     assert_eq!(read.algorithm(), Algorithm::Sm2Sm3);
 }
 
+/// A seal's image: a red ring, 60 pixels square, as a PNG.
+fn seal_png() -> Vec<u8> {
+    let mut bytes = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut bytes, 60, 60);
+        encoder.set_color(png::ColorType::Rgba);
+        let mut writer = encoder.write_header().unwrap();
+        let pixels: Vec<u8> = (0..60 * 60)
+            .flat_map(|i| {
+                let (x, y) = ((i % 60) as i32 - 30, (i / 60) as i32 - 30);
+                let d = x * x + y * y;
+                if (500..900).contains(&d) {
+                    [200, 30, 30, 255]
+                } else {
+                    [0, 0, 0, 0]
+                }
+            })
+            .collect();
+        writer.write_image_data(&pixels).unwrap();
+    }
+    bytes
+}
+
 fn copy(holding: &SecretKey, n: usize) -> Vec<u8> {
     let (title, title_sha256) = sealed_title(&format!("婚姻登记档案（第{n}件）"));
     seal(
@@ -172,7 +195,7 @@ fn the_certificate_pdf_shows_its_chinese_text_to_poppler_and_its_qr_code_decodes
         issuer: &archives["A"],
         archives: &archives,
         sheets: &views,
-        seal_image: None,
+        seal_image: Some(&seal_png()),
     };
     let font = CertificateFont::find().expect("a Chinese font (fonts-wqy-microhei)");
     let bytes = pdf::render(&document, &font).unwrap();
@@ -180,6 +203,15 @@ fn the_certificate_pdf_shows_its_chinese_text_to_poppler_and_its_qr_code_decodes
     assert!(bytes.len() <= 200 * 1024, "{} bytes", bytes.len());
     let file = dir.path().join("certificate.pdf");
     std::fs::write(&file, &bytes).unwrap();
+
+    // The archive's seal, printed on every page beside the QR code.
+    let images = run("pdfimages", &["-list", path(&file)]);
+    let pages_with_the_seal = images
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|cols| cols.get(2) == Some(&"image") && cols.get(3) == Some(&"60"))
+        .count();
+    assert_eq!(pages_with_the_seal, views.len(), "{images}");
 
     let text = run("pdftotext", &["-layout", path(&file), "-"]);
     for expected in [

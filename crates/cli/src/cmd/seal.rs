@@ -82,7 +82,13 @@ pub fn run(command: SealCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let active = keyring.active().public().id();
-            let mut rows = vec![super::table::row(["KEY", "ALGORITHM", "FROM", "UNTIL", "STATE"])];
+            let mut rows = vec![super::table::row([
+                "KEY",
+                "ALGORITHM",
+                "FROM",
+                "UNTIL",
+                "STATE",
+            ])];
             for r in keyring.records() {
                 let mut state = match (&r.revoked, r.id == active) {
                     (Some(at), _) => format!("revoked {at}"),
@@ -108,7 +114,8 @@ pub fn run(command: SealCommand) -> anyhow::Result<ExitCode> {
             let record = Keyring::rotate(&data, &config, algorithm)?;
             xarchive::outln!(
                 "sealing with the new {} key {} from now on",
-                record.algorithm, record.id
+                record.algorithm,
+                record.id
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -116,7 +123,9 @@ pub fn run(command: SealCommand) -> anyhow::Result<ExitCode> {
             let id = KeyId::parse(&id).map_err(|e| xarchive::failure::Usage(e.to_string()))?;
             let (data, config) = seal.open_stopped()?;
             Keyring::revoke(&data, &config, id)?;
-            xarchive::outln!("revoked {id}: nothing it sealed verifies from the domain's next start");
+            xarchive::outln!(
+                "revoked {id}: nothing it sealed verifies from the domain's next start"
+            );
             Ok(ExitCode::SUCCESS)
         }
         SealCommand::PublicKey(args) => {

@@ -280,8 +280,8 @@ fn state_constraints(doc: &mut serde_json::Value) {
         "get",
         "code",
         &json!({
-            "type": "string", "pattern": "^[- ]*(?:[0-9A-Fa-f][- ]*){20}$",
-            "description": "A verification code: 20 hex digits, as printed (XXXX-XXXX-XXXX-XXXX-XXXX; dashes and spaces are left out, case does not matter)"
+            "type": "string", "pattern": "^(?:[A-Za-z0-9_-]{1,64}\\.)?[- ]*(?:[0-9A-Fa-f][- ]*){20}$",
+            "description": "A verification code as printed: the issuing archive, a dot and 20 hex digits (ARCHIVE.XXXX-XXXX-XXXX-XXXX-XXXX; dashes and spaces in the hex part are left out, its case does not matter), or the 20 hex digits alone of a copy's code of before"
         }),
     );
     for path in ["/v1/copies/{name}", "/v1/copies/{name}/keys"] {

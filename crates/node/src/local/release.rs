@@ -115,13 +115,12 @@ impl ReleasePolicy {
                 record.id
             ));
         }
-        if self.applicant_must_be_key
-            && !self.names_applicant(record, applicant_digest, hasher) {
-                return Some(format!(
-                    "{}: the applicant is not among the record's persons (申请人不是该档案所涉人员)",
-                    record.id
-                ));
-            }
+        if self.applicant_must_be_key && !self.names_applicant(record, applicant_digest, hasher) {
+            return Some(format!(
+                "{}: the applicant is not among the record's persons (申请人不是该档案所涉人员)",
+                record.id
+            ));
+        }
         None
     }
 }
