@@ -76,6 +76,25 @@ function renderCopy(c) {
   );
 }
 
+/**
+ * The holding archives a request still waits for: counted, not named (an
+ * archive is named, with its records, once it answers).
+ */
+function renderAwaiting(awaiting) {
+  if (!awaiting?.archives) return null;
+  const n = awaiting.archives;
+  const review = awaiting.in_review ? `，其中 ${awaiting.in_review} 个在审核中` : '';
+  const reviewEn = awaiting.in_review ? `, ${awaiting.in_review} in review` : '';
+  return h(
+    'div',
+    { class: 'awaiting small', 'data-awaiting': String(awaiting.archives) },
+    `等待 ${n} 个档案馆答复${review}（答复后显示馆名与档案） Awaiting ${n} archive${n === 1 ? '' : 's'}${reviewEn} (each is named, with its records, once it answers)`,
+    awaiting.unreachable_since
+      ? h('div', { class: 'warn' }, `其中一馆自 ${awaiting.unreachable_since} 起无法连接 One of them cannot be reached since ${awaiting.unreachable_since}`)
+      : null,
+  );
+}
+
 /** One request: its status and what to tell the applicant, each holding archive's state, reason and copies, and what the clerk can do with it. */
 function renderRequest(r) {
   const holdings = (r.holdings ?? []).map((hd) =>
@@ -87,9 +106,6 @@ function renderRequest(r) {
       pill(hd.state, holdingLabel(hd.state)),
       ' ',
       h('span', { class: 'muted small' }, (hd.records ?? []).join(', ')),
-      hd.unreachable_since
-        ? h('div', { class: 'small warn' }, `等待该馆恢复连接（自 ${hd.unreachable_since} 起无法连接） Waiting for it: unreachable since ${hd.unreachable_since}`)
-        : null,
       hd.reason ? h('div', { class: 'reason small' }, `理由 Reason: ${hd.reason}`) : null,
       hd.missing?.length ? h('div', { class: 'small warn' }, `未持有 Not held there: ${hd.missing.join(', ')}`) : null,
       hd.copies?.length ? h('ul', { class: 'copies small' }, hd.copies.map(renderCopy)) : null,
@@ -122,6 +138,7 @@ function renderRequest(r) {
       r.certificate ? ` · 出证于 certified ${r.certificate.issued_at} · 核验码 code ${r.certificate.code}` : '',
     ),
     holdings.length ? h('ul', { class: 'holdings' }, holdings) : null,
+    renderAwaiting(r.awaiting),
     r.not_found?.length ? h('p', { class: 'small warn' }, `各档案馆均未持有 Held by no archive: ${r.not_found.join(', ')}`) : null,
     actions.length ? h('div', { class: 'row' }, actions) : null,
   );

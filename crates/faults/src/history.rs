@@ -362,7 +362,11 @@ pub struct RequestSeen {
     /// Its `purpose`: the `id` of the submit op it came from.
     pub purpose: String,
     pub status: RequestStatus,
+    /// The parts answered for good (a receiving domain names no other).
     pub parts: Vec<PartSeen>,
+    /// Holding domains that had not answered for good, counted.
+    #[serde(default)]
+    pub awaiting: u32,
     /// Records no domain was found to hold when it was submitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_found: Vec<String>,
@@ -408,6 +412,7 @@ impl RequestSeen {
             id: view.id.clone(),
             purpose: view.purpose.clone(),
             status: view.status,
+            awaiting: view.awaiting.archives,
             parts: view
                 .holdings
                 .iter()
@@ -708,6 +713,7 @@ mod tests {
             id: "00ff".into(),
             purpose: "request-w1-000000".into(),
             status: RequestStatus::Answered,
+            awaiting: 0,
             parts: vec![PartSeen {
                 holding: "B".into(),
                 state: HoldingState::Released,

@@ -122,6 +122,7 @@ pub fn request_counts(history: &History) -> RequestCounts {
         ) {
             c.answered += 1;
         }
+        c.parts_open += r.awaiting as usize;
         for part in &r.parts {
             match part.state {
                 HoldingState::Released => c.parts_released += 1,
@@ -347,7 +348,18 @@ fn check_request(
         .map(String::as_str)
         .collect();
     let asked: BTreeSet<&str> = s.records.iter().map(String::as_str).collect();
-    if listed != asked {
+    // A part not answered for good is not named (nor its records).
+    if r.awaiting > 0 {
+        push(
+            ViolationKind::RequestUnanswered,
+            name,
+            at,
+            format!(
+                "{s}; after healing, request {} still waits for {} holding domains",
+                r.id, r.awaiting
+            ),
+        );
+    } else if listed != asked {
         push(
             ViolationKind::RequestMisanswered,
             name,
@@ -560,7 +572,9 @@ mod tests {
             id: "r1".into(),
             purpose: "request-1".into(),
             status: RequestStatus::of([state]),
-            parts: vec![PartSeen {
+            awaiting: u32::from(!state.is_final()),
+            // A part not answered for good is only counted.
+            parts: [PartSeen {
                 holding: "B".into(),
                 state,
                 records: vec!["B-1".into()],
@@ -571,7 +585,10 @@ mod tests {
                 },
                 missing: Vec::new(),
                 invalid: Vec::new(),
-            }],
+            }]
+            .into_iter()
+            .filter(|p| p.state.is_final())
+            .collect(),
             not_found: Vec::new(),
             certificate: None,
         }

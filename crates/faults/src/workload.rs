@@ -348,18 +348,19 @@ impl Workload<'_> {
             for (name, url) in self.names.iter().zip(self.urls) {
                 let list: RequestList = http::get_typed(&client, url, "/v1/requests")
                     .map_err(|e| format!("{name}: {e}"))?;
-                for view in &list.requests {
-                    for part in view.holdings.iter().filter(|p| !p.state.is_final()) {
-                        open.push(format!(
-                            "{} at {name}: {} {:?}",
-                            view.id, part.domain, part.state
-                        ));
-                    }
+                for view in list.requests.iter().filter(|v| v.awaiting.archives > 0) {
+                    open.push(format!(
+                        "{} at {name}: {} archives ({} in review)",
+                        view.id, view.awaiting.archives, view.awaiting.in_review
+                    ));
                 }
             }
             match open.first() {
                 None => Ok(()),
-                Some(first) => Err(format!("{} parts not answered, e.g. {first}", open.len())),
+                Some(first) => Err(format!(
+                    "{} requests not answered, e.g. {first}",
+                    open.len()
+                )),
             }
         });
         let acked = self.pool.lock().requests.clone();

@@ -220,6 +220,7 @@ pub struct Metrics {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     token: String,
+    role: &'static str,
 }
 
 fn latency_histogram() -> Histogram {
@@ -319,7 +320,7 @@ impl Metrics {
         let searches = Family::<TokenLabels, Counter>::default();
         registry.register(
             "searches",
-            "Searches by key made at this domain, by the name of the token that made them (never the key); the alert XarchiveSearchBurst watches them",
+            "Searches by key made at this domain, and requests registered here (each searches for the applicant), by the name and role of the token that made them (never the key); the alert XarchiveSearchBurst watches them",
             searches.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
@@ -359,11 +360,13 @@ impl Metrics {
         }
     }
 
-    /// A search by key made here with `token` (its name).
-    pub fn count_search(&self, token: &str) {
+    /// A search by key made here with `token` (its name) of `role`; a
+    /// request registered by a clerk is one.
+    pub fn count_search(&self, token: &str, role: &'static str) {
         self.searches
             .get_or_create(&TokenLabels {
                 token: token.to_owned(),
+                role,
             })
             .inc();
     }

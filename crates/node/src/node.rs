@@ -19,11 +19,12 @@ use crate::local::domain::{DeltaRefusal, Domain, DomainError, FilterView};
 use crate::local::id::ArchiveId;
 use crate::local::id_profile::cluster_fingerprint;
 use crate::local::keys::{InvalidKey, KeyTypes, KeyTypesError, Keying, Visibility};
+use crate::local::record::Record;
 use crate::local::requests::{BookError, RequestBook};
 use crate::local::space::DiskSpace;
 use crate::metrics::Metrics;
 use crate::requests::state::{Requests, TrustCache, TRUST_LIST_FILE};
-use crate::security::auth::{AuthError, Authority};
+use crate::security::auth::{AuthError, Authority, Principal};
 use crate::security::member::Admission;
 use crate::security::seal::{Keyring, SealKeyError};
 use crate::security::tls::TlsError;
@@ -297,6 +298,19 @@ impl Node {
             record.withhold_private_keys(self.key_types());
         }
         Ok(found)
+    }
+
+    /// `record` as `who` may read it: whole for this archive's own
+    /// readers, and for another archive's (a member domain looking it up,
+    /// a token bound elsewhere) what the release policy gives out by
+    /// itself, else its catalogue entry. A record held elsewhere came
+    /// through its holding archive, which applied its own policy.
+    pub fn as_read_by(&self, who: &Principal, record: Record) -> Record {
+        if record.domain == self.cluster.me && who.is_elsewhere(&self.cluster.me) {
+            self.config.requests.for_remote_read(record)
+        } else {
+            record
+        }
     }
 
     /// Whether `typed` reads as a value of a private key type (an identity

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio::net::TcpListener;
 
@@ -53,14 +54,20 @@ pub async fn serve(
         .http_builder()
         .http2()
         .max_header_list_size(head as u32);
+    // Answers go out as written, not held back by Nagle's algorithm for
+    // the client's delayed acknowledgement: a large answer written in
+    // parts (a certificate with its QR codes) otherwise waits 40 ms for it.
     let served = match tls {
         Some(config) => {
             server
-                .acceptor(RustlsAcceptor::new(RustlsConfig::from_config(config)))
+                .acceptor(
+                    RustlsAcceptor::new(RustlsConfig::from_config(config))
+                        .acceptor(NoDelayAcceptor::new()),
+                )
                 .serve(app)
                 .await
         }
-        None => server.serve(app).await,
+        None => server.acceptor(NoDelayAcceptor::new()).serve(app).await,
     };
     background.cancel();
     // Deregistered before the store closes (bounded: a lost coordinator

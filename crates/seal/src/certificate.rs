@@ -110,19 +110,23 @@ fn group(digits: &str) -> String {
 
 /// The QR code of `payload`, if it fits [`MAX_QR_VERSION`].
 pub fn qr(payload: &str) -> Option<QrCode> {
-    let code = QrCode::with_error_correction_level(payload.as_bytes(), QR_EC_LEVEL).ok()?;
-    match code.version() {
-        Version::Normal(v) if v <= MAX_QR_VERSION => Some(code),
-        _ => None,
-    }
+    let bits = qr_bits(payload)?;
+    QrCode::with_bits(bits, QR_EC_LEVEL).ok()
 }
 
-/// One sealed sheet.
+/// `payload` encoded for the smallest QR version that holds it, if that is
+/// at most [`MAX_QR_VERSION`]: what deciding whether it fits costs, without
+/// drawing the code (choosing its mask is most of a QR code's time).
+fn qr_bits(payload: &str) -> Option<qrcode::bits::Bits> {
+    let bits = qrcode::bits::encode_auto(payload.as_bytes(), QR_EC_LEVEL).ok()?;
+    matches!(bits.version(), Version::Normal(v) if v <= MAX_QR_VERSION).then_some(bits)
+}
+
+/// One sealed sheet; its QR code is [`qr`] of its payload.
 pub struct Sheet {
     pub statement: CertificateStatement,
     /// As its QR code holds it.
     pub payload: String,
-    pub qr: QrCode,
 }
 
 /// What does not fit a sheet even alone.
@@ -169,7 +173,7 @@ pub fn seal_sheets(
         // Sheet numbers as large as they could be, so that the final
         // numbering cannot make a sheet outgrow its code.
         let probe = statement(rows, 255, 255);
-        qr(&Payload::text(&sealed::seal(key, probe.encode()))).is_some()
+        qr_bits(&Payload::text(&sealed::seal(key, probe.encode()))).is_some()
     };
     let mut groups: Vec<Vec<&Row>> = vec![Vec::new()];
     for row in &rows {
@@ -196,12 +200,8 @@ pub fn seal_sheets(
         .map(|(rows, n)| {
             let statement = statement(rows, n, sheets);
             let payload = Payload::text(&sealed::seal(key, statement.encode()));
-            let qr = qr(&payload).ok_or(TooLarge)?;
-            Ok(Sheet {
-                statement,
-                payload,
-                qr,
-            })
+            qr_bits(&payload).ok_or(TooLarge)?;
+            Ok(Sheet { statement, payload })
         })
         .collect()
 }
@@ -304,7 +304,8 @@ mod tests {
         let trust = trust(&[("A", &a), ("B", &b)]);
         let mut seen = 0;
         for (n, sheet) in sheets.iter().enumerate() {
-            assert!(matches!(sheet.qr.version(), Version::Normal(v) if v <= MAX_QR_VERSION));
+            let code = qr(&sheet.payload).unwrap();
+            assert!(matches!(code.version(), Version::Normal(v) if v <= MAX_QR_VERSION));
             let verified = verify_certificate(&sheet.payload, &trust).unwrap();
             assert_eq!(verified.statement.sheet as usize, n + 1);
             assert_eq!(verified.statement.sheets as usize, sheets.len());

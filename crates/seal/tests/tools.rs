@@ -83,9 +83,9 @@ fn seal_png() -> Vec<u8> {
         let mut encoder = png::Encoder::new(&mut bytes, 60, 60);
         encoder.set_color(png::ColorType::Rgba);
         let mut writer = encoder.write_header().unwrap();
-        let pixels: Vec<u8> = (0..60 * 60)
+        let pixels: Vec<u8> = (0..60 * 60_i32)
             .flat_map(|i| {
-                let (x, y) = ((i % 60) as i32 - 30, (i / 60) as i32 - 30);
+                let (x, y) = (i % 60 - 30, i / 60 - 30);
                 let d = x * x + y * y;
                 if (500..900).contains(&d) {
                     [200, 30, 30, 255]
@@ -183,9 +183,9 @@ fn the_certificate_pdf_shows_its_chinese_text_to_poppler_and_its_qr_code_decodes
                 .iter()
                 .map(|c| CopyStatement::decode(&Opened::parse(c).unwrap().payload).unwrap())
                 .collect(),
+            qr: xarchive_seal::certificate::qr(&s.payload).unwrap(),
             statement: s.statement,
             payload: s.payload,
-            qr: s.qr,
         })
         .collect();
     for v in &views {

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use xarchive::failure::Usage;
 use xarchive_node::wire::{
-    Answer, Certificate, CertificateCheck, Decision, HoldingView, RequestView, ReviewItem,
+    Answer, Awaiting, Certificate, CertificateCheck, Decision, HoldingView, RequestView, ReviewItem,
 };
 use xarchive_seal::{SignedTrustList, TrustList};
 
@@ -571,6 +571,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
             .holdings
             .iter()
             .map(|h| format!("{}:{}", h.name, state(h)))
+            .chain((r.awaiting.archives > 0).then(|| awaiting(&r.awaiting)))
             .collect::<Vec<_>>()
             .join(" ");
         rows.push(vec![
@@ -683,9 +684,6 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
     let mut rows = vec![row(["HOLDING", "STATE", "RECORDS", "NOTE"])];
     for h in &view.holdings {
         let mut note = Vec::new();
-        if let Some(since) = &h.unreachable_since {
-            note.push(format!("waiting: unreachable since {since}"));
-        }
         if let Some(reason) = &h.reason {
             note.push(format!("reason: {reason}"));
         }
@@ -699,10 +697,19 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
             note.join("; "),
         ]);
     }
-    if view.holdings.is_empty() {
+    if view.holdings.is_empty() && view.awaiting.archives == 0 {
         xarchive::outln!("  no archive holds a record of it");
-    } else {
+    } else if !view.holdings.is_empty() {
         print_table(&rows)?;
+    }
+    if view.awaiting.archives > 0 {
+        xarchive::outln!(
+            "  {} (each is named, with its records, once it answers)",
+            awaiting(&view.awaiting)
+        );
+        if let Some(since) = &view.awaiting.unreachable_since {
+            xarchive::outln!("  one of them cannot be reached since {since}");
+        }
     }
     if !view.not_found.is_empty() {
         xarchive::outln!("  held by no archive: {}", view.not_found.join(", "));
@@ -743,6 +750,14 @@ fn print_view(view: &RequestView, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The holding archives a request waits for, in a few words.
+fn awaiting(awaiting: &Awaiting) -> String {
+    match awaiting.in_review {
+        0 => format!("awaiting {} archives", awaiting.archives),
+        n => format!("awaiting {} archives ({n} in review)", awaiting.archives),
+    }
 }
 
 /// The certificate as the applicant takes it away: each copy with the

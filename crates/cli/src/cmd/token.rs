@@ -126,9 +126,11 @@ pub struct CreateArgs {
     /// Append the entry to this config file (the domain reads it at start).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// The domain the token belongs to: a search token then searches only
-    /// there, so that all its searches in the cluster are counted against
-    /// its rate in one place (docs/SECURITY.md).
+    /// The domain (archive) the token belongs to: its role then acts only
+    /// there (elsewhere it only reads, and of another archive's records
+    /// gets what that archive's policy gives others), and all its searches
+    /// in the cluster are counted against its rate in one place
+    /// (docs/SECURITY.md).
     #[arg(long)]
     domain: Option<String>,
 }
@@ -150,10 +152,11 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         args.name,
         sha256_hex(&token)
     );
-    if args.domain.is_none() && args.role == Role::Search {
+    if args.domain.is_none() && args.role != Role::Read {
         xarchive::errln!(
-            "note: this search token may search at every domain, each limiting its rate on its own; \
-             with --domain NAME it searches only there, and its rate holds across the cluster"
+            "note: without --domain this token is the own of every domain that lists it: its role acts \
+             at each, each limiting its rate on its own, and it reads every archive's records whole; \
+             with --domain NAME its role acts only there, and its rate holds across the cluster"
         );
     }
     if let Some(domain) = &args.domain {

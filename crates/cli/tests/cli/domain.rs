@@ -267,7 +267,17 @@ async fn sigterm_lets_requests_finish_and_saves_the_filter() {
         .map(|i| json!({"id": id(i), "title": "t"}).to_string() + "\n")
         .collect();
     let import = tokio::spawn(async move { c.bulk(body).await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Terminated once the import is being handled (its first batch is
+    // stored), not before the domain has taken it.
+    let watcher = client(&domain);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while watcher.stats().await.map_or(0, |s| s.domain.records) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the import never began"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let status = tokio::task::block_in_place(|| domain.terminate());
     assert!(status.success(), "exit status {status}");
     let report = import

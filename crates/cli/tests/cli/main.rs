@@ -5,6 +5,7 @@
 
 mod common;
 
+mod authority;
 mod backup;
 mod catalogue_files;
 mod cli;

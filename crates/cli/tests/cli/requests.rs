@@ -341,7 +341,23 @@ fn status(view: &Value) -> &str {
     view["status"].as_str().unwrap_or_default()
 }
 
+/// The state of the request's one holding archive: as named once it has
+/// answered for good, else as counted (`pending` or `in_review`), when
+/// neither it nor its records may be named.
 fn state(view: &Value) -> &str {
+    let awaiting = &view["awaiting"];
+    if awaiting["archives"].as_u64().unwrap_or_default() > 0 {
+        assert_eq!(
+            view["holdings"],
+            json!([]),
+            "an archive named before it answered: {view:#}"
+        );
+        return if awaiting["in_review"].as_u64().unwrap_or_default() > 0 {
+            "in_review"
+        } else {
+            "pending"
+        };
+    }
     view["holdings"][0]["state"].as_str().unwrap_or_default()
 }
 

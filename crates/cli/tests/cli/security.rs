@@ -568,7 +568,13 @@ async fn a_read_token_and_a_write_token_listing_records_and_reading_each_get_no_
         for (i, number) in people.iter().enumerate() {
             let put = writer
                 .put(format!("{}/v1/archives/{prefix}-人事-{i}", s.url(d)))
-                .json(&json!({"title": "人事档案", "keys": {"id_card": number}}))
+                // Open, of a category the policy releases: read whole
+                // from the other domain too (the private keys withheld).
+                .json(&json!({
+                    "title": "人事档案",
+                    "metadata": {"category": "work", "access": "open"},
+                    "keys": {"id_card": number},
+                }))
                 .send()
                 .await
                 .unwrap();

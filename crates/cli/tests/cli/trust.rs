@@ -332,7 +332,10 @@ async fn a_search_token_searches_only_at_its_home_domain_and_at_a_persons_pace()
     assert_eq!(away.status(), 403);
     let body: serde_json::Value = away.json().await.unwrap();
     assert!(
-        body["message"].as_str().unwrap().contains("home domain, B"),
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to archive B"),
         "{body}"
     );
     // Two searches (the burst), then the third waits about a minute.
@@ -353,7 +356,7 @@ async fn a_search_token_searches_only_at_its_home_domain_and_at_a_persons_pace()
     // Counted by token, for the alert on bursts.
     let metrics = metrics(&a, &home).await;
     assert!(
-        metrics.contains("xarchive_searches_total{token=\"counter-a\"} 2"),
+        metrics.contains("xarchive_searches_total{token=\"counter-a\",role=\"search\"} 2"),
         "{metrics}"
     );
 }

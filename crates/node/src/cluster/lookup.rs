@@ -19,7 +19,11 @@ use crate::local::record::{Record, StoredRecord};
 use crate::wire::CacheRoute;
 pub use crate::wire::{Route, Strategy};
 
+/// How a lookup ended. `Found`, the common end, is as large as a record:
+/// boxing it would cost every lookup an allocation to make the rare ends
+/// smaller.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     Found {
         record: Record,
@@ -315,7 +319,10 @@ pub(crate) async fn routed(
             found = broadcast(&cluster, id.as_str(), stale, &mut route).await;
         }
     }
-    if let Some((record, owner)) = &found {
+    // A catalogue entry (what the holding archive's policy gives another
+    // archive of a record it keeps for review) is not cached: the cache
+    // holds only records released whole.
+    if let Some((record, owner)) = found.as_ref().filter(|(r, _)| !r.catalogue_only) {
         match StoredRecord::from_record(record).encode() {
             Ok(bytes) => cluster.cache.fill(owner, id.as_str(), bytes, &ticket).await,
             Err(e) => tracing::error!(owner, error = %e, "a record found is not cached"),

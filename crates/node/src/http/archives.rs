@@ -7,7 +7,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use futures::StreamExt;
 use serde::Deserialize;
 
@@ -18,6 +18,7 @@ use crate::local::record::Record;
 use crate::local::record::{BulkLine, RecordInput};
 use crate::local::store::{Outcome, Write};
 use crate::node::Node;
+use crate::security::auth::Principal;
 use crate::wire::{ArchiveList, BulkReport, BulkSummary, ErrorBody, ErrorCode, LineResult};
 
 /// Records committed per store transaction during a bulk import.
@@ -105,10 +106,17 @@ pub async fn put(
         (status = 404, description = "`not_found`: not in this domain (`/v1/lookup` searches the cluster)", body = ErrorBody),
     )
 )]
-pub async fn get(State(node): State<Arc<Node>>, PathId(id): PathId) -> Result<Response, ApiError> {
+pub async fn get(
+    State(node): State<Arc<Node>>,
+    who: Option<Extension<Principal>>,
+    PathId(id): PathId,
+) -> Result<Response, ApiError> {
     let key = id.clone();
     match super::blocking(&node, move |node| Ok(node.domain.get(&key)?)).await? {
-        Some(record) => Ok(Json(record).into_response()),
+        Some(record) => {
+            let who = who.map_or(Principal::Anonymous, |w| w.0);
+            Ok(Json(node.as_read_by(&who, record)).into_response())
+        }
         None => Err(ApiError::not_found(id.as_str())),
     }
 }

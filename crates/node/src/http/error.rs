@@ -31,8 +31,12 @@ impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> Self {
         let (status, code) = match refusal {
             Refusal::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
-            Refusal::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
-            Refusal::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
+            Refusal::Forbidden(_) | Refusal::NotHome { .. } => {
+                (StatusCode::FORBIDDEN, ErrorCode::Forbidden)
+            }
+            Refusal::RateLimited { .. } | Refusal::InFlight { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited)
+            }
         };
         ApiError::new(status, code, refusal.to_string())
     }

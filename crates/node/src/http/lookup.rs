@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 
 use super::error::ApiError;
@@ -13,6 +13,7 @@ use super::extract::{Params, PathId};
 use crate::cluster::lookup::{Lookup, Outcome, Strategy};
 use crate::local::id::ArchiveId;
 use crate::node::Node;
+use crate::security::auth::Principal;
 use crate::wire::{ClusterView, ErrorBody, ErrorCode, LookupBody, RouteBody};
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -43,6 +44,7 @@ pub struct LookupParams {
 )]
 pub async fn lookup(
     State(node): State<Arc<Node>>,
+    who: Option<Extension<Principal>>,
     PathId(typed): PathId,
     Params(params): Params<LookupParams>,
 ) -> Result<Response, ApiError> {
@@ -88,7 +90,7 @@ pub async fn lookup(
     };
     Ok(match result.outcome {
         Outcome::Found { record, owner } => Json(LookupBody {
-            record: Some(record),
+            record: Some(node.as_read_by(&who.map_or(Principal::Anonymous, |w| w.0), record)),
             owner: Some(owner),
             route: result.route,
             ..LookupBody::default()

@@ -397,18 +397,20 @@ async fn authenticate(
     } else {
         Principal::Anonymous
     };
-    if let Err(e) = auth.allow(&who, needs) {
+    if let Err(e) = auth.allow(&who, needs, &node.cluster.me) {
         return challenge(e);
     }
-    // The rate limit is per token: members and (where no token is
-    // required) anonymous callers are bounded only by the requests in
-    // flight.
-    if let Principal::Client { name, .. } = &who {
-        if let Err(e) = auth.spend(name) {
-            return challenge(e);
-        }
-    }
-    // The handlers that log who asked (searches) read it here.
+    // The rates and the requests in flight are per token: members and
+    // (where no token is required) anonymous callers are bounded only by
+    // the domain's requests in flight.
+    let _in_flight = match &who {
+        Principal::Client { name, .. } => match auth.spend(name).and_then(|()| auth.enter(name)) {
+            Ok(in_flight) => Some(in_flight),
+            Err(e) => return challenge(e),
+        },
+        _ => None,
+    };
+    // The handlers that log who asked, or answer by who asks, read it here.
     request.extensions_mut().insert(who);
     next.run(request).await
 }
@@ -425,7 +427,8 @@ pub(super) fn challenge(refusal: Refusal) -> Response {
             header::RETRY_AFTER,
             retry_after.as_millis().max(1).div_ceil(1000).to_string(),
         )),
-        Refusal::Forbidden(_) => None,
+        Refusal::InFlight { .. } => Some((header::RETRY_AFTER, "1".to_owned())),
+        Refusal::Forbidden(_) | Refusal::NotHome { .. } => None,
     };
     let mut response = ApiError::from(refusal).into_response();
     if let Some((name, value)) = extra {

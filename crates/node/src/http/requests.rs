@@ -49,7 +49,9 @@ impl From<RequestsError> for ApiError {
             e @ RequestsError::NotAnswered(_) => {
                 status(StatusCode::CONFLICT, ErrorCode::NotAnswered, &e)
             }
-            e @ (RequestsError::NoCertificate(_) | RequestsError::NotCertified(_)) => {
+            e @ (RequestsError::NoCertificate(_)
+            | RequestsError::NotCertified(_)
+            | RequestsError::UnknownIssuer(_)) => {
                 status(StatusCode::NOT_FOUND, ErrorCode::CertificateNotFound, &e)
             }
             e @ RequestsError::CopyInvalid { .. } => {
@@ -73,7 +75,9 @@ impl From<RequestsError> for ApiError {
                 };
                 status(StatusCode::UNPROCESSABLE_ENTITY, code, &rejected)
             }
-            e @ (RequestsError::Unavailable(_) | RequestsError::TrustUnavailable) => {
+            e @ (RequestsError::Unavailable(_)
+            | RequestsError::IssuerUnreachable(_)
+            | RequestsError::TrustUnavailable) => {
                 status(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable, &e)
             }
             e @ RequestsError::Pdf(_) => status(
@@ -133,6 +137,7 @@ fn requester(node: &Node, who: Option<Extension<Principal>>) -> Requester {
     responses(
         (status = 201, description = "Registered (durably) and on its way to each holding archive", body = RequestView),
         (status = 400, description = "`invalid_json`, `invalid_request`, `invalid_id` or `invalid_key` (the identity number is never echoed)", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the clerk's allowance of searches (`auth.search_rate_per_minute`) is spent; nothing was registered", body = ErrorBody),
         (status = 503, description = "`unavailable`: an archive that may hold a record could not be asked; nothing was registered", body = ErrorBody),
         (status = 507, description = "`insufficient_storage`: nothing was registered", body = ErrorBody),
     )
@@ -147,6 +152,12 @@ pub async fn submit(
         "a request is {\"applicant_id\": \"...\", \"applicant_name\": \"...\", \
          \"purpose\": \"...\", \"records\": [\"...\"]} (records may be left out)",
     )?;
+    // A request searches the cluster for the applicant: it is counted,
+    // and limited, as the clerk's search (SECURITY.md, "The clerk").
+    let principal = who.as_ref().map_or(Principal::Anonymous, |w| w.0.clone());
+    if let Err(refusal) = super::search::spend_search(&node, &principal) {
+        return Ok(super::challenge(refusal));
+    }
     let clerk = requester(&node, who);
     let view = node.submit_request(new, clerk).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
@@ -263,7 +274,7 @@ pub async fn certificate_pdf(
     responses(
         (status = 200, description = "The certificate is as issued: what it says, to compare with the paper", body = CertificateCheck),
         (status = 400, description = "`invalid_request`: not a verification code", body = ErrorBody),
-        (status = 404, description = "`certificate_not_found`: its archive issued none under this code", body = ErrorBody),
+        (status = 404, description = "`certificate_not_found`: its archive issued none under this code, or no archive of the cluster has the code's name", body = ErrorBody),
         (status = 422, description = "`certificate_invalid`: what is kept under the code no longer matches its seals", body = ErrorBody),
         (status = 503, description = "`unavailable`: the archive that issued it cannot be asked now", body = ErrorBody),
     )

@@ -13,7 +13,7 @@ use axum::{Extension, Json};
 use super::error::ApiError;
 use super::extract::{json_body, Params};
 use crate::node::Node;
-use crate::security::auth::Principal;
+use crate::security::auth::{Principal, Refusal};
 use crate::wire::{
     AuditIntegrity, AuditPage, ErrorBody, ErrorCode, KeyTypesBody, Requester, SearchBody,
     SearchRequest,
@@ -58,23 +58,8 @@ pub async fn search(
     )?;
     let who = who.map(|w| w.0).unwrap_or(Principal::Anonymous);
     let requester = requester(&node, &who, request.requester.clone())?;
-    // Searches have a rate of their own: per token at the domain it was
-    // presented to (its home, when bound to one: then every search it
-    // makes in the cluster is counted here), per member for those passed
-    // on.
-    match &who {
-        Principal::Client { name, .. } => {
-            if let Err(refusal) = node.auth.spend_search(name) {
-                return Ok(super::challenge(refusal));
-            }
-            node.metrics.count_search(name);
-        }
-        Principal::Member(member) => {
-            if let Err(refusal) = node.auth.spend(&format!("member {member}")) {
-                return Ok(super::challenge(refusal));
-            }
-        }
-        Principal::Anonymous => node.metrics.count_search("anonymous"),
+    if let Err(refusal) = spend_search(&node, &who) {
+        return Ok(super::challenge(refusal));
     }
     let mut found = node
         .search(&request, requester)
@@ -112,11 +97,28 @@ pub async fn search(
     })
 }
 
+/// Spends one search of `who`'s allowance, and counts it. Searches have a
+/// rate of their own: per token at the domain it was presented to (its
+/// home, when bound to one: then every search it makes in the cluster is
+/// counted, and limited, there), per member for those passed on. A
+/// clerk's request is a search for the applicant (`requests.rs`).
+pub(super) fn spend_search(node: &Node, who: &Principal) -> Result<(), Refusal> {
+    match who {
+        Principal::Client { name, role, .. } => {
+            node.auth.spend_search(name)?;
+            node.metrics.count_search(name, role.as_str());
+        }
+        Principal::Member(member) => node.auth.spend(&format!("member {member}"))?,
+        Principal::Anonymous => node.metrics.count_search("anonymous", "none"),
+    }
+    Ok(())
+}
+
 /// Who the search is for: the caller's token at this domain, or, for a
 /// search passed on by a member domain, the client it names, which must
 /// be one of that member's own (on a domain without tokens or a secret,
-/// any caller may name one). A token bound to a home domain searches only
-/// there.
+/// any caller may name one). A token bound to another domain does not
+/// get this far (`Authority::allow`).
 fn requester(
     node: &Node,
     who: &Principal,
@@ -142,22 +144,19 @@ fn requester(
         // Where nothing is required (no tokens, no secret), nobody can
         // be told from a member: the log holds what callers say.
         (Principal::Anonymous, Some(named)) if !node.auth.enabled() => Ok(named),
-        (Principal::Member(_), None) => Ok(here("member", "member")),
+        // A member's own search (not a client's passed on): logged as
+        // the member its credential names, and answered as to another
+        // archive.
+        (Principal::Member(member), None) => Ok(Requester {
+            token: "member".to_owned(),
+            role: "member".to_owned(),
+            domain: member.clone(),
+        }),
         (_, Some(_)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidRequest,
             "only member domains name the requester of a search",
         )),
-        (
-            Principal::Client {
-                name,
-                home: Some(home),
-                ..
-            },
-            None,
-        ) if home != me => Err(forbidden(format!(
-            "token {name} searches only at its home domain, {home}"
-        ))),
         (Principal::Client { name, role, .. }, None) => Ok(here(name, role.as_str())),
         (Principal::Anonymous, None) => Ok(here("anonymous", "none")),
     }

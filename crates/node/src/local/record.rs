@@ -456,6 +456,7 @@ impl StoredRecord {
             domain: domain.to_owned(),
             keys,
             keys_withheld: withheld.into_keys().collect(),
+            catalogue_only: false,
         }
     }
 }
@@ -494,9 +495,29 @@ pub struct Record {
     /// none): `POST /v1/search`, which is audited, returns them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys_withheld: Vec<String>,
+    /// Only the catalogue entry (archive number, title, holding archive,
+    /// dates) was given: the holding archive's release policy keeps the
+    /// rest from other archives' readers, and gives it out only as a
+    /// sealed copy in a request (`POST /v1/requests`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub catalogue_only: bool,
 }
 
 impl Record {
+    /// The record's catalogue entry: its archive number, title, holding
+    /// archive and dates, without metadata, content or keys.
+    #[must_use]
+    pub fn catalogue_entry(self) -> Record {
+        Record {
+            metadata: serde_json::Map::new(),
+            content: None,
+            keys: BTreeMap::new(),
+            keys_withheld: Vec::new(),
+            catalogue_only: true,
+            ..self
+        }
+    }
+
     /// The record without the values of its private keys: only the types
     /// public in `types` keep their values; every other key (private, or
     /// not declared here) is named in `keys_withheld` instead. Applying it

@@ -65,15 +65,48 @@ impl Default for ReleasePolicy {
 }
 
 impl ReleasePolicy {
-    /// `record` as a search from another archive gets it.
-    pub fn for_remote_search(&self, mut record: Record) -> Record {
-        if self.remote_search == RemoteSearch::Summary {
-            record.metadata.clear();
-            record.content = None;
-            record.keys.clear();
-            record.keys_withheld.clear();
+    /// Why this archive does not give `record` out by itself to anyone of
+    /// another archive, whoever the applicant: its category or its access
+    /// state is released by review only. `None`: it may go out (to a
+    /// request, if the applicant is among its persons when the policy
+    /// says so). In English and Chinese: a reviewer's page shows it.
+    fn withheld_whoever_asks(&self, record: &Record) -> Option<String> {
+        let field = |name: &str| record.metadata.get(name).and_then(|v| v.as_str());
+        let category = field("category").unwrap_or("unstated");
+        if !self.categories.iter().any(|c| c == category) {
+            return Some(format!(
+                "{}: category {category:?} is released by review only (门类“{category}”须经审核方可提供)",
+                record.id
+            ));
         }
-        record
+        let access = field("access").unwrap_or("unstated");
+        if !self.access.iter().any(|a| a == access) {
+            return Some(format!(
+                "{}: access {access:?} is released by review only (开放状态“{access}”须经审核方可提供)",
+                record.id
+            ));
+        }
+        None
+    }
+
+    /// `record` as a reader of another archive gets it (a member domain's
+    /// lookup, or another archive's token reading here): whole if this
+    /// archive releases it by itself, else only its catalogue entry.
+    pub fn for_remote_read(&self, record: Record) -> Record {
+        if self.withheld_whoever_asks(&record).is_some() {
+            record.catalogue_entry()
+        } else {
+            record
+        }
+    }
+
+    /// `record` as a search from another archive gets it: its catalogue
+    /// entry, or with `remote_search = "full"`, what a remote read gets.
+    pub fn for_remote_search(&self, record: Record) -> Record {
+        match self.remote_search {
+            RemoteSearch::Summary => record.catalogue_entry(),
+            RemoteSearch::Full => self.for_remote_read(record),
+        }
     }
 
     /// Whether the applicant whose identity number has `applicant_digest`
@@ -100,20 +133,8 @@ impl ReleasePolicy {
         applicant_digest: &str,
         hasher: &KeyHasher,
     ) -> Option<String> {
-        let field = |name: &str| record.metadata.get(name).and_then(|v| v.as_str());
-        let category = field("category").unwrap_or("unstated");
-        if !self.categories.iter().any(|c| c == category) {
-            return Some(format!(
-                "{}: category {category:?} is released by review only (门类“{category}”须经审核方可提供)",
-                record.id
-            ));
-        }
-        let access = field("access").unwrap_or("unstated");
-        if !self.access.iter().any(|a| a == access) {
-            return Some(format!(
-                "{}: access {access:?} is released by review only (开放状态“{access}”须经审核方可提供)",
-                record.id
-            ));
+        if let Some(why) = self.withheld_whoever_asks(record) {
+            return Some(why);
         }
         if self.applicant_must_be_key && !self.names_applicant(record, applicant_digest, hasher) {
             return Some(format!(
@@ -146,6 +167,7 @@ mod tests {
             domain: "d".into(),
             keys: [("id_card".to_owned(), id_card.to_owned())].into(),
             keys_withheld: Vec::new(),
+            catalogue_only: false,
         }
     }
 
@@ -169,7 +191,7 @@ mod tests {
     }
 
     #[test]
-    fn a_search_from_elsewhere_gets_a_summary_unless_the_policy_says_full() {
+    fn a_search_from_elsewhere_gets_a_catalogue_entry_unless_the_policy_says_full() {
         let mut full = record("marriage", Some("open"), "11010519491231002X");
         full.content = Some(b"content".to_vec());
         let summary = ReleasePolicy::default().for_remote_search(full.clone());
@@ -181,6 +203,7 @@ mod tests {
             ),
             ("A-1", "t", "d")
         );
+        assert!(summary.catalogue_only);
         assert!(summary.metadata.is_empty() && summary.content.is_none());
         assert!(summary.keys.is_empty() && summary.keys_withheld.is_empty());
         let open = ReleasePolicy {
@@ -188,5 +211,29 @@ mod tests {
             ..ReleasePolicy::default()
         };
         assert_eq!(open.for_remote_search(full.clone()), full);
+        // Full or not, a record kept for review is only its entry.
+        let kept = record("court", Some("open"), "11010519491231002X");
+        assert!(open.for_remote_search(kept).catalogue_only);
+    }
+
+    #[test]
+    fn a_reader_of_another_archive_gets_what_the_policy_releases_by_itself_and_of_the_rest_the_catalogue_entry(
+    ) {
+        let policy = ReleasePolicy::default();
+        let mut released = record("marriage", Some("open"), "11010519491231002X");
+        released.content = Some(b"content".to_vec());
+        assert_eq!(policy.for_remote_read(released.clone()), released);
+        for (category, access) in [
+            ("court", Some("open")),
+            ("marriage", Some("closed")),
+            ("marriage", None),
+        ] {
+            let mut kept = record(category, access, "11010519491231002X");
+            kept.content = Some(b"a spouse's name".to_vec());
+            let read = policy.for_remote_read(kept.clone());
+            assert!(read.catalogue_only, "{category} {access:?}");
+            assert_eq!((read.id, read.title), (kept.id, kept.title));
+            assert!(read.metadata.is_empty() && read.content.is_none() && read.keys.is_empty());
+        }
     }
 }

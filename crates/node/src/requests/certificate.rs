@@ -396,11 +396,16 @@ impl Node {
             .get(issuer)
             .cloned();
         let Some(member) = roster else {
-            return Err(RequestsError::Unavailable(format!(
-                "the archive that issued it, {}, is not reachable now (check again later, or \
-                 check the certificate's QR code offline)",
-                self.names(&[issuer.to_owned()])
-            )));
+            // Not registered now: down, or no archive of this cluster.
+            // Only the trust list (every archive that ever registered
+            // keeps its entry) tells the two apart.
+            let trust = self.trust_list(false).await?;
+            if trust.list.archive(issuer).is_none() {
+                return Err(RequestsError::UnknownIssuer(issuer.to_owned()));
+            }
+            return Err(RequestsError::IssuerUnreachable(
+                self.names(&[issuer.to_owned()]),
+            ));
         };
         let client = self
             .cluster
@@ -414,7 +419,9 @@ impl Node {
             Err(e @ crate::ClientError::Api { .. }) => {
                 Err(RequestsError::Peer(issuer.to_owned(), e))
             }
-            Err(_) => Err(RequestsError::Unavailable(self.names(&[issuer.to_owned()]))),
+            Err(_) => Err(RequestsError::IssuerUnreachable(
+                self.names(&[issuer.to_owned()]),
+            )),
         }
     }
 

@@ -83,6 +83,10 @@ pub enum RequestsError {
     },
     #[error("no certificate with the code {0} was issued here")]
     NoCertificate(String),
+    #[error("no archive called {0} is in this cluster's trust list: check the code as printed, or the certificate is from another cluster")]
+    UnknownIssuer(String),
+    #[error("the archive that issued it, {0}, cannot be asked now: check again later, or check the certificate's QR code offline")]
+    IssuerUnreachable(String),
     #[error("the certificate {code} does not check: {why}")]
     CertificateInvalid { code: String, why: String },
     #[error("{0}")]

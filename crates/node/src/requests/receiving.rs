@@ -31,7 +31,7 @@ use crate::local::record::now_us;
 use crate::local::requests::Side;
 use crate::node::Node;
 use crate::wire::{
-    Answer, Delivery, HoldingState, HoldingView, NewRequest, ReceivedCopy, RequestView,
+    Answer, Awaiting, Delivery, HoldingState, HoldingView, NewRequest, ReceivedCopy, RequestView,
     SearchRequest, SignedCopy,
 };
 
@@ -396,9 +396,28 @@ impl Node {
         let empty = TrustList::new("", false, Vec::new());
         let list = trust.map_or(&empty, |t| &t.list);
         let me = self.cluster.me.as_str();
-        let holdings = request
-            .parts
-            .iter()
+        // A holding archive is named, with its records, once it has
+        // answered for good: until then the clerk learns only that the
+        // request waits (SECURITY.md, "The clerk").
+        let (answered, waiting): (Vec<_>, Vec<_>) =
+            request.parts.iter().partition(|(_, p)| p.state.is_final());
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let awaiting = Awaiting {
+            archives: count(waiting.len()),
+            in_review: count(
+                waiting
+                    .iter()
+                    .filter(|(_, p)| p.state == HoldingState::InReview)
+                    .count(),
+            ),
+            unreachable_since: waiting
+                .iter()
+                .filter_map(|(_, p)| p.unreachable_since_us)
+                .min()
+                .map(rfc3339),
+        };
+        let holdings = answered
+            .into_iter()
             .map(|(domain, part)| HoldingView {
                 name: self.archive_name(domain).name,
                 domain: domain.clone(),
@@ -434,6 +453,7 @@ impl Node {
             purpose: request.purpose.clone(),
             searched_by: request.searched_by.clone(),
             holdings,
+            awaiting,
             not_found: request.not_found.clone(),
         }
     }

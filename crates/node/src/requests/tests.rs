@@ -352,6 +352,11 @@ async fn a_certificate_is_issued_once_and_only_for_an_answered_request() {
         Err(RequestsError::NoCertificate(_))
     ));
     assert!(matches!(
+        node.check_certificate("NOSUCH.0000-0000-0000-0000-0000")
+            .await,
+        Err(RequestsError::UnknownIssuer(_))
+    ));
+    assert!(matches!(
         node.check_certificate("0000-0000-0000-0000-0000").await,
         Err(RequestsError::NoCertificate(_))
     ));
@@ -407,4 +412,50 @@ async fn a_copy_of_format_1_kept_from_before_still_shows_and_checks() {
     assert!(view.holdings[0].copies[0].valid, "{view:?}");
     let check = node.check_certificate(&codes[0]).await.unwrap();
     assert_eq!(check.copies[0].archive_number, "M-1");
+}
+
+#[tokio::test]
+async fn a_holding_archive_and_its_records_are_named_to_the_clerk_only_once_it_has_answered_for_good(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node(dir.path());
+    let part = |state, unreachable_since_us| Part {
+        state,
+        unreachable_since_us,
+        ..Part::pending(vec![format!("{state:?}-1")])
+    };
+    let request = Outgoing {
+        id: "00ff".into(),
+        submitted_us: now_us(),
+        clerk: "clerk".into(),
+        applicant_digest: "digest".into(),
+        applicant_name: "张三".into(),
+        purpose: "贷款".into(),
+        searched_by: Some("id_card".into()),
+        not_found: Vec::new(),
+        certified_us: None,
+        certificate: None,
+        flagged: Vec::new(),
+        unlogged: Vec::new(),
+        parts: BTreeMap::from([
+            ("B".to_owned(), part(HoldingState::Pending, Some(2_000_000))),
+            (
+                "C".to_owned(),
+                part(HoldingState::InReview, Some(1_000_000)),
+            ),
+            ("D".to_owned(), part(HoldingState::NoneHeld, None)),
+        ]),
+    };
+    let view = node.view(&request, None);
+    let named: Vec<&str> = view.holdings.iter().map(|h| h.domain.as_str()).collect();
+    assert_eq!(named, ["D"]);
+    assert_eq!((view.awaiting.archives, view.awaiting.in_review), (2, 1));
+    assert_eq!(
+        view.awaiting.unreachable_since.as_deref(),
+        Some("1970-01-01T00:00:01Z")
+    );
+    let shown = serde_json::to_string(&view).unwrap();
+    for hidden in ["\"B\"", "\"C\"", "Pending-1", "InReview-1"] {
+        assert!(!shown.contains(hidden), "{hidden} in {shown}");
+    }
 }

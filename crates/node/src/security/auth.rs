@@ -157,6 +157,10 @@ pub struct AuthConfig {
     /// trying every identity number of a birth date would.
     pub search_rate_per_minute: u32,
     pub search_burst: u32,
+    /// Requests one token may have in flight at a domain at once: the
+    /// domain's own limit (`limits.max_concurrent_requests`) is shared by
+    /// everyone, and one token holding it all would refuse the others.
+    pub max_in_flight_per_token: usize,
 }
 
 impl Default for AuthConfig {
@@ -169,6 +173,7 @@ impl Default for AuthConfig {
             rate_burst: 2_000,
             search_rate_per_minute: 60,
             search_burst: 30,
+            max_in_flight_per_token: 32,
         }
     }
 }
@@ -184,7 +189,7 @@ pub enum AuthError {
     WeakSecret(PathBuf),
     #[error("token {0:?}: sha256 must be 64 lowercase hex digits")]
     Digest(String),
-    #[error("rate limits must be positive")]
+    #[error("rate limits (and auth.max_in_flight_per_token) must be positive")]
     Rate,
 }
 
@@ -200,6 +205,14 @@ pub enum Refusal {
     /// Over the token's rate (HTTP 429), with when to try again.
     #[error("too many requests; retry in {} ms", retry_after.as_millis().max(1))]
     RateLimited { retry_after: std::time::Duration },
+    /// A token of another archive asking for more than a read (HTTP 403).
+    #[error(
+        "token {token} belongs to archive {home}: its role acts only there (here it may only read)"
+    )]
+    NotHome { token: String, home: String },
+    /// The token's requests in flight at their limit (HTTP 429).
+    #[error("this token has {limit} requests in flight here already; retry once one has finished")]
+    InFlight { limit: usize },
 }
 
 /// Who is calling.
@@ -208,13 +221,29 @@ pub enum Principal {
     Client {
         name: String,
         role: Role,
-        /// The domain it may search at, if bound to one.
+        /// The archive (domain) it belongs to, if bound to one: its role
+        /// acts only there.
         home: Option<String>,
     },
     /// Another domain of the cluster, by the name its credential proves.
     Member(String),
     /// No credentials (only where none are required).
     Anonymous,
+}
+
+impl Principal {
+    /// Whether the caller is of another archive than `me`: a member
+    /// domain other than this one, or a token bound to another domain.
+    /// The holding archive's release policy governs what such a caller
+    /// reads of the records held here (`local/release.rs`). A token bound
+    /// to none is the operator's own, at every domain that lists it.
+    pub fn is_elsewhere(&self, me: &str) -> bool {
+        match self {
+            Principal::Member(name) => name != me,
+            Principal::Client { home, .. } => home.as_deref().is_some_and(|h| h != me),
+            Principal::Anonymous => false,
+        }
+    }
 }
 
 /// What a route requires.
@@ -335,6 +364,9 @@ pub struct Authority {
     open_metrics: bool,
     limiter: DefaultKeyedRateLimiter<String>,
     searches: DefaultKeyedRateLimiter<String>,
+    /// Requests in flight by token name, and how many one may have.
+    in_flight: parking_lot::Mutex<HashMap<String, usize>>,
+    max_in_flight: usize,
     /// Keyed digests of key values, under keys derived from the secret.
     key_hasher: KeyHasher,
 }
@@ -371,6 +403,9 @@ impl Authority {
             NonZeroU32::new(config.search_rate_per_minute).ok_or(AuthError::Rate)?,
         )
         .allow_burst(NonZeroU32::new(config.search_burst).ok_or(AuthError::Rate)?);
+        if config.max_in_flight_per_token == 0 {
+            return Err(AuthError::Rate);
+        }
         Ok(Authority {
             key_hasher: KeyHasher::new(secret.as_deref()),
             enabled: AtomicBool::new(!tokens.is_empty() || secret.is_some()),
@@ -380,6 +415,8 @@ impl Authority {
             open_metrics: config.open_metrics,
             limiter: RateLimiter::keyed(quota),
             searches: RateLimiter::keyed(search_quota),
+            in_flight: parking_lot::Mutex::new(HashMap::new()),
+            max_in_flight: config.max_in_flight_per_token,
         })
     }
 
@@ -452,10 +489,28 @@ impl Authority {
         ))
     }
 
-    /// Whether `who` may do what `need` requires.
-    pub fn allow(&self, who: &Principal, need: Need) -> Result<(), Refusal> {
+    /// Whether `who` may do at domain `here` what `need` requires. A
+    /// token bound to another domain only reads here: whatever its role
+    /// grants beyond reading (writes, searches, the log, backups,
+    /// requests, reviews) it does at its home alone, so that one archive
+    /// sees, limits and answers for everything its people do.
+    pub fn allow(&self, who: &Principal, need: Need, here: &str) -> Result<(), Refusal> {
         if !self.enabled() || need == Need::Open || (need == Need::Metrics && self.open_metrics) {
             return Ok(());
+        }
+        if let Principal::Client {
+            name,
+            home: Some(home),
+            ..
+        } = who
+        {
+            let reads = matches!(need, Need::Read | Need::MemberOrRead | Need::Metrics);
+            if home != here && !reads {
+                return Err(Refusal::NotHome {
+                    token: name.clone(),
+                    home: home.clone(),
+                });
+            }
         }
         match (who, need) {
             (Principal::Anonymous, _) => Err(Refusal::Unauthorized("a token is required")),
@@ -498,6 +553,41 @@ impl Authority {
     /// Spends one search of `token`'s allowance of searches by key.
     pub fn spend_search(&self, token: &str) -> Result<(), Refusal> {
         spend(&self.searches, token)
+    }
+
+    /// Counts a request of `token` in flight until the guard is dropped,
+    /// or refuses it if the token has its limit in flight already.
+    pub fn enter(&self, token: &str) -> Result<InFlight<'_>, Refusal> {
+        let mut in_flight = self.in_flight.lock();
+        let count = in_flight.entry(token.to_owned()).or_insert(0);
+        if *count >= self.max_in_flight {
+            return Err(Refusal::InFlight {
+                limit: self.max_in_flight,
+            });
+        }
+        *count += 1;
+        Ok(InFlight {
+            authority: self,
+            token: token.to_owned(),
+        })
+    }
+}
+
+/// A request of a token in flight (see [`Authority::enter`]).
+pub struct InFlight<'a> {
+    authority: &'a Authority,
+    token: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.authority.in_flight.lock();
+        if let Some(count) = in_flight.get_mut(&self.token) {
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&self.token);
+            }
+        }
     }
 }
 
@@ -554,22 +644,22 @@ mod tests {
         let credential = a.member_key().unwrap().credential("B");
         let member = a.identify(Some(&bearer(&credential))).unwrap();
         assert_eq!(member, Principal::Member("B".into()));
-        assert!(a.allow(&reader, Need::Read).is_ok());
+        assert!(a.allow(&reader, Need::Read, "A").is_ok());
         assert!(matches!(
-            a.allow(&reader, Need::Write).unwrap_err(),
+            a.allow(&reader, Need::Write, "A").unwrap_err(),
             Refusal::Forbidden(_)
         ));
-        assert!(a.allow(&writer, Need::Write).is_ok());
-        assert!(a.allow(&member, Need::MemberOrRead).is_ok());
+        assert!(a.allow(&writer, Need::Write, "A").is_ok());
+        assert!(a.allow(&member, Need::MemberOrRead, "A").is_ok());
         assert!(matches!(
-            a.allow(&member, Need::Write).unwrap_err(),
+            a.allow(&member, Need::Write, "A").unwrap_err(),
             Refusal::Forbidden(_)
         ));
         assert!(matches!(
-            a.allow(&Principal::Anonymous, Need::Read).unwrap_err(),
+            a.allow(&Principal::Anonymous, Need::Read, "A").unwrap_err(),
             Refusal::Unauthorized(_)
         ));
-        assert!(a.allow(&Principal::Anonymous, Need::Open).is_ok());
+        assert!(a.allow(&Principal::Anonymous, Need::Open, "A").is_ok());
         assert!(matches!(
             a.identify(Some(&bearer("xa_nope"))).unwrap_err(),
             Refusal::Unauthorized(_)
@@ -621,25 +711,97 @@ mod tests {
             home: None,
         };
         for role in Role::ALL {
-            assert!(a.allow(&client(role), Need::Read).is_ok());
+            assert!(a.allow(&client(role), Need::Read, "A").is_ok());
             assert_eq!(
-                a.allow(&client(role), Need::MemberOrSearch).is_ok(),
+                a.allow(&client(role), Need::MemberOrSearch, "A").is_ok(),
                 role == Role::Search
             );
             assert_eq!(
-                a.allow(&client(role), Need::Audit).is_ok(),
+                a.allow(&client(role), Need::Audit, "A").is_ok(),
                 role == Role::Audit
             );
             assert_eq!(
-                a.allow(&client(role), Need::Write).is_ok(),
+                a.allow(&client(role), Need::Write, "A").is_ok(),
                 role == Role::Write
             );
             assert_eq!(role.as_str().parse::<Role>(), Ok(role));
         }
         let member = Principal::Member("B".into());
-        assert!(a.allow(&member, Need::MemberOrSearch).is_ok());
-        assert!(a.allow(&member, Need::Audit).is_err());
+        assert!(a.allow(&member, Need::MemberOrSearch, "A").is_ok());
+        assert!(a.allow(&member, Need::Audit, "A").is_err());
         assert!("admin".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn a_token_bound_to_an_archive_uses_its_role_only_there_and_elsewhere_only_reads() {
+        let a = Authority::new(&AuthConfig::default(), "c").unwrap();
+        a.enabled.store(true, Ordering::Release);
+        let bound = |role| Principal::Client {
+            name: "t".into(),
+            role,
+            home: Some("A".into()),
+        };
+        let unbound = |role| Principal::Client {
+            name: "t".into(),
+            role,
+            home: None,
+        };
+        let beyond_reading = [
+            (Role::Write, Need::Write),
+            (Role::Search, Need::MemberOrSearch),
+            (Role::Audit, Need::Audit),
+            (Role::Backup, Need::Backup),
+            (Role::Clerk, Need::Clerk),
+            (Role::Reviewer, Need::Reviewer),
+        ];
+        for (role, need) in beyond_reading {
+            assert!(a.allow(&bound(role), need, "A").is_ok(), "{role:?} at home");
+            assert!(
+                matches!(
+                    a.allow(&bound(role), need, "C"),
+                    Err(Refusal::NotHome { ref home, .. }) if home == "A"
+                ),
+                "{role:?} elsewhere"
+            );
+            assert!(
+                a.allow(&unbound(role), need, "C").is_ok(),
+                "{role:?} unbound"
+            );
+        }
+        for role in Role::ALL {
+            for need in [Need::Read, Need::MemberOrRead, Need::Metrics] {
+                assert!(a.allow(&bound(role), need, "C").is_ok(), "{role:?} reads");
+            }
+            assert!(bound(role).is_elsewhere("C") && !bound(role).is_elsewhere("A"));
+            assert!(!unbound(role).is_elsewhere("C"));
+        }
+        assert!(Principal::Member("B".into()).is_elsewhere("A"));
+        assert!(!Principal::Anonymous.is_elsewhere("A"));
+    }
+
+    #[test]
+    fn a_token_has_at_most_its_limit_of_requests_in_flight_and_others_are_not_held_up() {
+        let config = AuthConfig {
+            max_in_flight_per_token: 2,
+            ..AuthConfig::default()
+        };
+        let a = Authority::new(&config, "c").unwrap();
+        let first = a.enter("busy").unwrap();
+        let second = a.enter("busy").unwrap();
+        assert!(matches!(
+            a.enter("busy"),
+            Err(Refusal::InFlight { limit: 2 })
+        ));
+        assert!(a.enter("other").is_ok());
+        drop(first);
+        let third = a.enter("busy").unwrap();
+        drop((second, third));
+        assert!(a.in_flight.lock().is_empty());
+        let zero = AuthConfig {
+            max_in_flight_per_token: 0,
+            ..AuthConfig::default()
+        };
+        assert!(matches!(Authority::new(&zero, "c"), Err(AuthError::Rate)));
     }
 
     #[test]

@@ -341,10 +341,29 @@ pub struct RequestView {
     /// number); absent when the clerk named the records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub searched_by: Option<String>,
+    /// The holding archives that have answered for good (released,
+    /// refused, or holding none), each with its answer. An archive that
+    /// has not is only counted in `awaiting`: neither it nor the records
+    /// it holds are named before its own answer says so (SECURITY.md,
+    /// "The clerk").
     pub holdings: Vec<HoldingView>,
+    pub awaiting: Awaiting,
     /// Records asked for that no archive holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_found: Vec<String>,
+}
+
+/// The holding archives a request still waits for, counted, not named.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Awaiting {
+    /// How many have not answered for good.
+    pub archives: u32,
+    /// Of those, how many said their reviewers decide.
+    pub in_review: u32,
+    /// Since when the first of those that cannot be reached now could
+    /// not be (RFC 3339): the applicant waits longer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<String>,
 }
 
 /// `GET /v1/requests`.

@@ -313,6 +313,7 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
                 domain: name,
                 keys: Default::default(),
                 keys_withheld: Vec::new(),
+                catalogue_only: false,
             };
             let Ok(body) = serde_json::to_vec(&record) else {
                 return StatusCode::INTERNAL_SERVER_ERROR.into_response();
