@@ -470,8 +470,10 @@ impl Node {
 
     /// Writes an online backup of this domain to `out`: its store and its
     /// audit log, each as of one moment, while writes go on (see
-    /// `local/backup.rs`). Blocks: run it on the blocking pool.
+    /// `local/backup.rs`), authenticated with [`backup_key`](Self::backup_key).
+    /// Blocks: run it on the blocking pool.
     pub fn backup(&self, out: impl std::io::Write) -> Result<BackupHeader, BackupError> {
+        let key = self.backup_key()?;
         backup::take(
             self.domain.name(),
             backup::Sources {
@@ -480,9 +482,23 @@ impl Node {
                 book: &self.requests.book,
                 seal_dir: &self.config.data.join(crate::security::seal::SEAL_DIR),
             },
+            &key,
             crate::local::record::now_ms(),
             out,
         )
+    }
+
+    /// The key this domain's backups are authenticated with: derived from
+    /// the cluster secret (any member's restore checks it), or without one
+    /// the domain's own (`seal/backup.key`, made at the first backup).
+    pub fn backup_key(&self) -> Result<backup::MacKey, BackupError> {
+        Ok(match self.auth.member_key() {
+            Some(member) => backup::MacKey::cluster(
+                &self.config.cluster.name,
+                member.material(crate::security::member::BACKUP_MAC),
+            ),
+            None => backup::MacKey::domain(backup::domain_key(&self.config.data)?),
+        })
     }
 
     /// Every domain this one knows, itself first, and what the page may
