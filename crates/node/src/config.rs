@@ -265,6 +265,11 @@ impl NodeConfig {
                 )));
             }
         }
+        if self.cluster.audit_anchor_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "cluster.audit_anchor_ms must be positive".into(),
+            ));
+        }
         if !crate::cluster::valid_group(&self.cluster.group) {
             return Err(ConfigError::Invalid(format!(
                 "cluster.group {:?} must be 1..=32 of A-Z a-z 0-9 - _ (a province's two-digit code, say)",

@@ -13,7 +13,7 @@ use crate::cluster::relay::OwnFilters;
 use crate::cluster::CoordError;
 use crate::cluster::{Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
-use crate::local::audit::{AuditEntry, AuditError, AuditHead, AuditIntegrity, AuditLog, Requester};
+use crate::local::audit::{AuditEntry, AuditError, AuditIntegrity, AuditLog, Requester};
 use crate::local::backup::{self, BackupError, BackupHeader};
 use crate::local::domain::{DeltaRefusal, Domain, DomainError, FilterView};
 use crate::local::id::ArchiveId;
@@ -31,9 +31,9 @@ use crate::security::tls::TlsError;
 use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
 
-/// How often the audit log's head is anchored in the coordinator, when it
-/// moved.
-pub const ANCHOR_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// How soon the audit log's check against its anchor is tried again
+/// while the coordinator does not answer (reads only: invisible outside).
+const ANCHOR_CHECK_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Why a domain could not be opened, by the part that failed.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +80,9 @@ pub struct Node {
     pub(crate) audit: AuditLog,
     /// Cross-archive requests, both sides (`requests/`).
     pub(crate) requests: Requests,
+    /// The audit log was checked against its anchor (once the coordinator
+    /// answered): only then is its head anchored.
+    anchor_checked: tokio::sync::Mutex<bool>,
 }
 
 impl Node {
@@ -183,6 +186,7 @@ impl Node {
             metrics,
             audit,
             requests: Requests::new(book, seal, trust),
+            anchor_checked: tokio::sync::Mutex::new(false),
         }))
     }
 
@@ -227,48 +231,125 @@ impl Node {
     }
 
     /// Checks the audit log against its anchor once the coordinator
-    /// answers, then anchors its head there as it moves, every
-    /// [`ANCHOR_EVERY`]: an operator who cuts the log short, rolls it
-    /// back or replaces it is caught at the next start or check, since
-    /// the anchor is outside the domain's disk (and moves only forward).
+    /// answers, then anchors its head there at every tick of a fixed
+    /// cadence (`cluster.audit_anchor_ms`): an operator who cuts the log
+    /// short, rolls it back or replaces it is caught at the next start or
+    /// check, since the anchor is outside the domain's disk (and moves
+    /// only forward).
+    ///
+    /// Why a fixed cadence, written whether the head moved or not. The
+    /// anchor's znode is in the cluster's sealed folder: without the
+    /// secret nobody reads it. But ZooKeeper answers `exists` on any path
+    /// to anyone, with the znode's stat: its version (writes so far), the
+    /// time of the last write and its size. Written only when the head
+    /// moved, as before, the version counted this domain's audited
+    /// searches, and a search made at another domain that reached this one
+    /// (its key filter may hold the person) bumped it within two seconds:
+    /// whoever polled `exists` learned that this domain holds the person
+    /// just searched for. Now a timer started at the check writes at each
+    /// tick, the head changed or not, always `ANCHOR_BYTES` long
+    /// (`cluster/zookeeper/mod.rs`): the version grows by one a tick, the
+    /// time is the tick's and the size never changes, so the stat is a
+    /// function of the time since the domain started and of ZooKeeper's
+    /// outages (which the outsider sees anyway), not of the searches. A
+    /// search changes only what the znode holds, which only members read.
+    /// What the anchor is for is kept: each tick writes the head as it is
+    /// then, so entries made since the last tick are the most an operator
+    /// could cut off unseen (one cadence: 5 s by default, 2 s before), and
+    /// a head behind or beside the anchor is refused as before
+    /// (`anchor_moves_forward`). What it costs: one ZooKeeper write per
+    /// domain per cadence (660 a second at 3 301 domains and 5 s).
     async fn anchor_audit_log(self: Arc<Self>, stop: CancellationToken) {
-        let mut checked = false;
-        let mut anchored: Option<AuditHead> = None;
-        loop {
-            if !checked {
-                match self.verify_audit().await {
-                    Ok(found) if found.unanchored.is_none() => {
-                        checked = true;
-                        if !found.intact {
-                            tracing::error!(problems = ?found.problems, "the audit log is not what was anchored");
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "cannot check the audit log"),
-                }
-            } else if self.audit.integrity().intact {
-                let head = self.audit.head();
-                if anchored.as_ref() != Some(&head) {
-                    match self
-                        .cluster
-                        .coordinator
-                        .anchor_audit(&self.cluster.me, &head)
-                        .await
-                    {
-                        Ok(()) => anchored = Some(head),
-                        Err(e @ CoordError::AnchorDisagrees { .. }) => {
-                            tracing::error!(error = %e, "the audit log is not what was anchored");
-                            self.audit.found_wanting(e.to_string());
-                        }
-                        Err(e) => tracing::debug!(error = %e, "audit head not anchored yet"),
-                    }
-                }
-            }
+        while !self.check_audit_anchor().await {
             tokio::select! {
-                _ = tokio::time::sleep(ANCHOR_EVERY) => {}
+                _ = tokio::time::sleep(ANCHOR_CHECK_RETRY) => {}
                 _ = stop.cancelled() => return,
             }
         }
+        let every = std::time::Duration::from_millis(self.config.cluster.audit_anchor_ms.max(1));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        // A tick missed (a slow write) moves the later ones, never doubles one.
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {
+                    self.anchor_tick().await;
+                }
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Whether the audit log has been checked against its anchor, checking
+    /// it now if not (reads only); an anchor read when the log is not
+    /// intact is said loudly.
+    async fn check_audit_anchor(self: &Arc<Self>) -> bool {
+        let mut checked = self.anchor_checked.lock().await;
+        if *checked {
+            return true;
+        }
+        // The anchor first: while the coordinator does not answer (or the
+        // cluster's folder is refused), the whole log is not read for
+        // nothing at each try.
+        let anchor = match self
+            .cluster
+            .coordinator
+            .audit_anchor(&self.cluster.me)
+            .await
+        {
+            Ok(anchor) => anchor,
+            Err(e) => {
+                tracing::debug!(error = %e, "the audit anchor cannot be read yet");
+                return false;
+            }
+        };
+        let node = self.clone();
+        match tokio::task::spawn_blocking(move || node.audit.verify(anchor.as_ref())).await {
+            Ok(Ok(found)) => {
+                *checked = true;
+                if !found.intact {
+                    tracing::error!(problems = ?found.problems, "the audit log is not what was anchored");
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot check the audit log"),
+            Err(e) => tracing::warn!(error = %e, "cannot check the audit log"),
+        }
+        *checked
+    }
+
+    /// One tick of the anchoring: the head written as it is now, moved or
+    /// not, once the log was checked and while it is intact. Whether it
+    /// was written.
+    async fn anchor_tick(self: &Arc<Self>) -> bool {
+        if !self.check_audit_anchor().await || !self.audit.integrity().intact {
+            return false;
+        }
+        let head = self.audit.head();
+        match self
+            .cluster
+            .coordinator
+            .anchor_audit(&self.cluster.me, &head)
+            .await
+        {
+            Ok(()) => true,
+            Err(e @ CoordError::AnchorDisagrees { .. }) => {
+                tracing::error!(error = %e, "the audit log is not what was anchored");
+                self.audit.found_wanting(e.to_string());
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "audit head not anchored at this tick");
+                false
+            }
+        }
+    }
+
+    /// One tick of the audit anchor's cadence, now: a test drives the
+    /// cadence with it, so that it compares ticks, not times. Whether the
+    /// head was written.
+    #[cfg(feature = "testsuite")]
+    pub async fn anchor_audit_now(self: &Arc<Self>) -> bool {
+        self.anchor_tick().await
     }
 
     /// Finds `id` here or in any other domain (see [`Cluster::find`]).
@@ -403,8 +484,10 @@ impl Node {
 
     /// Writes an online backup of this domain to `out`: its store and its
     /// audit log, each as of one moment, while writes go on (see
-    /// `local/backup.rs`). Blocks: run it on the blocking pool.
+    /// `local/backup.rs`), authenticated with [`backup_key`](Self::backup_key).
+    /// Blocks: run it on the blocking pool.
     pub fn backup(&self, out: impl std::io::Write) -> Result<BackupHeader, BackupError> {
+        let key = self.backup_key()?;
         backup::take(
             self.domain.name(),
             backup::Sources {
@@ -413,9 +496,23 @@ impl Node {
                 book: &self.requests.book,
                 seal_dir: &self.config.data.join(crate::security::seal::SEAL_DIR),
             },
+            &key,
             crate::local::record::now_ms(),
             out,
         )
+    }
+
+    /// The key this domain's backups are authenticated with: derived from
+    /// the cluster secret (any member's restore checks it), or without one
+    /// the domain's own (`seal/backup.key`, made at the first backup).
+    pub fn backup_key(&self) -> Result<backup::MacKey, BackupError> {
+        Ok(match self.auth.member_key() {
+            Some(member) => backup::MacKey::cluster(
+                &self.config.cluster.name,
+                member.material(crate::security::member::BACKUP_MAC),
+            ),
+            None => backup::MacKey::domain(backup::domain_key(&self.config.data)?),
+        })
     }
 
     /// Every domain this one knows, itself first, and what the page may

@@ -1,7 +1,8 @@
 //! `xarchive backup` and `xarchive restore` against real domains: a backup
 //! taken while writes go on restores to a domain whose records, key index,
 //! audit log and filter verify; a full disk leaves no backup behind; only
-//! the backup role may take one.
+//! the backup role may take one; a backup changed by hand (its SHA-256
+//! recomputed) or made under another cluster's secret is refused.
 
 use crate::common::{bin, run, text, xarchive};
 
@@ -136,14 +137,18 @@ fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_f
         before.len()
     );
 
-    // Restored into the empty data directory of a domain that is stopped.
+    // Restored into the empty data directory of a domain that is stopped,
+    // with a copy of the domain's own backup key (it has no cluster secret).
     let restored = dir.path().join("A-restored");
+    let backup_key = dir.path().join("A").join("seal").join("backup.key");
     let out = run(
         &[
             "restore",
             file.to_str().unwrap(),
             "--data",
             restored.to_str().unwrap(),
+            "--backup-key-file",
+            backup_key.to_str().unwrap(),
             "--output",
             "json",
         ],
@@ -318,4 +323,158 @@ fn a_backup_needs_the_backup_role_and_a_restore_a_whole_backup_and_an_empty_dire
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
     let out = xarchive(&["restore", file.to_str().unwrap(), "--check"], &a.url);
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// `bytes` (a backup) with `from` replaced by `to` (as many bytes) and its
+/// SHA-256 recomputed, as anyone can: the end frame's checksum follows a
+/// tag and three counts (postcard varints) in the last frame.
+fn changed_by_hand(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    use sha2::Digest;
+    assert_eq!(from.len(), to.len());
+    let (from, to) = (from.as_bytes(), to.as_bytes());
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the text is in the backup");
+    let mut out = bytes.to_vec();
+    out[at..at + to.len()].copy_from_slice(to);
+    // The frames: after the 16 bytes of the magic, each a u32 length.
+    let mut frame = 16;
+    let last = loop {
+        let len = u32::from_le_bytes(out[frame..frame + 4].try_into().unwrap()) as usize;
+        if frame + 4 + len == out.len() {
+            break frame;
+        }
+        frame += 4 + len;
+    };
+    let mut sha_at = last + 4 + 1;
+    for _ in 0..3 {
+        while out[sha_at] & 0x80 != 0 {
+            sha_at += 1;
+        }
+        sha_at += 1;
+    }
+    let sha = sha2::Sha256::digest(&out[..last]);
+    out[sha_at..sha_at + 32].copy_from_slice(&sha);
+    out
+}
+
+#[test]
+fn a_backup_changed_by_hand_or_made_under_another_clusters_secret_is_refused_and_a_genuine_one_restores(
+) {
+    let dir = tempdir().unwrap();
+    let secret = dir.path().join("cluster.secret");
+    std::fs::write(&secret, "the secret of this cluster, long enough").unwrap();
+    let other = dir.path().join("other.secret");
+    std::fs::write(&other, "the secret of another cluster, as long").unwrap();
+    let config = dir.path().join("A.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\ncluster_secret_file = {:?}\n",
+            secret.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let token = |role: &str| {
+        let out = Command::new(bin())
+            .args([
+                "token", "create", "--role", role, "--name", role, "--config",
+            ])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let (write, backup) = (token("write"), token("backup"));
+    let a = Spawn::new(bin(), "A", &dir.path().join("A"))
+        .args(["--config", config.to_str().unwrap()])
+        .start();
+    let out = run(
+        &["import", "-"],
+        &a.url,
+        Some(&write),
+        Some(&records(10, 8)),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let file = dir.path().join("A.backup");
+    let out = run(
+        &["backup", "--to", file.to_str().unwrap()],
+        &a.url,
+        Some(&backup),
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("its MAC is under the secret of cluster"),
+        "{}",
+        text(&out)
+    );
+    let restore = |from: &PathBuf, data: &PathBuf, key: &[&str]| {
+        let mut args = vec![
+            "restore",
+            from.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ];
+        args.extend(key);
+        xarchive(&args, &a.url)
+    };
+
+    // A title changed, the SHA-256 recomputed: whole, but not authentic.
+    let crafted = dir.path().join("crafted.backup");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&crafted, changed_by_hand(&bytes, "第3号", "伪3号")).unwrap();
+    let out = xarchive(&["restore", crafted.to_str().unwrap(), "--check"], &a.url);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("NOT checked"), "{}", text(&out));
+    let target = dir.path().join("B");
+    let with_secret = ["--cluster-secret-file", secret.to_str().unwrap()];
+    let out = restore(&crafted, &target, &with_secret);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("not authentic"), "{}", text(&out));
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    // Unchecked on request, a MAC that fails is refused all the same.
+    let mut unchecked = with_secret.to_vec();
+    unchecked.push("--accept-unauthenticated");
+    let out = restore(&crafted, &target, &unchecked);
+    assert!(text(&out).contains("not authentic"), "{}", text(&out));
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+
+    // The genuine one, under another cluster's secret, or with no key.
+    let out = restore(
+        &file,
+        &target,
+        &["--cluster-secret-file", other.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("another key"), "{}", text(&out));
+    let out = restore(&file, &target, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("--cluster-secret-file"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+
+    // With the domain's configuration (its secret), it restores, and the
+    // domain started there serves the title as it was.
+    let out = restore(&file, &target, &["--config", config.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("its MAC checks"), "{}", text(&out));
+    let b = Spawn::new(bin(), "A", &target)
+        .args(["--config", config.to_str().unwrap()])
+        .start();
+    runtime().block_on(async {
+        let client =
+            Client::with_options(&b.url, Duration::from_secs(30), Some(&write), None).unwrap();
+        let record: Record = client
+            .get("J001-WS·2023-Y-00003")
+            .await
+            .unwrap()
+            .expect("restored");
+        assert_eq!(record.title, "第3号");
+    });
 }

@@ -384,16 +384,22 @@ fn exports_rejects_and_backups_are_readable_by_their_owner_alone_whatever_the_um
     let out = with_open_umask(&["backup", "--to", backup.to_str().unwrap()], url);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(mode(&backup), 0o600);
-    // Restored into a directory made beforehand, readable by all.
+    // Restored into a directory made beforehand, readable by all, with
+    // the domain's own backup key (it has no cluster secret), which the
+    // restored directory keeps too.
     let data = dir.path().join("restored");
     std::fs::create_dir(&data).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = dir.path().join("A").join("seal").join("backup.key");
+    assert_eq!(mode(&key), 0o600);
     let out = with_open_umask(
         &[
             "restore",
             backup.to_str().unwrap(),
             "--data",
             data.to_str().unwrap(),
+            "--backup-key-file",
+            key.to_str().unwrap(),
         ],
         url,
     );

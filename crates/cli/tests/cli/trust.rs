@@ -1,6 +1,6 @@
 //! What the cluster trusts, tried as an attacker would, against real
 //! domains and a real ZooKeeper: a cluster folder created open by someone
-//! else, a registration written without the cluster's seal or with an
+//! else, a shared parent someone else locked, a registration written without the cluster's seal or with an
 //! `http://` address under TLS, a member credential naming a requester of
 //! another domain, a search token outside its home domain or over its
 //! rate, and an audit log rolled back to an older copy.
@@ -160,6 +160,38 @@ async fn a_domain_refuses_a_cluster_folder_someone_else_created_open_and_says_wh
         .unwrap()
         .iter()
         .all(|n| n != "A"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_someone_else_locked_is_refused_at_start_naming_its_acl_not_the_secret() {
+    let s = Setup::new();
+    // Before any cluster, someone makes `/xarchive` readable by all and
+    // open to nobody else.
+    let outsider = s.zk_client(None).await;
+    outsider
+        .create(
+            "/xarchive",
+            b"",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_read()),
+        )
+        .await
+        .unwrap();
+    let a = s.spawn("A", "locked").start();
+    let log = logged(&a, "cannot create the cluster's folder /xarchive/locked").await;
+    for said in [
+        "/xarchive, whose ACL is world:anyone:r",
+        "not about the cluster secret",
+        "setAcl /xarchive world:anyone:crd",
+    ] {
+        assert!(log.contains(said), "{said:?} not in: {log}");
+    }
+    assert!(!log.contains("secret is not the cluster's"), "{log}");
+    let ready = http(None)
+        .get(format!("{}/readyz", a.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -248,6 +248,18 @@ pub enum CoordError {
     )]
     OpenFolder { path: String, acl: String },
     #[error(
+        "cannot create the cluster's folder {folder}: ZooKeeper lets this domain create nothing in \
+         {path}, whose ACL is {acl}. Someone set that ACL; it is not about the cluster secret. \
+         xarchive needs CREATE there for anyone (it makes such a parent world:anyone:crd); a \
+         ZooKeeper superuser, or whoever set it, restores it with `setAcl {path} \
+         world:anyone:crd` in zkCli.sh, and the domain tries again every 10 s"
+    )]
+    ParentLocked {
+        folder: String,
+        path: String,
+        acl: String,
+    },
+    #[error(
         "the audit log's head anchored in the coordinator ({anchored} entries) is not a point \
          of this domain's log ({mine} entries): the log was cut short, rolled back or replaced"
     )]
@@ -262,9 +274,12 @@ pub enum CoordError {
     StillRegistered(String),
     #[error("the positions ledger: {0}")]
     Ledger(String),
+    #[error("the audit head cannot be encoded: {0}")]
+    Encode(String),
 }
 
-/// Whether `new` may replace the anchor `old`: it goes forward, never
+/// Whether `new` may replace the anchor `old`: it goes forward or stays
+/// (the same head, written again at the next tick of the cadence), never
 /// back nor sideways (equal lengths must be the same head). The audit
 /// log's own chain proves that `new` extends `old` when the domain checks
 /// itself against `old` (`AuditLog::verify`); this refuses the plain
@@ -272,7 +287,7 @@ pub enum CoordError {
 pub(crate) fn anchor_moves_forward(
     old: Option<&AuditHead>,
     new: &AuditHead,
-) -> Result<bool, CoordError> {
+) -> Result<(), CoordError> {
     match old {
         Some(old)
             if old.entries > new.entries
@@ -283,8 +298,7 @@ pub(crate) fn anchor_moves_forward(
                 mine: new.entries,
             })
         }
-        Some(old) => Ok(old != new),
-        None => Ok(true),
+        _ => Ok(()),
     }
 }
 
@@ -359,7 +373,10 @@ pub trait Coordinator: Send + Sync + 'static {
     /// Records `head` as where `name`'s audit log has reached, outside
     /// that domain's disk, so that a log later cut short, rolled back or
     /// replaced is caught; refused ([`CoordError::AnchorDisagrees`]) when
-    /// the head recorded is not behind it ([`anchor_moves_forward`]).
+    /// the head recorded is not behind it or the same
+    /// ([`anchor_moves_forward`]). Written at every call, even unchanged,
+    /// in as many bytes: the caller calls it on a fixed cadence, so that
+    /// what an outsider sees of it does not follow the searches.
     fn anchor_audit<'a>(
         &'a self,
         name: &'a str,
@@ -394,10 +411,10 @@ mod tests {
             entries,
             hash: hash.into(),
         };
-        assert!(anchor_moves_forward(None, &head(0, "g")).unwrap());
-        assert!(anchor_moves_forward(Some(&head(2, "b")), &head(3, "c")).unwrap());
-        // The same head again: nothing to write.
-        assert!(!anchor_moves_forward(Some(&head(3, "c")), &head(3, "c")).unwrap());
+        assert!(anchor_moves_forward(None, &head(0, "g")).is_ok());
+        assert!(anchor_moves_forward(Some(&head(2, "b")), &head(3, "c")).is_ok());
+        // The same head again: written again, at the cadence's next tick.
+        assert!(anchor_moves_forward(Some(&head(3, "c")), &head(3, "c")).is_ok());
         // Back (a log cut short or rolled back), or sideways (replaced).
         for refused in [head(2, "b"), head(3, "x")] {
             assert!(matches!(

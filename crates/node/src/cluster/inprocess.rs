@@ -149,10 +149,8 @@ impl Coordinator for InProcessCoordinator {
         head: &'a AuditHead,
     ) -> BoxFuture<'a, Result<(), CoordError>> {
         let mut anchors = self.hub.anchors.lock();
-        let result = anchor_moves_forward(anchors.get(name), head).map(|forward| {
-            if forward {
-                anchors.insert(name.to_owned(), head.clone());
-            }
+        let result = anchor_moves_forward(anchors.get(name), head).map(|()| {
+            anchors.insert(name.to_owned(), head.clone());
         });
         async move { result }.boxed()
     }

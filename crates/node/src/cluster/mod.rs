@@ -115,6 +115,11 @@ pub struct ClusterConfig {
     /// How long `/v1/cluster` waits for each domain to answer the probe
     /// it makes of every one (`reachable` means answered within it).
     pub probe_timeout_ms: u64,
+    /// The audit log's head is written to the coordinator at this fixed
+    /// cadence, changed or not (node.rs says why): entries made since the
+    /// last write could be cut off unseen, and ZooKeeper takes one write
+    /// per domain per cadence.
+    pub audit_anchor_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -132,6 +137,7 @@ impl Default for ClusterConfig {
             relay_fanout: 3,
             relay_grace_ms: 1_000,
             probe_timeout_ms: 1_000,
+            audit_anchor_ms: 5_000,
         }
     }
 }

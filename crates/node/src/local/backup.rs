@@ -14,13 +14,23 @@
 //! little-endian `u32` length and a postcard-encoded [`Frame`]: a header,
 //! the store's tables, the audit log's entries and the request book's, and
 //! an end frame with
-//! the counts and a SHA-256 of every byte before it. A file without its
-//! end frame, or whose checksum does not match, is not a backup: a stream
-//! cut short (a full disk, a dropped connection) is never taken for one.
+//! the counts, a SHA-256 of every byte before it and a MAC. A file without
+//! its end frame, or whose checksum does not match, is not a backup: a
+//! stream cut short (a full disk, a dropped connection) is never taken for
+//! one.
+//!
+//! The checksum catches damage, not intent: anyone can change a title and
+//! recompute a SHA-256. So the end frame also carries an HMAC-SHA-256,
+//! under a key only the domain's cluster holds (derived from the cluster
+//! secret), or, for a domain without one, under the domain's own backup
+//! key (`seal/backup.key`, never in a backup). A restore checks it before
+//! anything takes its name, and refuses a backup whose MAC does not check,
+//! or that has none (one of before), unless told to take it unchecked.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
 use redb::{
     Durability, ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTableMetadata,
 };
@@ -43,13 +53,20 @@ pub const SEAL_DIR: &str = "seal";
 pub const SEAL_KEYS_FILE: &str = "keys.json";
 pub const SEAL_ACTIVE_KEY_FILE: &str = "active.pem";
 const SEAL_FILES: [&str; 2] = [SEAL_KEYS_FILE, SEAL_ACTIVE_KEY_FILE];
+/// A domain without a cluster secret: the key its backups' MACs are made
+/// with, in [`SEAL_DIR`] (hex, 32 bytes). Never put in a backup: whoever
+/// holds a backup must not hold what vouches for it.
+pub const BACKUP_KEY_FILE: &str = "backup.key";
 
 /// The first bytes of every backup.
 pub const MAGIC: &[u8; 16] = b"xarchive backup\n";
-/// The form written: 2 adds the request book. A restore reads this one
-/// and the one before (which has no requests), and refuses any other.
-pub const FORMAT: u32 = 2;
+/// The form written: 2 adds the request book, 3 the MAC. A restore reads
+/// the forms before too (with `--accept-unauthenticated`: they have no
+/// MAC), and refuses any other.
+pub const FORMAT: u32 = 3;
 const FORMATS_READ: std::ops::RangeInclusive<u32> = 1..=FORMAT;
+/// The first form with a MAC.
+const FORMAT_MAC: u32 = 3;
 /// The longest frame read: a record of the largest content a domain may
 /// be configured for, with room to spare. A longer length is corruption.
 const MAX_FRAME: u32 = 1 << 30;
@@ -97,6 +114,185 @@ enum Frame<'a> {
     SigningKey(&'a [u8]),
     /// A file of the seal's folder: its name and bytes.
     SealFile(&'a str, &'a [u8]),
+    /// The end of a backup of form 3: `End`'s fields, which key made its
+    /// MAC, and the MAC ([`MacKey::mac`]).
+    EndMac {
+        records: u64,
+        key_entries: u64,
+        audit_entries: u64,
+        sha256: [u8; 32],
+        key: KeyId,
+        mac: [u8; 32],
+    },
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Which key made a backup's MAC, as its end frame names it: what a
+/// restore needs, said before the MAC is checked. Its `id` is a MAC of a
+/// fixed text under the key, so keys can be told apart without showing
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyId {
+    /// Derived from the cluster secret, for this cluster.
+    Cluster { cluster: String, id: [u8; 8] },
+    /// The domain's own backup key ([`BACKUP_KEY_FILE`]): it had no
+    /// cluster secret.
+    Domain { id: [u8; 8] },
+}
+
+impl std::fmt::Display for KeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyId::Cluster { cluster, id } => write!(
+                f,
+                "the secret of cluster {cluster:?} (key {})",
+                hex::encode(id)
+            ),
+            KeyId::Domain { id } => write!(
+                f,
+                "its domain's own backup key, seal/{BACKUP_KEY_FILE} (key {})",
+                hex::encode(id)
+            ),
+        }
+    }
+}
+
+/// The key a backup's MAC is made or checked with.
+#[derive(Clone)]
+pub struct MacKey {
+    key: [u8; 32],
+    id: KeyId,
+}
+
+impl std::fmt::Debug for MacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MacKey({})", self.id)
+    }
+}
+
+impl MacKey {
+    /// The key of `cluster`'s backups: `material` is derived from its
+    /// secret (`security::member::BACKUP_MAC`).
+    pub fn cluster(cluster: &str, material: [u8; 32]) -> MacKey {
+        MacKey {
+            id: KeyId::Cluster {
+                cluster: cluster.to_owned(),
+                id: key_id(&material),
+            },
+            key: material,
+        }
+    }
+
+    /// A domain's own backup key ([`BACKUP_KEY_FILE`]).
+    pub fn domain(key: [u8; 32]) -> MacKey {
+        MacKey {
+            id: KeyId::Domain { id: key_id(&key) },
+            key,
+        }
+    }
+
+    pub fn id(&self) -> &KeyId {
+        &self.id
+    }
+
+    /// The MAC of a backup whose bytes before its end frame hash to
+    /// `sha256`, and of the end frame's other fields: hashing the stream
+    /// and MACing the hash authenticates every byte, as a signature over a
+    /// digest does.
+    fn mac(&self, sha256: &[u8; 32], counts: (u64, u64, u64)) -> Result<[u8; 32], BackupError> {
+        Ok(self.macing(sha256, counts)?.finalize().into_bytes().into())
+    }
+
+    /// [`mac`](Self::mac) before its last step: checked with
+    /// `verify_slice`, in constant time.
+    fn macing(
+        &self,
+        sha256: &[u8; 32],
+        counts: (u64, u64, u64),
+    ) -> Result<HmacSha256, BackupError> {
+        let mut mac = self.hmac();
+        mac.update(b"xarchive backup mac\0");
+        mac.update(sha256);
+        let fields = postcard::to_stdvec(&(counts, &self.id))
+            .map_err(|e| BackupError::Damaged(format!("its end cannot be encoded: {e}")))?;
+        mac.update(&fields);
+        Ok(mac)
+    }
+
+    fn hmac(&self) -> HmacSha256 {
+        // HMAC takes a key of any length: this cannot fail.
+        HmacSha256::new_from_slice(&self.key).unwrap_or_else(|_| unreachable!())
+    }
+}
+
+/// A key's public name: the first bytes of a MAC of a fixed text under it.
+fn key_id(key: &[u8; 32]) -> [u8; 8] {
+    let mut mac = HmacSha256::new_from_slice(key).unwrap_or_else(|_| unreachable!());
+    mac.update(b"xarchive backup key id");
+    let tag = mac.finalize().into_bytes();
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&tag[..8]);
+    id
+}
+
+/// What a restore checks a backup's MAC with.
+pub enum BackupKey<'a> {
+    /// The cluster secret: the key is derived for the cluster the backup
+    /// names (the caller derives it: `security::member`, above this layer).
+    Cluster(&'a dyn Fn(&str) -> Result<[u8; 32], BackupError>),
+    /// A domain's own backup key ([`BACKUP_KEY_FILE`]).
+    Domain([u8; 32]),
+}
+
+impl BackupKey<'_> {
+    /// The key `wanted` names, made from what was given.
+    fn resolve(&self, wanted: &KeyId) -> Result<MacKey, BackupError> {
+        match (self, wanted) {
+            (BackupKey::Cluster(derive), KeyId::Cluster { cluster, .. }) => {
+                Ok(MacKey::cluster(cluster, derive(cluster)?))
+            }
+            (BackupKey::Domain(key), _) => Ok(MacKey::domain(*key)),
+            (BackupKey::Cluster(_), KeyId::Domain { .. }) => Err(BackupError::OtherKey {
+                theirs: wanted.to_string(),
+                given: "a cluster secret".into(),
+            }),
+        }
+    }
+}
+
+/// How a backup being read is checked, beyond being whole.
+#[derive(Clone, Copy)]
+pub struct Authenticity<'a> {
+    /// What its MAC is checked with: given, a MAC that does not check
+    /// under it is refused, whatever `required` says.
+    pub key: Option<&'a BackupKey<'a>>,
+    /// Refuse a backup whose MAC is not checked: one of before MACs, or
+    /// one whose key was not given (saying which it needs). Off for
+    /// `xarchive backup`, which holds no key, checking what it received,
+    /// and for a restore told to (`--accept-unauthenticated`).
+    pub required: bool,
+}
+
+impl Authenticity<'_> {
+    /// Only that the backup is whole.
+    pub const WHOLE: Authenticity<'static> = Authenticity {
+        key: None,
+        required: false,
+    };
+}
+
+/// What a backup read whole says of itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    pub header: BackupHeader,
+    /// The key that made its MAC (none: a backup of before form 3).
+    pub key: Option<KeyId>,
+    /// Its MAC was checked and holds.
+    pub authentic: bool,
+    /// The key to keep in the restored data directory: the domain's own
+    /// backup key, when that is what the backup was checked with.
+    domain_key: Option<[u8; 32]>,
 }
 
 /// What a backup is taken of: the domain's files.
@@ -133,6 +329,31 @@ pub enum BackupError {
     Truncated,
     #[error("the backup is damaged: {0}")]
     Damaged(String),
+    #[error(
+        "the backup is not authentic: its MAC does not check under {key}. It was changed \
+         after it was taken (its SHA-256 can be recomputed by anyone; its MAC only by whoever \
+         holds the key); nothing was restored"
+    )]
+    NotAuthentic { key: KeyId },
+    #[error(
+        "the backup was authenticated under another key: it names {theirs}, and the key given is \
+         {given}. Give the cluster secret (or, for a domain without one, the backup key) of the \
+         domain it was taken of; nothing was restored"
+    )]
+    OtherKey { theirs: String, given: String },
+    #[error(
+        "the backup is authenticated under {wanted}: give {how} to check it (or \
+         --accept-unauthenticated to restore it unchecked); nothing was restored"
+    )]
+    NoKey { wanted: KeyId, how: &'static str },
+    #[error(
+        "the backup is of form {format}, from before backups carried a MAC: nothing shows that it \
+         is as its domain wrote it. Restore it only if you know where it has been, with \
+         --accept-unauthenticated; nothing was restored"
+    )]
+    Unauthenticated { format: u32 },
+    #[error("the key to check the backup with: {0}")]
+    Key(String),
     #[error("cannot restore into {path}: {reason}")]
     Target { path: PathBuf, reason: String },
     #[error("cannot restore into {path}: {source}")]
@@ -204,12 +425,16 @@ impl<W: Write> Framer<W> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<W, BackupError> {
-        let end = Frame::End {
+    fn finish(mut self, key: &MacKey) -> Result<W, BackupError> {
+        let sha256: [u8; 32] = self.sha.clone().finalize().into();
+        let counts = (self.records, self.key_entries, self.audit_entries);
+        let end = Frame::EndMac {
             records: self.records,
             key_entries: self.key_entries,
             audit_entries: self.audit_entries,
-            sha256: self.sha.clone().finalize().into(),
+            sha256,
+            key: key.id.clone(),
+            mac: key.mac(&sha256, counts)?,
         };
         self.frame(&end)?;
         self.out.flush().map_err(BackupError::Write)?;
@@ -217,7 +442,8 @@ impl<W: Write> Framer<W> {
     }
 }
 
-/// Writes a backup of `store` and `audit` (the domain `domain`) to `out`:
+/// Writes a backup of `store` and `audit` (the domain `domain`) to `out`,
+/// its MAC made with `key`:
 /// both snapshots are taken before the first byte is written, so the
 /// backup is of one moment, whatever is written while it streams. The
 /// header is flushed at once (a caller streaming it learns early that it
@@ -226,6 +452,7 @@ impl<W: Write> Framer<W> {
 pub fn take(
     domain: &str,
     from: Sources<'_>,
+    key: &MacKey,
     now_ms: i64,
     out: impl Write,
 ) -> Result<BackupHeader, BackupError> {
@@ -292,7 +519,7 @@ pub fn take(
                 for (name, bytes) in &seal_files {
                     framer.frame(&Frame::SealFile(name, bytes))?;
                 }
-                framer.finish()?;
+                framer.finish(key)?;
                 Ok(header)
             })
         })
@@ -314,12 +541,14 @@ pub enum Entry<'a> {
 /// Reads a whole backup, giving `each` every entry in order, and checks
 /// that it is complete: its header first, its end frame last with the
 /// counts of what came before and the checksum of every byte, nothing
-/// after. `each` may have been given entries of a backup that then turns
-/// out damaged: act on them only once this returns `Ok`.
+/// after; and, as `check` asks, its MAC. `each` may have been given
+/// entries of a backup that then turns out damaged or not authentic: act
+/// on them only once this returns `Ok`.
 pub fn read(
     input: impl Read,
+    check: &Authenticity<'_>,
     mut each: impl FnMut(Entry<'_>) -> Result<(), BackupError>,
-) -> Result<BackupHeader, BackupError> {
+) -> Result<Verified, BackupError> {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut magic = [0u8; 16];
     read_exact(&mut input, &mut magic)?;
@@ -391,36 +620,150 @@ pub fn read(
             }
             (Some(_), Frame::SigningKey(key)) => each(Entry::SigningKey(key))?,
             (Some(_), Frame::SealFile(name, bytes)) => each(Entry::SealFile(name, bytes))?,
-            (Some(h), end @ Frame::End { .. }) => {
-                let Frame::End {
+            (
+                Some(h),
+                Frame::End {
                     records: r,
                     key_entries: k,
                     audit_entries: a,
                     sha256,
-                } = end
-                else {
-                    unreachable!("matched as End")
+                },
+            ) => {
+                let end = Ending {
+                    counts: (r, k, a),
+                    sha256,
+                    mac: None,
                 };
-                if sha256[..] != seen[..] {
-                    return Err(BackupError::Damaged(
-                        "its checksum does not match its contents".into(),
-                    ));
-                }
                 let counted = (records, key_entries, audit_entries);
-                if counted != (r, k, a) || counted != (h.records, h.key_entries, h.audit_entries) {
-                    return Err(BackupError::Damaged(format!(
-                        "it holds {records} records, {key_entries} key entries and \
-                         {audit_entries} audit entries, but says {} , {} and {}",
-                        h.records, h.key_entries, h.audit_entries
-                    )));
-                }
-                if !input.fill_buf().map_err(BackupError::Read)?.is_empty() {
-                    return Err(BackupError::Damaged("bytes follow its end frame".into()));
-                }
-                return Ok(h.clone());
+                let verified = end.check(h, counted, &seen, check)?;
+                return nothing_after(&mut input).map(|()| verified);
+            }
+            (
+                Some(h),
+                Frame::EndMac {
+                    records: r,
+                    key_entries: k,
+                    audit_entries: a,
+                    sha256,
+                    key,
+                    mac,
+                },
+            ) => {
+                let end = Ending {
+                    counts: (r, k, a),
+                    sha256,
+                    mac: Some((key, mac)),
+                };
+                let counted = (records, key_entries, audit_entries);
+                let verified = end.check(h, counted, &seen, check)?;
+                return nothing_after(&mut input).map(|()| verified);
             }
         }
     }
+}
+
+/// A backup's end frame, of either form.
+struct Ending {
+    counts: (u64, u64, u64),
+    sha256: [u8; 32],
+    /// Form 3's: which key, and its MAC.
+    mac: Option<(KeyId, [u8; 32])>,
+}
+
+impl Ending {
+    /// Whether the backup `header` begins, of which `counted` frames and
+    /// bytes hashing to `seen` came before this end, is whole, and, as
+    /// `check` asks, authentic.
+    fn check(
+        self,
+        header: &BackupHeader,
+        counted: (u64, u64, u64),
+        seen: &[u8],
+        check: &Authenticity<'_>,
+    ) -> Result<Verified, BackupError> {
+        if self.sha256[..] != seen[..] {
+            return Err(BackupError::Damaged(
+                "its checksum does not match its contents".into(),
+            ));
+        }
+        let h = header;
+        if counted != self.counts || counted != (h.records, h.key_entries, h.audit_entries) {
+            let (records, key_entries, audit_entries) = counted;
+            return Err(BackupError::Damaged(format!(
+                "it holds {records} records, {key_entries} key entries and \
+                 {audit_entries} audit entries, but says {} , {} and {}",
+                h.records, h.key_entries, h.audit_entries
+            )));
+        }
+        let mut verified = Verified {
+            header: header.clone(),
+            key: None,
+            authentic: false,
+            domain_key: None,
+        };
+        let Some((key, mac)) = self.mac else {
+            // A backup of before MACs, or one made to look like it: only
+            // its form says which, and anyone can write that.
+            if h.format >= FORMAT_MAC {
+                return Err(BackupError::Damaged(format!(
+                    "a backup of form {} ends without its MAC",
+                    h.format
+                )));
+            }
+            return match check.required {
+                false => Ok(verified),
+                true => Err(BackupError::Unauthenticated { format: h.format }),
+            };
+        };
+        if h.format < FORMAT_MAC {
+            return Err(BackupError::Damaged(format!(
+                "a backup of form {} ends with a MAC, which that form has not",
+                h.format
+            )));
+        }
+        verified.key = Some(key.clone());
+        let given = match check.key {
+            Some(given) => given.resolve(&key)?,
+            None if !check.required => return Ok(verified),
+            None => {
+                let how = match key {
+                    KeyId::Cluster { .. } => {
+                        "the cluster's secret (--cluster-secret-file, or --config naming it)"
+                    }
+                    KeyId::Domain { .. } => {
+                        "a copy of that domain's seal/backup.key (--backup-key-file)"
+                    }
+                };
+                return Err(BackupError::NoKey { wanted: key, how });
+            }
+        };
+        if given.id != key {
+            return Err(BackupError::OtherKey {
+                theirs: key.to_string(),
+                given: given.id.to_string(),
+            });
+        }
+        if given
+            .macing(&self.sha256, self.counts)?
+            .verify_slice(&mac)
+            .is_err()
+        {
+            return Err(BackupError::NotAuthentic { key });
+        }
+        verified.authentic = true;
+        if let KeyId::Domain { .. } = key {
+            verified.domain_key = Some(given.key);
+        }
+        Ok(verified)
+    }
+}
+
+/// Refuses bytes after a backup's end frame.
+fn nothing_after(input: &mut impl BufRead) -> Result<(), BackupError> {
+    if !input.fill_buf().map_err(BackupError::Read)?.is_empty() {
+        return Err(BackupError::Damaged("bytes follow its end frame".into()));
+    }
+    Ok(())
 }
 
 fn read_exact(input: &mut impl Read, buf: &mut [u8]) -> Result<(), BackupError> {
@@ -430,10 +773,69 @@ fn read_exact(input: &mut impl Read, buf: &mut [u8]) -> Result<(), BackupError> 
     })
 }
 
-/// Checks the backup at `path` whole, writing nothing.
-pub fn verify(path: &Path) -> Result<BackupHeader, BackupError> {
+/// Checks the backup at `path` whole, and as `check` asks authentic,
+/// writing nothing.
+pub fn verify(path: &Path, check: &Authenticity<'_>) -> Result<Verified, BackupError> {
     let file = std::fs::File::open(path).map_err(BackupError::Read)?;
-    read(file, |_| Ok(()))
+    read(file, check, |_| Ok(()))
+}
+
+/// The domain's own backup key in `data`'s [`SEAL_DIR`], made (32 random
+/// bytes, its owner's only) if there is none: the key of a domain without
+/// a cluster secret. Keep a copy apart from the backups: a restore needs
+/// it, and a data directory lost takes it along.
+pub fn domain_key(data: &Path) -> Result<[u8; 32], BackupError> {
+    let path = data.join(SEAL_DIR).join(BACKUP_KEY_FILE);
+    match read_key_file(&path) {
+        Err(BackupError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+        read => return read,
+    }
+    let io = |source| BackupError::Io {
+        path: path.clone(),
+        source,
+    };
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data.join(SEAL_DIR))
+            .map_err(io)?;
+    }
+    let key: [u8; 32] = rand::random();
+    let mut options = std::fs::OpenOptions::new();
+    // Never over a key another backup made meanwhile: that one is read.
+    options.write(true).create_new(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(&path) {
+        Ok(mut file) => {
+            file.write_all(format!("{}\n", hex::encode(key)).as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(io)?;
+            tracing::info!(
+                path = %path.display(),
+                "made this domain's backup key (it has no cluster secret): keep a copy apart from \
+                 the backups, a restore needs it"
+            );
+            Ok(key)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key_file(&path),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// A backup key file: 32 bytes in hex (64 digits), nothing else but
+/// white space.
+pub fn read_key_file(path: &Path) -> Result<[u8; 32], BackupError> {
+    let text = std::fs::read_to_string(path).map_err(BackupError::Read)?;
+    let mut key = [0u8; 32];
+    hex::decode_to_slice(text.trim(), &mut key).map_err(|_| {
+        BackupError::Key(format!(
+            "{} is not a backup key (64 hexadecimal digits)",
+            path.display()
+        ))
+    })?;
+    Ok(key)
 }
 
 /// The file names a restore writes into the data directory, and their
@@ -444,9 +846,16 @@ const RESTORING: &str = ".restoring";
 /// be empty (or not exist): the store, the audit log and the request book
 /// are written under
 /// temporary names and take their own names only once the whole backup
-/// has been read and checked, so a damaged or incomplete backup leaves
-/// `dir` empty. The domain rebuilds its filters when it next starts.
-pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
+/// has been read and checked (whole, and as `check` asks authentic), so a
+/// damaged, incomplete or crafted backup leaves `dir` empty. The domain
+/// rebuilds its filters when it next starts. A domain's own backup key
+/// the backup was checked with is kept in `dir`, so that its later
+/// backups are made with it too.
+pub fn restore(
+    backup: &Path,
+    dir: &Path,
+    check: &Authenticity<'_>,
+) -> Result<Verified, BackupError> {
     let target = |reason: String| BackupError::Target {
         path: dir.to_owned(),
         reason,
@@ -486,7 +895,7 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
         requests::REQUESTS_FILE,
     ];
     let paths = names.map(|name| dir.join(format!("{name}{RESTORING}")));
-    let (header, keys) = match write_files(input, &paths) {
+    let (verified, keys) = match write_files(input, &paths, check) {
         Ok(written) => written,
         Err(e) => {
             for path in &paths {
@@ -513,10 +922,21 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<BackupHeader, BackupError> {
             write_private(&seal.join(name), &bytes).map_err(io)?;
         }
     }
+    if let Some(key) = verified.domain_key {
+        use std::os::unix::fs::DirBuilderExt;
+        let seal = dir.join(SEAL_DIR);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&seal)
+            .map_err(io)?;
+        let hex = format!("{}\n", hex::encode(key));
+        write_private(&seal.join(BACKUP_KEY_FILE), hex.as_bytes()).map_err(io)?;
+    }
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io)?;
-    Ok(header)
+    Ok(verified)
 }
 
 /// The seal's keys a backup holds, written after its files.
@@ -534,7 +954,8 @@ struct Keys {
 fn write_files(
     input: impl Read,
     paths: &[PathBuf; 3],
-) -> Result<(BackupHeader, Keys), BackupError> {
+    check: &Authenticity<'_>,
+) -> Result<(Verified, Keys), BackupError> {
     let create = |path: &Path| {
         let db = redb::Database::create(path).map_err(|source| BackupError::Create {
             path: path.to_owned(),
@@ -558,7 +979,7 @@ fn write_files(
     let mut book_txn = Some(begin(&book_db)?);
     let mut pending = 0usize;
     let mut keys = Keys::default();
-    let header = read(input, |entry| {
+    let verified = read(input, check, |entry| {
         match entry {
             Entry::SigningKey(key) => {
                 if key.len() != 32 {
@@ -645,7 +1066,7 @@ fn write_files(
         }
         txn.commit()?;
     }
-    Ok((header, keys))
+    Ok((verified, keys))
 }
 
 /// A write transaction that is not made durable on its own.
@@ -682,8 +1103,96 @@ mod tests {
         ) {
             let mut file = MAGIC.to_vec();
             file.extend(bytes);
-            let _ = read(std::io::Cursor::new(file), |_| Ok(()));
+            let _ = read(std::io::Cursor::new(file.clone()), &Authenticity::WHOLE, |_| Ok(()));
+            let given = given();
+            let _ = read(std::io::Cursor::new(file), &checked(&given), |_| Ok(()));
         }
+    }
+
+    /// The material of cluster "c"'s backup key, as its secret derives it.
+    const MATERIAL: [u8; 32] = [7; 32];
+
+    fn key() -> MacKey {
+        MacKey::cluster("c", MATERIAL)
+    }
+
+    /// What a restore given cluster "c"'s secret checks with.
+    fn given() -> BackupKey<'static> {
+        BackupKey::Cluster(&|_cluster| Ok(MATERIAL))
+    }
+
+    fn checked<'a>(key: &'a BackupKey<'a>) -> Authenticity<'a> {
+        Authenticity {
+            key: Some(key),
+            required: true,
+        }
+    }
+
+    /// `bytes` made over as someone without the key would: each record's
+    /// value through `change`, the counts and the SHA-256 recomputed, the
+    /// MAC copied; `as_before` also makes it a backup of form 2, whose end
+    /// has no MAC.
+    fn reframe(
+        bytes: &[u8],
+        change: impl Fn(&[u8]) -> Option<Vec<u8>>,
+        as_before: bool,
+    ) -> Vec<u8> {
+        let mut framer = Framer::new(Vec::new()).unwrap();
+        let mut at = MAGIC.len();
+        while at < bytes.len() {
+            let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            let frame: Frame<'_> = postcard::from_bytes(&bytes[at + 4..at + 4 + n]).unwrap();
+            at += 4 + n;
+            let changed;
+            let frame = match frame {
+                Frame::Header(mut header) if as_before => {
+                    header.format = 2;
+                    Frame::Header(header)
+                }
+                Frame::Record(id, value) => match change(value) {
+                    Some(value) => {
+                        changed = value;
+                        Frame::Record(id, &changed)
+                    }
+                    None => Frame::Record(id, value),
+                },
+                Frame::EndMac { key, mac, .. } => {
+                    let sha256 = framer.sha.clone().finalize().into();
+                    let (records, key_entries, audit_entries) =
+                        (framer.records, framer.key_entries, framer.audit_entries);
+                    if as_before {
+                        Frame::End {
+                            records,
+                            key_entries,
+                            audit_entries,
+                            sha256,
+                        }
+                    } else {
+                        Frame::EndMac {
+                            records,
+                            key_entries,
+                            audit_entries,
+                            sha256,
+                            key,
+                            mac,
+                        }
+                    }
+                }
+                other => other,
+            };
+            framer.frame(&frame).unwrap();
+        }
+        framer.out
+    }
+
+    /// A stored record's value with its title changed.
+    fn retitled(value: &[u8], from: &str, to: &str) -> Option<Vec<u8>> {
+        let mut record = crate::local::record::StoredRecord::decode(value).unwrap();
+        if record.title != from {
+            return None;
+        }
+        record.title = to.into();
+        Some(record.encode().unwrap())
     }
 
     fn body(title: &str, keys: &[(&str, &str)]) -> RecordBody {
@@ -767,7 +1276,7 @@ mod tests {
 
     fn backup_of((store, audit, book): &(Store, AuditLog, RequestBook)) -> Vec<u8> {
         let mut out = Vec::new();
-        take("A", sources(store, audit, book), 7, &mut out).unwrap();
+        take("A", sources(store, audit, book), &key(), 7, &mut out).unwrap();
         out
     }
 
@@ -779,7 +1288,10 @@ mod tests {
         let (store, audit, _) = files;
         let file = dir.path().join("a.backup");
         std::fs::write(&file, &bytes).unwrap();
-        let header = restore(&file, &dir.path().join("b")).unwrap();
+        let given = given();
+        let restored = restore(&file, &dir.path().join("b"), &checked(&given)).unwrap();
+        assert!(restored.authentic);
+        let header = restored.header;
         assert_eq!(
             (header.records, header.audit_entries, header.sequence),
             (25_000, 2, 1)
@@ -824,7 +1336,7 @@ mod tests {
         for cut in [0, 10, 16, 40, bytes.len() / 2, bytes.len() - 1] {
             std::fs::write(&file, &bytes[..cut]).unwrap();
             let target = dir.path().join(format!("cut-{cut}"));
-            let e = restore(&file, &target).unwrap_err();
+            let e = restore(&file, &target, &checked(&given())).unwrap_err();
             assert!(
                 matches!(e, BackupError::Truncated | BackupError::NotABackup),
                 "cut at {cut}: {e}"
@@ -835,15 +1347,19 @@ mod tests {
         let at = changed.len() / 2;
         changed[at] ^= 1;
         std::fs::write(&file, &changed).unwrap();
-        assert!(verify(&file).is_err());
+        assert!(verify(&file, &Authenticity::WHOLE).is_err());
         let mut longer = bytes.clone();
         longer.push(0);
         std::fs::write(&file, &longer).unwrap();
-        assert!(matches!(verify(&file), Err(BackupError::Damaged(_))));
+        assert!(matches!(
+            verify(&file, &Authenticity::WHOLE),
+            Err(BackupError::Damaged(_))
+        ));
     }
 
     #[test]
-    fn a_backup_of_the_form_before_requests_is_restored_with_an_empty_request_book() {
+    fn a_backup_of_a_form_before_macs_is_refused_unless_taken_unchecked_then_restored_with_an_empty_request_book(
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let mut framer = Framer::new(Vec::new()).unwrap();
         let header = BackupHeader {
@@ -856,12 +1372,134 @@ mod tests {
             audit_entries: 0,
         };
         framer.frame(&Frame::Header(header.clone())).unwrap();
+        let sha256 = framer.sha.clone().finalize().into();
+        let end = Frame::End {
+            records: 0,
+            key_entries: 0,
+            audit_entries: 0,
+            sha256,
+        };
+        framer.frame(&end).unwrap();
         let file = dir.path().join("old.backup");
-        std::fs::write(&file, framer.finish().unwrap()).unwrap();
+        std::fs::write(&file, &framer.out).unwrap();
         let b = dir.path().join("b");
-        assert_eq!(restore(&file, &b).unwrap(), header);
+        let given = given();
+        assert!(matches!(
+            restore(&file, &b, &checked(&given)),
+            Err(BackupError::Unauthenticated { format: 1 })
+        ));
+        assert_eq!(std::fs::read_dir(&b).unwrap().count(), 0);
+        let unchecked = Authenticity {
+            key: Some(&given),
+            required: false,
+        };
+        let restored = restore(&file, &b, &unchecked).unwrap();
+        assert_eq!((restored.header, restored.key), (header, None));
         let book = RequestBook::open(&b, space(&b)).unwrap();
         assert!(book.all(Side::Outgoing).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_backup_whose_title_was_changed_and_checksum_recomputed_is_refused_and_restores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = backup_of(&domain_files(&dir.path().join("a"), 10));
+        let crafted = reframe(&bytes, |v| retitled(v, "t3", "forged"), false);
+        let file = dir.path().join("crafted.backup");
+        std::fs::write(&file, &crafted).unwrap();
+        // Whole, as far as anyone without the key can tell.
+        assert!(verify(&file, &Authenticity::WHOLE).is_ok());
+        let target = dir.path().join("b");
+        let given = given();
+        let e = restore(&file, &target, &checked(&given)).unwrap_err();
+        assert!(matches!(e, BackupError::NotAuthentic { .. }), "{e}");
+        assert!(e.to_string().contains("not authentic"), "{e}");
+        assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+        // Even told to take what it cannot check, a MAC that fails is a no.
+        let unchecked = Authenticity {
+            key: Some(&given),
+            required: false,
+        };
+        assert!(matches!(
+            restore(&file, &target, &unchecked),
+            Err(BackupError::NotAuthentic { .. })
+        ));
+        // Made over as a backup of before MACs, it is refused as having none.
+        let downgraded = reframe(&bytes, |v| retitled(v, "t3", "forged"), true);
+        std::fs::write(&file, &downgraded).unwrap();
+        assert!(matches!(
+            restore(&file, &target, &checked(&given)),
+            Err(BackupError::Unauthenticated { format: 2 })
+        ));
+        assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+        // The genuine one restores.
+        std::fs::write(&file, &bytes).unwrap();
+        assert!(restore(&file, &target, &checked(&given)).unwrap().authentic);
+    }
+
+    #[test]
+    fn a_backup_made_under_another_clusters_secret_or_checked_without_a_key_is_refused_naming_the_key(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, audit, book) = domain_files(&dir.path().join("a"), 3);
+        let mut bytes = Vec::new();
+        let theirs = MacKey::cluster("c", [8; 32]);
+        take("A", sources(&store, &audit, &book), &theirs, 7, &mut bytes).unwrap();
+        let file = dir.path().join("theirs.backup");
+        std::fs::write(&file, &bytes).unwrap();
+        let given = given();
+        let e = verify(&file, &checked(&given)).unwrap_err();
+        assert!(matches!(e, BackupError::OtherKey { .. }), "{e}");
+        assert!(e.to_string().contains("another key"), "{e}");
+        // A domain's own key for a cluster's backup, and no key at all.
+        let domain = BackupKey::Domain(MATERIAL);
+        assert!(matches!(
+            verify(&file, &checked(&domain)),
+            Err(BackupError::OtherKey { .. })
+        ));
+        let none = Authenticity {
+            key: None,
+            required: true,
+        };
+        let e = verify(&file, &none).unwrap_err();
+        assert!(
+            matches!(&e, BackupError::NoKey { wanted: KeyId::Cluster { cluster, .. }, .. } if cluster == "c"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--cluster-secret-file"), "{e}");
+    }
+
+    #[test]
+    fn a_domain_without_a_cluster_secret_keeps_one_backup_key_and_its_restore_keeps_it_too() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let files = domain_files(&a, 3);
+        let own = domain_key(&a).unwrap();
+        assert_eq!(domain_key(&a).unwrap(), own);
+        let path = a.join(SEAL_DIR).join(BACKUP_KEY_FILE);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let mut bytes = Vec::new();
+        let (store, audit, book) = &files;
+        let key = MacKey::domain(own);
+        take("A", sources(store, audit, book), &key, 7, &mut bytes).unwrap();
+        let file = dir.path().join("a.backup");
+        std::fs::write(&file, &bytes).unwrap();
+        // Not under a cluster's secret, nor another domain's key.
+        let given = given();
+        assert!(matches!(
+            verify(&file, &checked(&given)),
+            Err(BackupError::OtherKey { .. })
+        ));
+        let other = BackupKey::Domain([9; 32]);
+        assert!(matches!(
+            verify(&file, &checked(&other)),
+            Err(BackupError::OtherKey { .. })
+        ));
+        let copy = BackupKey::Domain(read_key_file(&path).unwrap());
+        let b = dir.path().join("b");
+        assert!(restore(&file, &b, &checked(&copy)).unwrap().authentic);
+        assert_eq!(domain_key(&b).unwrap(), own);
     }
 
     #[test]
@@ -870,7 +1508,7 @@ mod tests {
         let files = domain_files(&dir.path().join("a"), 3);
         let file = dir.path().join("a.backup");
         std::fs::write(&file, backup_of(&files)).unwrap();
-        let e = restore(&file, &dir.path().join("a")).unwrap_err();
+        let e = restore(&file, &dir.path().join("a"), &checked(&given())).unwrap_err();
         assert!(e.to_string().contains("not empty"), "{e}");
     }
 
@@ -898,6 +1536,7 @@ mod tests {
         let header = take(
             "A",
             sources(&store, &audit, &book),
+            &key(),
             7,
             WritesMeanwhile(&store, false),
         )

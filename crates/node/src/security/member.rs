@@ -20,6 +20,10 @@ use sha2::{Digest, Sha256};
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// The label of the material a cluster's backups are authenticated with
+/// (`local/backup.rs`, [`MemberKey::material`]).
+pub const BACKUP_MAC: &str = "backup mac";
+
 /// Seconds in one credential window.
 pub const WINDOW_SECS: u64 = 600;
 

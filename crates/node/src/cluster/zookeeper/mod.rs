@@ -61,9 +61,22 @@ pub struct ZooKeeperCoordinator {
     settings: ZkSettings,
     /// The ACL of the cluster's znodes.
     acl: Vec<zk::Acl>,
+    /// The ACL of the shared parents it creates (`/xarchive`, a chroot):
+    /// anyone may create and delete children (other clusters' folders;
+    /// only empty ones can be deleted, and a cluster's never is) and list
+    /// them, but nobody may change the ACL (ADMIN): an outsider cannot
+    /// lock a parent this domain made so that no new cluster starts.
+    shared: Vec<zk::Acl>,
+    /// The audit head last anchored here, for whom, and the version of
+    /// its znode: the next anchoring is one compare-and-set, not a read
+    /// first (another writer makes it fail, and it is read).
+    anchored: Mutex<Option<(String, AuditHead, i32)>>,
     view: watch::Sender<View>,
     published: watch::Sender<Option<Position>>,
-    /// The live session's client, for reads outside the run loop.
+    /// The live session's client, for reads and writes outside the run
+    /// loop: set only once the session found the cluster's folders sealed
+    /// (`check_acls`), so nothing goes through it in a folder someone else
+    /// made, the audit anchors above all.
     client: Mutex<Option<zk::Client>>,
     /// This domain's group's ledger znode as last written or read here,
     /// with its version: a publication then costs one multi-op, not a
@@ -74,6 +87,10 @@ pub struct ZooKeeperCoordinator {
     admitted: Admitted,
     /// This domain's trust entry, published before each registration.
     trust_entry: Mutex<Option<ArchiveEntry>>,
+    /// Why it refuses to join now, if it does (a configuration to fix:
+    /// a folder or a parent someone else made, other key types); cleared
+    /// once registered.
+    refusal: watch::Sender<Option<String>>,
 }
 
 /// How often a disconnected session checks whether ZooKeeper accepts
@@ -91,6 +108,71 @@ const MAX_RETRY: Duration = Duration::from_millis(500);
 /// How often a domain refused by the cluster (other key types or another
 /// ID profile) tries to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
+
+/// The size of every audit anchor written: its JSON padded with spaces
+/// (JSON's own white space), so that the znode's `dataLength`, which
+/// anyone may read with `exists`, does not grow with the log.
+const ANCHOR_BYTES: usize = 128;
+
+/// `head` as its anchor znode holds it: [`ANCHOR_BYTES`] long.
+fn anchor_bytes(head: &AuditHead) -> Result<Vec<u8>, CoordError> {
+    let mut data = serde_json::to_vec(head).map_err(|e| CoordError::Encode(e.to_string()))?;
+    if data.len() < ANCHOR_BYTES {
+        data.resize(ANCHOR_BYTES, b' ');
+    }
+    Ok(data)
+}
+
+/// Where creating `path` was refused for want of permission: its deepest
+/// ancestor that exists (whose ACL a create checks), with that ACL as
+/// text; `None` when `path` exists after all (ZooKeeper checks the
+/// parent's ACL before whether the node is there).
+async fn locked_parent(client: &zk::Client, path: &str) -> Option<(String, String)> {
+    if matches!(client.check_stat(path).await, Ok(Some(_))) {
+        return None;
+    }
+    let mut parent = path;
+    loop {
+        parent = match parent.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &parent[..i],
+        };
+        if parent == "/" || matches!(client.check_stat(parent).await, Ok(Some(_))) {
+            break;
+        }
+    }
+    let acl = match client.get_acl(parent).await {
+        Ok((acl, _)) => acl_text(&acl),
+        Err(e) => format!("unreadable here ({e}: it gives this domain neither READ nor ADMIN)"),
+    };
+    Some((parent.to_owned(), acl))
+}
+
+/// An ACL as `zkCli.sh getAcl` prints it: `scheme:id:cdrwa`, one a line.
+fn acl_text(acl: &[zk::Acl]) -> String {
+    let letters = |p: zk::Permission| {
+        [
+            (zk::Permission::CREATE, 'c'),
+            (zk::Permission::DELETE, 'd'),
+            (zk::Permission::READ, 'r'),
+            (zk::Permission::WRITE, 'w'),
+            (zk::Permission::ADMIN, 'a'),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| p.has(*bit))
+        .map(|(_, c)| c)
+        .collect::<String>()
+    };
+    let text: Vec<String> = acl
+        .iter()
+        .map(|a| format!("{}:{}:{}", a.scheme(), a.id(), letters(a.permission())))
+        .collect();
+    if text.is_empty() {
+        "none".into()
+    } else {
+        text.join(", ")
+    }
+}
 
 mod admitted;
 mod session;
@@ -218,15 +300,22 @@ impl ZooKeeperCoordinator {
             }
             None => zk::Acls::anyone_all().to_vec(),
         };
+        let shared = vec![zk::Acl::new(
+            zk::Permission::CREATE | zk::Permission::READ | zk::Permission::DELETE,
+            zk::AuthId::anyone(),
+        )];
         Arc::new(ZooKeeperCoordinator {
             settings,
             acl,
+            shared,
+            anchored: Mutex::new(None),
             view: watch::channel(View::default()).0,
             published: watch::channel(None).0,
             client: Mutex::new(None),
             ledger: Mutex::new(None),
             admitted: Admitted::default(),
             trust_entry: Mutex::new(None),
+            refusal: watch::channel(None).0,
         })
     }
 
@@ -250,10 +339,19 @@ impl ZooKeeperCoordinator {
         let client = connector().connect(hosts).await.map_err(failed)?;
         if chroot != "/" {
             match client
-                .mkdir(&chroot, &Self::shared(zk::CreateMode::Persistent))
+                .mkdir(&chroot, &self.shared(zk::CreateMode::Persistent))
                 .await
             {
                 Ok(()) | Err(zk::Error::NodeExists) => {}
+                Err(zk::Error::NoAuth) => {
+                    if let Some((path, acl)) = locked_parent(&client, &chroot).await {
+                        return Err(CoordError::ParentLocked {
+                            folder: chroot.clone(),
+                            path,
+                            acl,
+                        });
+                    }
+                }
                 Err(e) => return Err(failed(e)),
             }
         }
@@ -275,6 +373,12 @@ impl ZooKeeperCoordinator {
         false
     }
 
+    /// Why this domain refuses to join now, if it does (what the run
+    /// loop logs as "not joining the cluster"), as it changes.
+    pub fn refusal(&self) -> watch::Receiver<Option<String>> {
+        self.refusal.subscribe()
+    }
+
     pub fn folder(&self) -> String {
         format!("/xarchive/{}/domains", self.settings.cluster)
     }
@@ -283,6 +387,7 @@ impl ZooKeeperCoordinator {
     fn full_path(&self, path: &str) -> String {
         match self.settings.connect.split_once('/') {
             Some((_, chroot)) if !chroot.trim_matches('/').is_empty() => {
+                let path = if path == "/" { "" } else { path };
                 format!("/{}{path}", chroot.trim_matches('/'))
             }
             _ => path.to_owned(),
@@ -507,8 +612,8 @@ impl ZooKeeperCoordinator {
             let (acl, _) = client.get_acl(path).await.map_err(failed)?;
             if acl != self.acl {
                 return Err(CoordError::OpenFolder {
-                    path: path.clone(),
-                    acl: format!("{acl:?}"),
+                    path: self.full_path(path),
+                    acl: acl_text(&acl),
                 });
             }
         }
@@ -520,10 +625,45 @@ impl ZooKeeperCoordinator {
         mode.with_acls(zk::Acls::new(&self.acl))
     }
 
-    /// Options for shared parents (a chroot, `/xarchive`): open, since
-    /// other clusters create their folders there too.
-    fn shared(mode: zk::CreateMode) -> zk::CreateOptions<'static> {
-        mode.with_acls(zk::Acls::anyone_all())
+    /// Options for shared parents (a chroot, `/xarchive`): anyone may
+    /// create in them, since other clusters make their folders there too,
+    /// but not change their ACL ([`ZooKeeperCoordinator::shared`]).
+    fn shared(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
+        mode.with_acls(zk::Acls::new(&self.shared))
+    }
+
+    /// Creates the folder `path` (and its missing parents) with `options`.
+    /// Refused for want of permission above the cluster's own folder, it
+    /// names the parent and the ACL someone set on it: that is not about
+    /// the cluster secret, and saying so would send the operator after the
+    /// wrong thing.
+    async fn make_folder(
+        &self,
+        client: &zk::Client,
+        path: &str,
+        options: &zk::CreateOptions<'_>,
+    ) -> Result<(), CoordError> {
+        match client.mkdir(path, options).await {
+            Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(zk::Error::NoAuth) => {
+                let Some((parent, acl)) = locked_parent(client, path).await else {
+                    return Ok(());
+                };
+                let cluster = format!("/xarchive/{}", self.settings.cluster);
+                let shown = self.full_path(&parent);
+                if parent == cluster || parent.starts_with(&format!("{cluster}/")) {
+                    // The cluster's own folder: made under another secret.
+                    Err(CoordError::NoAuth)
+                } else {
+                    Err(CoordError::ParentLocked {
+                        folder: self.full_path(path),
+                        path: shown,
+                        acl,
+                    })
+                }
+            }
+            Err(e) => Err(failed(e)),
+        }
     }
 
     /// Every group's ledger znode, read after a `sync` (so that every
@@ -827,15 +967,13 @@ impl ZooKeeperCoordinator {
         let client = timeout(s.session_timeout * 2, self.connect())
             .await
             .map_err(|_| CoordError::Timeout(s.session_timeout * 2))??;
-        *self.client.lock() = Some(client.clone());
         let folder = self.folder();
-        match client
-            .mkdir("/xarchive", &Self::shared(zk::CreateMode::Persistent))
-            .await
-        {
-            Ok(()) | Err(zk::Error::NodeExists) => {}
-            Err(e) => return Err(failed(e)),
-        }
+        self.make_folder(
+            &client,
+            "/xarchive",
+            &self.shared(zk::CreateMode::Persistent),
+        )
+        .await?;
         let folders = [
             folder.clone(),
             self.ledger_folder(),
@@ -843,17 +981,18 @@ impl ZooKeeperCoordinator {
             self.trust_folder(),
         ];
         for path in &folders {
-            match client
-                .mkdir(path, &self.options(zk::CreateMode::Persistent))
-                .await
-            {
-                Ok(()) | Err(zk::Error::NodeExists) => {}
-                Err(e) => return Err(failed(e)),
-            }
+            self.make_folder(&client, path, &self.options(zk::CreateMode::Persistent))
+                .await?;
         }
         let cluster = format!("/xarchive/{}", s.cluster);
         self.check_acls(&client, &[&[cluster][..], &folders[..]].concat())
             .await?;
+        // Only now: reads and writes outside this loop (the audit anchor,
+        // the ledger, the trust list) go through a session that found the
+        // folders sealed. A folder someone else made is neither read (a
+        // planted anchor would raise a false alarm) nor written (the real
+        // anchor would be theirs to delete).
+        *self.client.lock() = Some(client.clone());
         let own = format!("{folder}/{name}");
         let position = *positions.borrow_and_update();
         (member.epoch, member.version) = (position.epoch, position.version);
@@ -893,6 +1032,7 @@ impl ZooKeeperCoordinator {
         self.register(&client, name, &own, member, &self.sealed(name, member)?)
             .await?;
         self.published.send_replace(Some(position));
+        self.refusal.send_replace(None);
         self.reread(&client).await?;
         tracing::info!(domain = name, session = ?client.session_id(), "registered in ZooKeeper at {}", self.full_path(&own));
 
@@ -1027,10 +1167,15 @@ impl Coordinator for ZooKeeperCoordinator {
                             _ = shutdown.cancelled() => break,
                         }
                     }
-                    Err(e @ (CoordError::ReadingDiffers { .. } | CoordError::OpenFolder { .. })) => {
+                    Err(
+                        e @ (CoordError::ReadingDiffers { .. }
+                        | CoordError::OpenFolder { .. }
+                        | CoordError::ParentLocked { .. }),
+                    ) => {
                         // A configuration to fix, not an outage: said
                         // loudly, tried again now and then.
                         tracing::error!(error = %e, retry_s = REFUSED_RETRY.as_secs(), "not joining the cluster");
+                        self.refusal.send_replace(Some(e.to_string()));
                         tokio::select! {
                             _ = sleep(REFUSED_RETRY) => {}
                             _ = shutdown.cancelled() => break,
@@ -1156,27 +1301,48 @@ impl Coordinator for ZooKeeperCoordinator {
         let path = format!("{}/{name}", self.audit_folder());
         async move {
             let client = client.ok_or(CoordError::NoSession)?;
-            let data = serde_json::to_vec(head).map_err(|_| CoordError::Register(path.clone()))?;
+            // Always written, even unchanged, and always as many bytes: the
+            // caller anchors on a fixed cadence, so the znode's version,
+            // size and time, which anyone may read with `exists`, move the
+            // same whatever searches reach this domain (node.rs says why).
+            let data = anchor_bytes(head)?;
             // Compare and set on the znode's version: two writers (an old
-            // and a new session of the same domain) cannot interleave.
-            match client.get_data(&path).await {
+            // and a new session of the same domain) cannot interleave. The
+            // head and version written last are kept, so a tick is one write.
+            let known = self.anchored.lock().clone();
+            if let Some((anchored_name, old, version)) = known.filter(|(n, ..)| n == name) {
+                anchor_moves_forward(Some(&old), head)?;
+                match client.set_data(&path, &data, Some(version)).await {
+                    Ok(stat) => {
+                        *self.anchored.lock() = Some((anchored_name, head.clone(), stat.version));
+                        return Ok(());
+                    }
+                    // Written or deleted by someone else since: read it.
+                    Err(zk::Error::BadVersion | zk::Error::NoNode) => {}
+                    Err(e) => return Err(failed(e)),
+                }
+            }
+            *self.anchored.lock() = None;
+            let written = match client.get_data(&path).await {
                 Ok((old, stat)) => {
                     let old = serde_json::from_slice::<AuditHead>(&old).ok();
-                    if anchor_moves_forward(old.as_ref(), head)? {
-                        client
-                            .set_data(&path, &data, Some(stat.version))
-                            .await
-                            .map_err(failed)?;
-                    }
-                    Ok(())
+                    anchor_moves_forward(old.as_ref(), head)?;
+                    client
+                        .set_data(&path, &data, Some(stat.version))
+                        .await
+                        .map_err(failed)?
                 }
-                Err(zk::Error::NoNode) => client
-                    .create(&path, &data, &self.options(zk::CreateMode::Persistent))
-                    .await
-                    .map(drop)
-                    .map_err(failed),
-                Err(e) => Err(failed(e)),
-            }
+                Err(zk::Error::NoNode) => {
+                    client
+                        .create(&path, &data, &self.options(zk::CreateMode::Persistent))
+                        .await
+                        .map_err(failed)?
+                        .0
+                }
+                Err(e) => return Err(failed(e)),
+            };
+            *self.anchored.lock() = Some((name.to_owned(), head.clone(), written.version));
+            Ok(())
         }
         .boxed()
     }
