@@ -1,11 +1,11 @@
 //! The committed cross-language vectors (`web/test/seal-vectors.json`,
 //! checked by the page's verifier's tests) must be exactly what the
-//! generator (`examples/js_vectors.rs`) writes from this crate now: a change
+//! generator (`examples/seal_vectors.rs`) writes from this crate now: a change
 //! to a statement's form or a seal cannot leave the JavaScript side testing
 //! against stale bytes.
 
 #[allow(dead_code)]
-#[path = "../examples/js_vectors.rs"]
+#[path = "../examples/seal_vectors.rs"]
 mod generator;
 
 #[test]
@@ -19,7 +19,7 @@ fn committed_vectors_match_the_generator() {
     if committed != generator::generate() {
         panic!(
             "web/test/seal-vectors.json is out of date; regenerate it with\n  \
-             cargo run -p xarchive-seal --example js_vectors -- web/test/seal-vectors.json\n\
+             cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json\n\
              and run `node --test web/test/` to check the page's verifier against it"
         );
     }

@@ -5,10 +5,10 @@
 //! verifier gives (valid, changed, a key the list does not hold, a revoked
 //! key, cut short).
 //!
-//! cargo run -p xarchive-seal --example js_vectors -- web/test/seal-vectors.json
+//! cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json
 //!
 //! Everything is deterministic (fixed keys and times; SM2 signs with RFC
-//! 6979 nonces); `tests/js_vectors.rs` fails when the committed file
+//! 6979 nonces); `tests/seal_vectors.rs` fails when the committed file
 //! differs from what this produces now.
 
 use serde_json::{json, Value};
@@ -167,8 +167,8 @@ pub fn generate() -> String {
     };
     let doc = json!({
         "about": "Cross-language vectors for web/seal.js, written by \
-                  `cargo run -p xarchive-seal --example js_vectors -- web/test/seal-vectors.json` \
-                  (crates/seal/examples/js_vectors.rs); do not edit by hand. Bytes are hex.",
+                  `cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json` \
+                  (crates/seal/examples/seal_vectors.rs); do not edit by hand. Bytes are hex.",
         "sm3": [
             {"message": hex::encode(b"abc"), "digest": hex::encode(sm3_digest(b"abc"))},
             {"message": hex::encode(b"abcd".repeat(16)), "digest": hex::encode(sm3_digest(&b"abcd".repeat(16)))},
