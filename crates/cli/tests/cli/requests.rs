@@ -575,13 +575,13 @@ async fn a_holder_down_after_submission_leaves_its_part_waiting_never_refused_an
     // Waiting for B, said so, never refused (request_until asserts it).
     let waiting = s
         .request_until(&submitted.id, |v| {
-            !v["holdings"][0]["unreachable_since"].is_null() || state(v) == "released"
+            !v["awaiting"]["unreachable_since"].is_null() || state(v) == "released"
         })
         .await;
     let shown = s.cli(&s.a, Some(&s.clerk), &["request", "show", &submitted.id]);
     if state(&waiting) != "released" {
         assert!(
-            text(&shown).contains("unreachable since"),
+            text(&shown).contains("cannot be reached since"),
             "{}",
             text(&shown)
         );
@@ -592,7 +592,7 @@ async fn a_holder_down_after_submission_leaves_its_part_waiting_never_refused_an
     let answered = s
         .request_until(&submitted.id, |v| status(v) == "answered")
         .await;
-    assert!(answered["holdings"][0]["unreachable_since"].is_null());
+    assert!(answered["awaiting"]["unreachable_since"].is_null());
     s.certify(&submitted.id);
 
     // Exactly once: A goes on asking until it has the answer, B answers a

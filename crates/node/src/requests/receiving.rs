@@ -430,7 +430,6 @@ impl Node {
                     .collect(),
                 missing: part.missing.clone(),
                 reason: part.reason.clone(),
-                unreachable_since: part.unreachable_since_us.map(rfc3339),
             })
             .collect();
         let status = request.status();

@@ -245,13 +245,9 @@ pub struct HoldingView {
     /// Records asked for that it does not hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
-    /// Why it was refused, or is in review.
+    /// Why it was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Since when it could not be reached, while the part waits for it
-    /// (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unreachable_since: Option<String>,
 }
 
 /// A copy as the clerk and the certificate show it, checked again against
