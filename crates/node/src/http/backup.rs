@@ -75,7 +75,7 @@ impl std::io::Write for Pieces {
     path = "/v1/backup",
     tag = "operations",
     responses(
-        (status = 200, description = "The backup (docs/FORMAT.md, \"Backup\"), streamed; complete only if it ends with its end frame, which `xarchive backup` checks", body = Vec<u8>, content_type = "application/vnd.xarchive.backup"),
+        (status = 200, description = "The backup (docs/FORMAT.md, \"Backup\"), streamed; complete only if it ends with its end frame, which `xarchive backup` checks; the end frame carries an HMAC-SHA-256 under a key from the cluster secret (or the domain's own `seal/backup.key`), which `xarchive restore` checks before it writes anything", body = Vec<u8>, content_type = "application/vnd.xarchive.backup"),
         (status = 503, description = "`store_unavailable`: the store is being reopened after an I/O error", body = ErrorBody),
     )
 )]
