@@ -501,17 +501,18 @@ async fn a_clerks_requests_spend_its_searches_are_counted_as_its_own_and_name_no
         "applicant_name": "张三",
         "purpose": "贷款",
     });
+    let submit = || {
+        s.call(
+            &s.a,
+            "clerk-A",
+            Method::POST,
+            "/v1/requests",
+            Some(request.clone()),
+        )
+    };
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let (status, view) = s
-            .call(
-                &s.a,
-                "clerk-A",
-                Method::POST,
-                "/v1/requests",
-                Some(request.clone()),
-            )
-            .await;
+        let (status, view) = submit().await;
         assert_eq!(status, StatusCode::CREATED, "{view}");
         // Neither C nor its records are named before C answers.
         assert_eq!(view["holdings"], json!([]), "{view}");
@@ -525,15 +526,7 @@ async fn a_clerks_requests_spend_its_searches_are_counted_as_its_own_and_name_no
     }
     // The third within the minute is over the clerk's rate, and nothing
     // is registered.
-    let (status, refused) = s
-        .call(
-            &s.a,
-            "clerk-A",
-            Method::POST,
-            "/v1/requests",
-            Some(request.clone()),
-        )
-        .await;
+    let (status, refused) = submit().await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{refused}");
     let (_, list) = s
         .call(&s.a, "clerk-A", Method::GET, "/v1/requests", None)
