@@ -116,16 +116,8 @@ impl From<RequestsError> for ApiError {
 
 /// Who did a step, for the audit log.
 fn requester(node: &Node, who: Option<Extension<Principal>>) -> Requester {
-    let (token, role) = match who.map(|w| w.0) {
-        Some(Principal::Client { name, role, .. }) => (name, role.as_str().to_owned()),
-        Some(Principal::Member(name)) => (name, "member".to_owned()),
-        Some(Principal::Anonymous) | None => ("anonymous".to_owned(), "none".to_owned()),
-    };
-    Requester {
-        token,
-        role,
-        domain: node.cluster.me.clone(),
-    }
+    who.map_or(Principal::Anonymous, |w| w.0)
+        .requester(&node.cluster.me)
 }
 
 /// `POST /v1/requests`: a clerk registers an applicant's request.

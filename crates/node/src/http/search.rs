@@ -124,12 +124,6 @@ fn requester(
     who: &Principal,
     named: Option<Requester>,
 ) -> Result<Requester, ApiError> {
-    let me = node.domain.name();
-    let here = |token: &str, role: &str| Requester {
-        token: token.to_owned(),
-        role: role.to_owned(),
-        domain: me.to_owned(),
-    };
     let forbidden =
         |message: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message);
     match (who, named) {
@@ -144,21 +138,15 @@ fn requester(
         // Where nothing is required (no tokens, no secret), nobody can
         // be told from a member: the log holds what callers say.
         (Principal::Anonymous, Some(named)) if !node.auth.enabled() => Ok(named),
-        // A member's own search (not a client's passed on): logged as
-        // the member its credential names, and answered as to another
-        // archive.
-        (Principal::Member(member), None) => Ok(Requester {
-            token: "member".to_owned(),
-            role: "member".to_owned(),
-            domain: member.clone(),
-        }),
         (_, Some(_)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidRequest,
             "only member domains name the requester of a search",
         )),
-        (Principal::Client { name, role, .. }, None) => Ok(here(name, role.as_str())),
-        (Principal::Anonymous, None) => Ok(here("anonymous", "none")),
+        // The caller itself; a member's own search (not a client's passed
+        // on) is logged as the member its credential names, and answered
+        // as to another archive.
+        (who, None) => Ok(who.requester(node.domain.name())),
     }
 }
 

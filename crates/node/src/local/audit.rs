@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
+use crate::local::role::Acting;
 use crate::local::space::{DiskFull, DiskSpace};
 
 /// Entries by the microsecond they were written (made unique by moving a
@@ -69,16 +70,30 @@ impl RedbFailure for AuditError {
     }
 }
 
-/// Who a search was made for.
+/// Who a search (or a step of a request) was made for.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Requester {
     /// The token's name, as configured at the domain it was presented to
-    /// (`anonymous` where no token is required).
+    /// (`anonymous` where no token is required; empty for another archive).
     pub token: String,
-    /// The token's role (`search`, or `none` without a token).
-    pub role: String,
-    /// The domain the search was made at.
+    /// What it acted as: the token's role (`search`, `clerk`, …), `member`
+    /// for another archive, `none` without a token.
+    #[schema(value_type = String)]
+    pub role: Acting,
+    /// The domain the search was made at (for another archive, that
+    /// archive).
     pub domain: String,
+}
+
+impl Requester {
+    /// Another archive, as the log names it for what it asked or caused.
+    pub fn archive(domain: &str) -> Requester {
+        Requester {
+            token: String::new(),
+            role: Acting::Member,
+            domain: domain.to_owned(),
+        }
+    }
 }
 
 /// One search, as logged.
@@ -359,7 +374,7 @@ mod tests {
             at_us,
             requester: Requester {
                 token: token.into(),
-                role: "search".into(),
+                role: Acting::Client(crate::local::role::Role::Search),
                 domain: "A".into(),
             },
             key_type: "id_card".into(),

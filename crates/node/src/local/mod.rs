@@ -15,7 +15,8 @@
 //! - [`backup`]: an online backup of the store and the audit log, and its restore;
 //! - [`sample`]: realistic sample records;
 //! - [`requests`]: the durable book of cross-archive requests;
-//! - [`release`]: which requested records go out without review.
+//! - [`release`]: which requested records go out without review;
+//! - [`role`]: the roles of client tokens, and what a requester acted as.
 
 pub(crate) mod audit;
 pub mod backup;
@@ -30,6 +31,7 @@ pub mod record;
 pub mod redb_file;
 pub mod release;
 pub mod requests;
+pub mod role;
 pub mod sample;
 pub mod space;
 pub mod store;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use xarchive_seal::statement::{sealed_title, sha256, AnswerStatement, CopyStatement};
 
-use super::kept::{by_archive, decode, in_review, refused, Action, Incoming, Kept, Step};
+use super::kept::{decode, in_review, refused, Action, Incoming, Kept, Step};
 
 use super::{
     base64, check_text, is_request_id, rfc3339, secs, unbase64, RequestsError, MAX_RECORDS,
@@ -183,7 +183,11 @@ impl Node {
                         HoldingState::NoneHeld => Action::RequestNoneHeld,
                         _ => Action::RequestReferredToReview,
                     };
-                    let step = Step::now(by_archive(receiving), action, delivery.records.clone());
+                    let step = Step::now(
+                        Requester::archive(receiving),
+                        action,
+                        delivery.records.clone(),
+                    );
                     Incoming {
                         answer,
                         delivery: delivery.clone(),

@@ -97,15 +97,6 @@ impl Step {
     }
 }
 
-/// Another archive, as the audit log names it for a step it caused.
-pub(super) fn by_archive(domain: &str) -> Requester {
-    Requester {
-        token: String::new(),
-        role: "member".into(),
-        domain: domain.to_owned(),
-    }
-}
-
 /// An entry of the request book with steps to log.
 pub(super) trait Kept: Serialize + serde::de::DeserializeOwned {
     fn request_id(&self) -> &str;

@@ -15,7 +15,7 @@ use xarchive_seal::statement::sha256;
 use xarchive_seal::{Rejected, TrustList};
 
 use super::holding::{copy_digest, metadata_digest};
-use super::kept::{by_archive, decode, Action, Kept, Outgoing, Part, Step};
+use super::kept::{decode, Action, Kept, Outgoing, Part, Step};
 
 use super::state::Trusted;
 use super::{
@@ -493,8 +493,11 @@ impl Node {
                 }
                 for (digest, what) in new {
                     request.flagged.push(digest.clone());
-                    let step =
-                        Step::now(by_archive(&me), Action::CopyFailedCheck, vec![what.clone()]);
+                    let step = Step::now(
+                        Requester::archive(&me),
+                        Action::CopyFailedCheck,
+                        vec![what.clone()],
+                    );
                     request.unlogged.push(step);
                 }
                 request.entry().map(Some)
@@ -726,7 +729,7 @@ impl Node {
                 part.missing = answer.missing.clone();
                 part.reason = answer.reason.clone();
                 part.unreachable_since_us = None;
-                let step = Step::now(by_archive(holding), action, part.records.clone());
+                let step = Step::now(Requester::archive(holding), action, part.records.clone());
                 request.unlogged.push(step);
                 moved = true;
                 request.entry().map(Some)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use xarchive_seal::statement::AnswerStatement;
 
 use super::holding::copy_digest;
-use super::kept::{by_archive, decode, encode, Action, Incoming, Kept, Outgoing, Part, Step};
+use super::kept::{decode, encode, Action, Incoming, Kept, Outgoing, Part, Step};
 use super::receiving::{check_answer, Unaccepted};
 
 use super::*;
@@ -22,7 +22,7 @@ use crate::node::Node;
 use crate::wire::{Answer, Decision, Delivery, SignedCopy};
 
 fn clerk() -> Requester {
-    by_archive("A")
+    Requester::archive("A")
 }
 
 fn node(dir: &std::path::Path) -> Arc<Node> {
@@ -295,7 +295,11 @@ async fn a_step_kept_from_the_log_by_a_kill_is_logged_once_whichever_write_the_k
     assert_eq!(logged(&node, &request_id, Action::ReviewApproved), 1);
     // Killed after the book's write, before the log's: the step is kept,
     // and written once, however often it is flushed.
-    let step = Step::now(by_archive("A"), Action::InReviewThere, vec!["R-1".into()]);
+    let step = Step::now(
+        Requester::archive("A"),
+        Action::InReviewThere,
+        vec!["R-1".into()],
+    );
     let keep = |step: Step| {
         node.requests
             .book

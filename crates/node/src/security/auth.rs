@@ -30,96 +30,22 @@ use parking_lot::RwLock;
 use crate::local::keys::KeyHasher;
 use crate::security::member::{is_credential, MemberKey};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Lookups, reads, filters, stats.
-    Read,
-    /// Also puts, deletes and bulk imports.
-    Write,
-    /// Read, and also searches by key (`POST /v1/search`): keys are
-    /// personal data, so neither `read` nor `write` may search them.
-    Search,
-    /// Read, and also the log of searches (`GET /v1/audit`).
-    Audit,
-    /// Read, and also the domain's online backup (`GET /v1/backup`): the
-    /// whole store, identity numbers and the search log included, so no
-    /// other role may take it.
-    Backup,
-    /// Read, and also registering and following cross-archive requests
-    /// (`/v1/requests`): a clerk at the counter of the receiving archive.
-    Clerk,
-    /// Read, and also deciding the requests other archives sent here
-    /// that the release policy leaves to people (`/v1/reviews`).
-    Reviewer,
-}
+use crate::local::audit::Requester;
+use crate::local::role::Acting;
+pub use crate::local::role::{Role, UnknownRole};
 
-impl Role {
-    pub const ALL: [Role; 7] = [
-        Role::Read,
-        Role::Write,
-        Role::Search,
-        Role::Audit,
-        Role::Backup,
-        Role::Clerk,
-        Role::Reviewer,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Read => "read",
-            Role::Write => "write",
-            Role::Search => "search",
-            Role::Audit => "audit",
-            Role::Backup => "backup",
-            Role::Clerk => "clerk",
-            Role::Reviewer => "reviewer",
-        }
-    }
-
-    /// What a token of this role may do, in a few words, for people
-    /// choosing one (`xarchive token create --help`).
-    pub fn about(self) -> &'static str {
-        match self {
-            Role::Read => "lookups, reads, filters, stats",
-            Role::Write => "also puts, deletes and imports",
-            Role::Search => "also searches by key (identity numbers)",
-            Role::Audit => "also the log of searches by private key",
-            Role::Backup => "also the domain's online backup",
-            Role::Clerk => "also cross-archive requests and their certificates",
-            Role::Reviewer => "also deciding requests from other archives",
-        }
-    }
-
-    /// Whether a client token of this role may do what `need` requires
-    /// (every role reads; each other permission belongs to one role).
-    fn grants(self, need: Need) -> bool {
-        match need {
-            Need::Open | Need::Read | Need::MemberOrRead | Need::Metrics => true,
-            Need::Write => self == Role::Write,
-            Need::MemberOrSearch => self == Role::Search,
-            Need::Audit => self == Role::Audit,
-            Need::Backup => self == Role::Backup,
-            Need::Clerk => self == Role::Clerk,
-            Need::Reviewer => self == Role::Reviewer,
-            Need::Member => false,
-        }
-    }
-}
-
-/// A name that is not a role.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a role (read, write, search, audit, backup, clerk or reviewer)")]
-pub struct UnknownRole(pub String);
-
-impl std::str::FromStr for Role {
-    type Err = UnknownRole;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL
-            .into_iter()
-            .find(|role| role.as_str() == s)
-            .ok_or_else(|| UnknownRole(s.to_owned()))
+/// Whether a client token of `role` may do what `need` requires (every
+/// role reads; each other permission belongs to one role).
+fn grants(role: Role, need: Need) -> bool {
+    match need {
+        Need::Open | Need::Read | Need::MemberOrRead | Need::Metrics => true,
+        Need::Write => role == Role::Write,
+        Need::MemberOrSearch => role == Role::Search,
+        Need::Audit => role == Role::Audit,
+        Need::Backup => role == Role::Backup,
+        Need::Clerk => role == Role::Clerk,
+        Need::Reviewer => role == Role::Reviewer,
+        Need::Member => false,
     }
 }
 
@@ -232,6 +158,25 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// The caller as the audit log names it, at domain `here`: a token by
+    /// its name and role, another archive by its name, nobody known as
+    /// `anonymous`.
+    pub fn requester(&self, here: &str) -> Requester {
+        match self {
+            Principal::Client { name, role, .. } => Requester {
+                token: name.clone(),
+                role: Acting::Client(*role),
+                domain: here.to_owned(),
+            },
+            Principal::Member(member) => Requester::archive(member),
+            Principal::Anonymous => Requester {
+                token: "anonymous".to_owned(),
+                role: Acting::Nobody,
+                domain: here.to_owned(),
+            },
+        }
+    }
+
     /// Whether the caller is of another archive than `me`: a member
     /// domain other than this one, or a token bound to another domain.
     /// The holding archive's release policy governs what such a caller
@@ -520,7 +465,7 @@ impl Authority {
             (Principal::Member(_), _) => Err(Refusal::Forbidden(
                 "cluster members may only read filters and records, and search",
             )),
-            (Principal::Client { role, .. }, need) if role.grants(need) => Ok(()),
+            (Principal::Client { role, .. }, need) if grants(*role, need) => Ok(()),
             (Principal::Client { .. }, Need::Write) => {
                 Err(Refusal::Forbidden("this token may read but not write"))
             }
