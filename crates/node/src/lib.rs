@@ -4,7 +4,8 @@
 //! - [`server`]: serving a [`Node`] over HTTP(S) until shutdown;
 //! - `http`: the router, handlers, authentication middleware and the
 //!   page; the only place where errors become HTTP responses (the peer
-//!   routes' answers are lent out as [`peer_answers`]);
+//!   routes' answers are lent to the benchmarks as `peer_answers`, with
+//!   the `testsuite` feature);
 //! - [`node`], [`config`], [`metrics`]: a domain put together: its local
 //!   part, its place in the cluster, its tokens and its counters;
 //!   [`requests`]: cross-archive requests between archives, sealed and
@@ -35,7 +36,8 @@ pub use config::{Limits, NodeConfig, PageConfig};
 pub use http::router;
 /// The answers of the routes peers call, built as the router builds them,
 /// for a stand-in that must answer as a domain does (the light domains of
-/// xarchive-bench's `nation` benchmark).
+/// xarchive-bench's `nation` benchmark); not in the package.
+#[cfg(feature = "testsuite")]
 pub mod peer_answers {
     pub use crate::http::archives::record_not_found;
     pub use crate::http::replication::{

@@ -123,6 +123,7 @@ pub async fn get(
 
 /// The 404 `not_found` of `GET /v1/archives/{id}` for a record this
 /// domain does not hold.
+#[cfg(feature = "testsuite")]
 pub fn record_not_found(id: &str) -> Response {
     ApiError::not_found(id).into_response()
 }

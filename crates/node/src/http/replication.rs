@@ -295,6 +295,7 @@ fn take_a_snapshot(current: Position, why: impl Into<String>) -> ApiError {
 
 /// The 409 `snapshot_required` of a delta route, with the filter's
 /// `current` position: what a peer reads as "take the whole filter".
+#[cfg(feature = "testsuite")]
 pub fn snapshot_required(current: Position, why: impl Into<String>) -> Response {
     take_a_snapshot(current, why).into_response()
 }

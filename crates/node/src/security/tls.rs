@@ -36,6 +36,7 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
     #[error("{path} holds no certificate")]
     Empty { path: PathBuf },
+    #[cfg(feature = "testsuite")]
     #[error("cannot make a certificate: {0}")]
     Generate(String),
 }
@@ -102,12 +103,14 @@ impl TlsConfig {
 /// A throwaway certificate authority and a certificate it signed for
 /// `127.0.0.1` and `localhost`, written as PEM files: for benchmarks and
 /// tests of TLS on one machine, never for a real deployment.
+#[cfg(feature = "testsuite")]
 pub struct LoopbackCa {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
 }
 
+#[cfg(feature = "testsuite")]
 impl LoopbackCa {
     /// Writes `ca.pem`, `cert.pem` and `key.pem` into `dir`.
     pub fn create(dir: &Path) -> Result<LoopbackCa, TlsError> {
