@@ -117,7 +117,7 @@ fn compressed(handlers: MethodRouter<Arc<Node>>) -> MethodRouter<Arc<Node>> {
 const BULK: &str = "/v1/archives/_bulk";
 
 /// A search's body: a key type, a value (256 bytes once normalised,
-/// `keys.rs`) and, when a member passes it on, the requester.
+/// `local/keys/normalise.rs`) and, when a member passes it on, the requester.
 const SEARCH_BODY_LIMIT: usize = 64 * 1024;
 
 /// `POST /v1/certificates/verify`'s body: a payload a QR code holds (a

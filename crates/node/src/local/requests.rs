@@ -2,7 +2,7 @@
 //! the receiving archive) and those taken in from others (as a holding
 //! archive). Its own redb file, committed durably before anything is
 //! answered, so a request acknowledged to a clerk or to a peer survives
-//! kill -9. What the entries mean (`exchange.rs`) is not this file's
+//! kill -9. What the entries mean (`requests/`) is not this file's
 //! concern: it keeps JSON documents by key, with the certificates'
 //! verification codes that find them, and changes each in one
 //! transaction, so that two changes of one request never interleave.

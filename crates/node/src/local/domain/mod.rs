@@ -502,7 +502,7 @@ impl Domain {
 
     /// The record with every key's value, private ones included: for the
     /// release policy, which compares a requesting applicant's digest
-    /// with the record's identity numbers (`exchange.rs`); the copies it
+    /// with the record's identity numbers (`requests/holding.rs`); the copies it
     /// releases carry title, metadata and content, never keys.
     pub fn get_with_keys(&self, id: &ArchiveId) -> Result<Option<Record>, DomainError> {
         Ok(self
