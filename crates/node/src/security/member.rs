@@ -8,7 +8,9 @@
 //!   member token of before named nobody and never expired;
 //! - a **seal** on what each domain writes about itself in ZooKeeper (its
 //!   registration, its record under `known/`): a registration written by
-//!   anyone without the secret, in a folder someone left open, is ignored.
+//!   anyone without the secret, in a folder someone left open, is ignored;
+//!   its lines in the positions ledger carry a shorter one (a
+//!   truncated MAC, since every reader of a group reads every line).
 //!
 //! Anyone holding the secret can still speak for any member: the secret
 //! is the cluster's trust root (docs/SECURITY.md says so).
@@ -22,6 +24,9 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Seconds in one credential window.
 pub const WINDOW_SECS: u64 = 600;
+
+/// Bytes of the MAC kept in a line's seal: 96 bits, past guessing.
+const LINE_SEAL_BYTES: usize = 12;
 
 /// Credentials start with this, to tell them from client tokens.
 const PREFIX: &str = "xam.";
@@ -123,6 +128,26 @@ impl MemberKey {
                 .is_ok()
         })
     }
+
+    /// The seal of a line `name` writes in the positions ledger (`bytes`).
+    pub fn seal_line(&self, name: &str, bytes: &[u8]) -> String {
+        let tag = self
+            .mac(&[b"line", name.as_bytes(), bytes])
+            .finalize()
+            .into_bytes();
+        hex::encode(&tag[..LINE_SEAL_BYTES])
+    }
+
+    /// Whether `seal` is `name`'s seal of the line `bytes`.
+    pub fn check_line_seal(&self, name: &str, bytes: &[u8], seal: &str) -> bool {
+        hex::decode(seal).is_ok_and(|tag| {
+            tag.len() == LINE_SEAL_BYTES
+                && self
+                    .mac(&[b"line", name.as_bytes(), bytes])
+                    .verify_truncated_left(&tag)
+                    .is_ok()
+        })
+    }
 }
 
 /// Whether `token` has the form of a member credential (not a client
@@ -145,6 +170,20 @@ impl Admission {
     /// The seal of what `name` writes about itself, if the cluster seals.
     pub fn seal(&self, name: &str, bytes: &[u8]) -> Option<String> {
         self.key.as_ref().map(|key| key.seal(name, bytes))
+    }
+
+    /// The seal of a line `name` writes in the positions ledger, if the
+    /// cluster seals.
+    pub fn seal_line(&self, name: &str, bytes: &[u8]) -> Option<String> {
+        self.key.as_ref().map(|key| key.seal_line(name, bytes))
+    }
+
+    /// Whether `seal` is `name`'s seal of the line `bytes` (anything holds
+    /// in a cluster without a secret).
+    pub fn line_seal_holds(&self, name: &str, bytes: &[u8], seal: &str) -> bool {
+        self.key
+            .as_ref()
+            .is_none_or(|key| key.check_line_seal(name, bytes, seal))
     }
 
     /// Whether `proof` is `name`'s seal of `bytes` (anything holds in a
@@ -185,6 +224,20 @@ mod tests {
 
     fn key() -> MemberKey {
         MemberKey::derive("archives", "a secret of sixteen or more")
+    }
+
+    #[test]
+    fn a_line_seal_holds_for_its_writer_and_line_only() {
+        let k = key();
+        let seal = k.seal_line("A", b"7.2a.0");
+        assert_eq!(seal.len(), 2 * LINE_SEAL_BYTES);
+        assert!(k.check_line_seal("A", b"7.2a.0", &seal));
+        assert!(!k.check_line_seal("B", b"7.2a.0", &seal), "another writer");
+        assert!(!k.check_line_seal("A", b"7.2b.0", &seal), "another line");
+        assert!(!k.check_line_seal("A", b"7.2a.0", &seal[..22]), "cut short");
+        assert!(!k.check_line_seal("A", b"7.2a.0", &k.seal("A", b"7.2a.0")));
+        let other = MemberKey::derive("archives", "another secret of sixteen");
+        assert!(!other.check_line_seal("A", b"7.2a.0", &seal));
     }
 
     #[test]
