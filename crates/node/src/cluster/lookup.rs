@@ -284,6 +284,10 @@ pub(crate) async fn routed(
         // coordinator cannot be read, every domain known is asked, and the
         // answer cannot be "not found".
         let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
+        // While writes flow, copies behind a write in flight are likely:
+        // the relay followers read now, while the ledger is read (a
+        // follower in a long poll, when changes are few, is not woken).
+        cluster.relay_wanted.notify_waiters();
         match cluster.confirmed().await {
             Ok(roster) => {
                 // A candidate retired since its copy was read here: its

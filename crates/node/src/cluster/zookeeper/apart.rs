@@ -408,9 +408,15 @@ mod tests {
         for name in ["a", "b"] {
             apart.take_description(name, Some((0, Some(described(name)))));
         }
-        assert!(apart.roster(&[g.clone()]).known.contains_key("a"));
+        assert!(apart
+            .roster(std::slice::from_ref(&g))
+            .known
+            .contains_key("a"));
         assert!(
-            !apart.roster(&[g.clone()]).known.contains_key("b"),
+            !apart
+                .roster(std::slice::from_ref(&g))
+                .known
+                .contains_key("b"),
             "refused"
         );
         assert!(

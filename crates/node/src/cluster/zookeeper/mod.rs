@@ -88,8 +88,11 @@ pub struct ZooKeeperCoordinator {
     /// The lines and descriptions as last read.
     apart: Apart,
     /// The last roster of both layouts, with the two it was made of.
-    merged: Mutex<Option<(Arc<Roster>, Arc<Roster>, Arc<Roster>)>>,
+    merged: Mutex<Option<Merged>>,
 }
+
+/// A roster of both layouts: (whole entries, lines, the two merged).
+type Merged = (Arc<Roster>, Arc<Roster>, Arc<Roster>);
 
 /// How often a disconnected session checks whether ZooKeeper accepts
 /// connections again, and how long it then waits for the client library
