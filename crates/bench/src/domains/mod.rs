@@ -61,7 +61,9 @@ pub struct DomainsBenchArgs {
     #[arg(long)]
     longest_path: bool,
     /// Meanwhile, every few seconds, kill -9 (and start again) or pause for
-    /// a while a domain other than the two ends being measured.
+    /// a while a domain other than the two ends being measured (without
+    /// `--longest-path`: an interior domain or the root, the leaves writing
+    /// and being read).
     #[arg(long)]
     faults: bool,
     /// Light publishers registered beside the real domains (`nation`'s:
@@ -200,11 +202,19 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         domains.into_iter().map(Some).collect::<Vec<_>>(),
     ));
     let stop_faults = tokio_util::sync::CancellationToken::new();
-    let looking_at: Vec<usize> = leaves(&sorted, FANOUT)
+    let leaf_domains: Vec<usize> = leaves(&sorted, FANOUT)
         .into_iter()
-        .take(args.lookers)
         .map(|i| at(&sorted[i]))
         .collect();
+    let looking_at: Vec<usize> = leaf_domains.iter().copied().take(args.lookers).collect();
+    // With faults and no path to measure, the leaves write and are read,
+    // and the interior domains and the root are faulted: the relays
+    // between them.
+    let writing: Vec<usize> = if args.faults && ends.is_none() {
+        leaf_domains.clone()
+    } else {
+        (0..names.len()).collect()
+    };
     let acknowledged = lookers::Acknowledged::default();
     let lookers_task = (args.lookers > 0)
         .then(|| {
@@ -215,7 +225,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     let fault_task = args.faults.then(|| {
         let mut measured: Vec<usize> = match ends {
             Some((w, r)) => vec![w, r],
-            None => Vec::new(),
+            None => writing.clone(),
         };
         measured.extend(&looking_at);
         let targets: Vec<usize> = (0..names.len()).filter(|i| !measured.contains(i)).collect();
@@ -238,12 +248,10 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     let follow_every = u64::from((args.rate / LAG_SAMPLES_PER_SECOND).max(1));
     for k in 0..total {
         tokio::time::sleep_until((started + every * k as u32).into()).await;
-        // Without --longest-path each domain writes in turn, looked up at
-        // the name that many places from the end.
-        let (w, r) = ends.unwrap_or((
-            k as usize % names.len(),
-            names.len() - 1 - k as usize % names.len(),
-        ));
+        // Without --longest-path each writing domain writes in turn, looked
+        // up at the one that many places from the end.
+        let turn = k as usize % writing.len();
+        let (w, r) = ends.unwrap_or((writing[turn], writing[writing.len() - 1 - turn]));
         let pair = Pair {
             acknowledged: acknowledged.clone(),
             id: format!("{}-d{k}", names[w]),
