@@ -96,6 +96,9 @@ pub struct ClusterRow {
     /// phase, and while its lookups of absent IDs went on with the writes.
     pub relay_pages_per_second_steady: f64,
     pub relay_pages_per_second_in_lookups: f64,
+    /// The measured domain's CPU (share of a core) while those lookups
+    /// went on with the writes.
+    pub cpu_share_in_lookups: f64,
     /// A held ID answered 404, or an absent one found: must be 0.
     pub lookups_wrong: u64,
     /// Answered 503 (a domain that may hold it not reached, or the
@@ -648,6 +651,7 @@ pub async fn measure(
         .collect();
     let mut writer_rng = rand::rngs::StdRng::seed_from_u64(rng.random());
     let pages0 = nation.sent.relay_pages.load(Ordering::Relaxed);
+    let cpu0 = cpu_seconds(child.pid())?;
     let (_, _, looked) = write_while(
         &nation,
         &weighted,
@@ -664,8 +668,9 @@ pub async fn measure(
     ) = (looked.calls, looked.zk_bytes);
     row.relay_pages_per_second_in_lookups =
         (nation.sent.relay_pages.load(Ordering::Relaxed) - pages0) as f64 / looked.seconds;
+    row.cpu_share_in_lookups = (cpu_seconds(child.pid())? - cpu0) / looked.seconds;
     println!(
-        "{n} domains: absent IDs {:.1} / {:.1} ms (p50 / p99), {:.2} calls, {:.0} ZooKeeper bytes each; while {} writes/s flow {:.1} / {:.1} ms, {:.2} calls, {:.0} bytes; relay pages {:.0}/s (steady: {:.0}/s)",
+        "{n} domains: absent IDs {:.1} / {:.1} ms (p50 / p99), {:.2} calls, {:.0} ZooKeeper bytes each; while {} writes/s flow {:.1} / {:.1} ms, {:.2} calls, {:.0} bytes; relay pages {:.0}/s (steady: {:.0}/s), {:.1} % of a core",
         row.lookup_absent_ms_p50,
         row.lookup_absent_ms_p99,
         row.calls_per_absent,
@@ -677,6 +682,7 @@ pub async fn measure(
         row.zk_bytes_per_absent_in_writes,
         row.relay_pages_per_second_in_lookups,
         row.relay_pages_per_second_steady,
+        row.cpu_share_in_lookups * 100.0,
     );
 
     if args.killed > 0.0 {

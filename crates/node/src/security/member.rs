@@ -129,18 +129,22 @@ impl MemberKey {
         })
     }
 
-    /// The seal of a line `name` writes in the positions ledger (`bytes`).
+    /// The seal of a line `name` writes in the positions ledger (`bytes`),
+    /// in URL-safe base64 (16 characters).
     pub fn seal_line(&self, name: &str, bytes: &[u8]) -> String {
+        use base64::Engine;
         let tag = self
             .mac(&[b"line", name.as_bytes(), bytes])
             .finalize()
             .into_bytes();
-        hex::encode(&tag[..LINE_SEAL_BYTES])
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&tag[..LINE_SEAL_BYTES])
     }
 
     /// Whether `seal` is `name`'s seal of the line `bytes`.
     pub fn check_line_seal(&self, name: &str, bytes: &[u8], seal: &str) -> bool {
-        hex::decode(seal).is_ok_and(|tag| {
+        use base64::Engine;
+        let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(seal);
+        tag.is_ok_and(|tag| {
             tag.len() == LINE_SEAL_BYTES
                 && self
                     .mac(&[b"line", name.as_bytes(), bytes])
@@ -230,11 +234,11 @@ mod tests {
     fn a_line_seal_holds_for_its_writer_and_line_only() {
         let k = key();
         let seal = k.seal_line("A", b"7.2a.0");
-        assert_eq!(seal.len(), 2 * LINE_SEAL_BYTES);
+        assert_eq!(seal.len(), 16);
         assert!(k.check_line_seal("A", b"7.2a.0", &seal));
         assert!(!k.check_line_seal("B", b"7.2a.0", &seal), "another writer");
         assert!(!k.check_line_seal("A", b"7.2b.0", &seal), "another line");
-        assert!(!k.check_line_seal("A", b"7.2a.0", &seal[..22]), "cut short");
+        assert!(!k.check_line_seal("A", b"7.2a.0", &seal[..12]), "cut short");
         assert!(!k.check_line_seal("A", b"7.2a.0", &k.seal("A", b"7.2a.0")));
         let other = MemberKey::derive("archives", "another secret of sixteen");
         assert!(!other.check_line_seal("A", b"7.2a.0", &seal));
