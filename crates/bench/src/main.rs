@@ -6,6 +6,7 @@ mod child;
 mod domains;
 mod lookup;
 mod memory;
+mod meter;
 mod nation;
 mod requests;
 mod sheets;

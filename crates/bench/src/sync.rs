@@ -35,6 +35,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
             publish_interval: Duration::from_millis(10),
             admission: Default::default(),
             credentials: None,
+            ledger: ClusterConfig::default().ledger,
         })
     };
     let cluster = LocalCluster::start(Plan {

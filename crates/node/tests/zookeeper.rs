@@ -1,13 +1,17 @@
 //! The ZooKeeper coordinator against a real server, many domains in one
 //! process: what following the membership costs ZooKeeper as the number
-//! of domains grows, counted in requests on the wire.
+//! of domains grows, counted in requests on the wire; what reading the
+//! positions costs in bytes, as groups change; and the two layouts of the
+//! positions ledger side by side.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use xarchive_node::cluster::{Coordinator, Member, View, ZkSettings, ZooKeeperCoordinator};
+use xarchive_node::cluster::{
+    Coordinator, Known, LedgerWrites, Member, View, ZkSettings, ZooKeeperCoordinator,
+};
 use xarchive_node::security::member::{Admission, MemberKey};
 use xarchive_node::{FilterKind, Position};
 use xarchive_testkit::{LoopbackLink, ZooKeeperServer};
@@ -25,6 +29,7 @@ fn settings(connect: String, cluster: &str) -> ZkSettings {
             key: Some(MemberKey::derive(cluster, "secret")),
             https_only: false,
         },
+        ledger: LedgerWrites::Auto,
     }
 }
 
@@ -160,7 +165,7 @@ async fn a_domain_moved_to_another_group_is_known_by_its_entry_there_alone() {
         .await
         .expect("connects");
     let (old, _) = client
-        .get_data("/xarchive/moves/positions/11")
+        .get_data("/xarchive/moves/ledger/11/positions")
         .await
         .expect("the old group's znode stays");
     let old: serde_json::Value = serde_json::from_slice(&old).expect("JSON");
@@ -169,4 +174,256 @@ async fn a_domain_moved_to_another_group_is_known_by_its_entry_there_alone() {
         "the old group still holds it: {old}"
     );
     stop.cancel();
+}
+
+/// Runs a coordinator as domain `name` at version `version` of epoch 7
+/// until `stop`; its position moves as the returned sender says.
+fn running(
+    settings: ZkSettings,
+    name: &str,
+    version: u64,
+    stop: &CancellationToken,
+) -> (Arc<ZooKeeperCoordinator>, watch::Sender<Position>) {
+    let coordinator = ZooKeeperCoordinator::new(settings);
+    let (positions, receiver) = watch::channel(Position { epoch: 7, version });
+    let member = Member {
+        version,
+        ..member(version as usize)
+    };
+    let (c, name, stop) = (coordinator.clone(), name.to_owned(), stop.clone());
+    tokio::spawn(async move { c.run(name, member, receiver, stop).await });
+    (coordinator, positions)
+}
+
+/// A read of the positions begun after `coordinator` published
+/// `version`: the roster then says it (publications are followed at
+/// once, but a read must never find less than what was published before
+/// it began, whatever it held from reads before).
+async fn published_at(coordinator: &ZooKeeperCoordinator, version: u64) {
+    let mut published = coordinator.published();
+    published
+        .wait_for(|p| p.is_some_and(|p| p.version >= version))
+        .await
+        .expect("publishes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_the_positions_costs_the_bytes_of_the_groups_that_changed_and_misses_no_change() {
+    let zk = ZooKeeperServer::start();
+    let stop = CancellationToken::new();
+    let cluster = "bytes";
+    let in_group = |group: &str, connect: String| ZkSettings {
+        group: group.into(),
+        ..settings(connect, cluster)
+    };
+    // Forty domains in two groups.
+    let mut writers = Vec::new();
+    for i in 0..40 {
+        let group = format!("{}", 11 + i % 2);
+        writers.push(running(
+            in_group(&group, zk.connect_string()),
+            &format!("D{i:03}"),
+            1,
+            &stop,
+        ));
+    }
+    let link = LoopbackLink::to(&zk.connect_string()).expect("a link to ZooKeeper");
+    let (reader, _position) = running(
+        in_group("11", link.address().to_owned()),
+        "reader",
+        1,
+        &stop,
+    );
+    let mut view = reader.view();
+    until_following(&mut view, 41).await;
+    let measure = |link: &LoopbackLink| (link.bytes_answered(), link.frames_sent());
+    let first = reader.read_current().await.expect("read");
+    assert_eq!(first.known.len(), 41);
+    // (The reader's own reading of the membership after it registered may
+    // still be under way: let it end.)
+    published_at(&reader, 1).await;
+    reader.read_current().await.expect("read");
+    let (b0, f0) = measure(&link);
+    let again = reader.read_current().await.expect("read");
+    let (b1, f1) = measure(&link);
+    assert_eq!(again, first);
+    // One group moves: D005 (group 12) publishes version 2.
+    assert!(
+        f1 - f0 == 2 && b1 - b0 < all_lines(&zk, cluster).await / 2,
+        "unchanged: {} requests, {} bytes",
+        f1 - f0,
+        b1 - b0
+    );
+    let (d5, position) = &writers[5];
+    position.send_replace(Position {
+        epoch: 7,
+        version: 2,
+    });
+    published_at(d5, 2).await;
+    let moved = reader.read_current().await.expect("read");
+    let (b2, f2) = measure(&link);
+    assert_eq!(moved.known["D005"].member.version, 2, "the change is read");
+    let (group, all) = lines_bytes(&zk, cluster, "12").await;
+    eprintln!(
+        "reading the positions of 41 domains in 2 groups: {} bytes and {} requests unchanged, \
+         {} bytes and {} requests with one group changed; that group's lines are {group} bytes, \
+         all groups' {all}",
+        b1 - b0,
+        f1 - f0,
+        b2 - b1,
+        f2 - f1,
+    );
+    // What changed is read, and only that: one more request, with the
+    // group's lines, the two stats of its folder and of its lines (68
+    // bytes each), and the headers.
+    assert_eq!(f2 - f1, 3);
+    assert!(
+        b2 - b1 <= (b1 - b0) + group + 256,
+        "one group changed: {} bytes, unchanged {}, the group's lines {group}, all {all}",
+        b2 - b1,
+        b1 - b0,
+    );
+    stop.cancel();
+}
+
+/// The bytes of every group's lines in cluster `cluster`.
+async fn all_lines(zk: &ZooKeeperServer, cluster: &str) -> u64 {
+    lines_bytes(zk, cluster, "").await.1
+}
+
+/// The bytes of `group`'s lines, and of every group's, in cluster `cluster`.
+async fn lines_bytes(zk: &ZooKeeperServer, cluster: &str, group: &str) -> (u64, u64) {
+    let client = zookeeper_client::Client::connect(&zk.connect_string())
+        .await
+        .expect("connects");
+    let folder = format!("/xarchive/{cluster}/ledger");
+    let (mut one, mut all) = (0, 0);
+    for g in client.list_children(&folder).await.expect("groups") {
+        let (data, _) = client
+            .get_data(&format!("{folder}/{g}/positions"))
+            .await
+            .expect("lines");
+        all += data.len() as u64;
+        if g == group {
+            one = data.len() as u64;
+        }
+    }
+    (one, all)
+}
+
+/// A domain of an earlier release, as it writes itself into the ledger: a
+/// whole entry at `version`, sealed, in group 00's znode.
+async fn write_whole_entry(zk: &ZooKeeperServer, cluster: &str, name: &str, version: u64) {
+    let client = zookeeper_client::Client::connect(&zk.connect_string())
+        .await
+        .expect("connects");
+    let known = Known {
+        member: Member {
+            version,
+            ..member(version as usize)
+        },
+        departed: false,
+        retired: false,
+    };
+    let bytes = serde_json::to_vec(&known).expect("JSON");
+    let mut entry: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+    entry["proof"] = MemberKey::derive(cluster, "secret")
+        .seal(name, &bytes)
+        .into();
+    let path = format!("/xarchive/{cluster}/positions/00");
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    for folder in [
+        "/xarchive".to_owned(),
+        format!("/xarchive/{cluster}"),
+        format!("/xarchive/{cluster}/positions"),
+    ] {
+        let _ = client.create(&folder, b"", &open).await;
+    }
+    let entries = serde_json::json!({ name: entry });
+    client
+        .create(&path, &serde_json::to_vec(&entries).expect("JSON"), &open)
+        .await
+        .expect("the whole entry is written");
+}
+
+/// The names group 00's whole-entry znode and lines hold.
+async fn holders(zk: &ZooKeeperServer, cluster: &str) -> (Vec<String>, Vec<String>) {
+    let client = zookeeper_client::Client::connect(&zk.connect_string())
+        .await
+        .expect("connects");
+    let names = |data: Vec<u8>| -> Vec<String> {
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&data).unwrap_or_default();
+        map.keys().cloned().collect()
+    };
+    let whole = match client
+        .get_data(&format!("/xarchive/{cluster}/positions/00"))
+        .await
+    {
+        Ok((data, _)) => names(data),
+        Err(_) => Vec::new(),
+    };
+    let (lines, _) = client
+        .get_data(&format!("/xarchive/{cluster}/ledger/00/positions"))
+        .await
+        .expect("the group's lines");
+    (whole, names(lines))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_of_an_earlier_release_is_known_by_its_whole_entry_and_knows_this_release_by_its_own(
+) {
+    let zk = ZooKeeperServer::start();
+    let cluster = "mixed";
+    // A domain of an earlier release left its whole entry at version 5 (it
+    // is down now; only that entry bounds what it acknowledged).
+    write_whole_entry(&zk, cluster, "old", 5).await;
+    let stop = CancellationToken::new();
+    let (new, _new_position) = running(settings(zk.connect_string(), cluster), "new", 3, &stop);
+    published_at(&new, 3).await;
+    let mut view = new.view();
+    view.wait_for(|v| v.connected).await.expect("runs");
+    // `auto` found another domain's whole entry: it writes both layouts,
+    // so that domains of the earlier release know it.
+    assert_eq!(
+        holders(&zk, cluster).await,
+        (
+            vec!["new".to_owned(), "old".to_owned()],
+            vec!["new".to_owned()]
+        )
+    );
+    let roster = new.read_current().await.expect("read");
+    assert_eq!(
+        roster.known["old"].member.version, 5,
+        "known by its whole entry"
+    );
+    assert_eq!(roster.known["new"].member.version, 3);
+
+    // Once no domain of an earlier release will run again: `apart` takes
+    // its whole entry out when it registers, and writes its line alone.
+    stop.cancel();
+    view.wait_for(|v| !v.connected).await.expect("stopped");
+    let again = CancellationToken::new();
+    let apart = ZkSettings {
+        ledger: LedgerWrites::Apart,
+        ..settings(zk.connect_string(), cluster)
+    };
+    let (new, position) = running(apart, "new", 4, &again);
+    published_at(&new, 4).await;
+    let mut view = new.view();
+    view.wait_for(|v| v.connected).await.expect("runs");
+    assert_eq!(
+        holders(&zk, cluster).await,
+        (vec!["old".to_owned()], vec!["new".to_owned()])
+    );
+    position.send_replace(Position {
+        epoch: 7,
+        version: 6,
+    });
+    published_at(&new, 6).await;
+    let roster = new.read_current().await.expect("read");
+    assert_eq!(roster.known["new"].member.version, 6, "known by its line");
+    assert_eq!(roster.known["old"].member.version, 5);
+    again.cancel();
 }

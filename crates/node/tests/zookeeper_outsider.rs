@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::watch;
-use xarchive_node::cluster::{ZkSettings, ZooKeeperCoordinator};
+use xarchive_node::cluster::{LedgerWrites, ZkSettings, ZooKeeperCoordinator};
 use xarchive_node::security::auth::{sha256_hex, AuthConfig, Authority, Role, TokenEntry};
 use xarchive_node::security::member::Admission;
 use xarchive_node::shutdown::CancellationToken;
@@ -132,6 +132,7 @@ impl Setup {
                 key: auth.member_key().cloned(),
                 https_only: false,
             },
+            ledger: LedgerWrites::Auto,
         }
     }
 

@@ -1,9 +1,9 @@
 //! A TCP link on loopback between one domain and another that a test can
 //! cut and heal: a partition between two in-process domains, without
 //! network namespaces. (Process-level partitions use namespaces; see the
-//! fault test.) It also counts the requests sent through it, for a test of
-//! what an operation costs a server (ZooKeeper's requests are frames led
-//! by their length).
+//! fault test.) It also counts the requests sent through it and the bytes
+//! answered, for a test of what an operation costs a server (ZooKeeper's
+//! requests are frames led by their length).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -17,6 +17,7 @@ pub struct LoopbackLink {
     cut: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
     frames: Arc<AtomicU64>,
+    answered: Arc<AtomicU64>,
 }
 
 impl LoopbackLink {
@@ -27,8 +28,9 @@ impl LoopbackLink {
         let cut = Arc::new(AtomicBool::new(false));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let frames = Arc::new(AtomicU64::new(0));
+        let answered = Arc::new(AtomicU64::new(0));
         let (target, is_cut, streams) = (target.to_owned(), cut.clone(), open.clone());
-        let counted = frames.clone();
+        let (counted, bytes) = (frames.clone(), answered.clone());
         std::thread::spawn(move || {
             for incoming in listener.incoming() {
                 let Ok(client) = incoming else { continue };
@@ -44,8 +46,8 @@ impl LoopbackLink {
                     held.push(c2);
                     held.push(s2);
                 }
-                pump(&client, &server, Some(counted.clone()));
-                pump(&server, &client, None);
+                pump(&client, &server, Some(counted.clone()), None);
+                pump(&server, &client, None, Some(bytes.clone()));
             }
         });
         Ok(LoopbackLink {
@@ -53,7 +55,13 @@ impl LoopbackLink {
             cut,
             open,
             frames,
+            answered,
         })
+    }
+
+    /// How many bytes the target has sent the clients through the link.
+    pub fn bytes_answered(&self) -> u64 {
+        self.answered.load(Ordering::SeqCst)
     }
 
     /// How many frames led by a 4-byte big-endian length (ZooKeeper's
@@ -87,8 +95,14 @@ impl LoopbackLink {
 }
 
 /// Copies `from` into `to` on a thread of its own until either closes,
-/// counting the length-led frames that pass into `frames` if given.
-fn pump(from: &TcpStream, to: &TcpStream, frames: Option<Arc<AtomicU64>>) {
+/// counting the length-led frames that pass into `frames` and the bytes
+/// into `bytes`, if given.
+fn pump(
+    from: &TcpStream,
+    to: &TcpStream,
+    frames: Option<Arc<AtomicU64>>,
+    bytes: Option<Arc<AtomicU64>>,
+) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -102,6 +116,9 @@ fn pump(from: &TcpStream, to: &TcpStream, frames: Option<Arc<AtomicU64>>) {
             };
             if let Some(frames) = &frames {
                 frames.fetch_add(counter.take(&buf[..n]), Ordering::SeqCst);
+            }
+            if let Some(bytes) = &bytes {
+                bytes.fetch_add(n as u64, Ordering::SeqCst);
             }
             if to.write_all(&buf[..n]).is_err() {
                 break;

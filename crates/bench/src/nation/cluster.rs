@@ -26,6 +26,7 @@ use zookeeper_client as zk;
 use super::light::{light_id, Nation, MEASURED};
 use super::NationBenchArgs;
 use crate::child::ServeChild;
+use crate::meter::Meter;
 use crate::quantile;
 
 /// What one N showed.
@@ -78,12 +79,26 @@ pub struct ClusterRow {
     /// Lookups through the measured domain.
     pub lookup_found_ms_p50: f64,
     pub lookup_absent_ms_p50: f64,
+    pub lookup_absent_ms_p99: f64,
     pub calls_per_found: f64,
     pub calls_per_absent: f64,
-    /// Lookups of absent IDs while writes flow at the steady rate: the
-    /// copies behind a publication in flight are asked (probed).
+    /// Bytes ZooKeeper sent the measured domain per lookup of an absent
+    /// ID (through a counting link: its ledger reads, and its session's
+    /// pings meanwhile).
+    pub zk_bytes_per_absent: f64,
+    /// Lookups of absent IDs while writes flow at the steady rate, with
+    /// copies behind writes in flight.
     pub absent_in_writes_ms_p50: f64,
+    pub absent_in_writes_ms_p99: f64,
     pub calls_per_absent_in_writes: f64,
+    pub zk_bytes_per_absent_in_writes: f64,
+    /// Relay pages the measured domain read a second: in the steady
+    /// phase, and while its lookups of absent IDs went on with the writes.
+    pub relay_pages_per_second_steady: f64,
+    pub relay_pages_per_second_in_lookups: f64,
+    /// The measured domain's CPU (share of a core) while those lookups
+    /// went on with the writes.
+    pub cpu_share_in_lookups: f64,
     /// A held ID answered 404, or an absent one found: must be 0.
     pub lookups_wrong: u64,
     /// Answered 503 (a domain that may hold it not reached, or the
@@ -404,6 +419,9 @@ pub async fn measure(
         ..FilterSettings::default()
     };
     let nation = Nation::new(sizes, filters.clone(), cluster.clone(), &|k| filling.inc(k))?;
+    nation
+        .whole_entries
+        .store(args.whole_entries, Ordering::Relaxed);
     row.relay_fanout = nation.fanout;
     filling.finish_and_clear();
     let _server = nation.serve().await?;
@@ -432,6 +450,9 @@ pub async fn measure(
     joining.enable_steady_tick(Duration::from_millis(200));
     let before = nation.sent.bytes();
     let started = Instant::now();
+    // Its ZooKeeper session goes through a counting link: what a "not
+    // found" costs ZooKeeper in bytes is measured, not computed.
+    let zk_meter = Meter::to(zk_connect).await?;
     let config = dir.path().join("measured.toml");
     std::fs::write(
         &config,
@@ -444,7 +465,7 @@ pub async fn measure(
             "--config".into(),
             config.display().to_string(),
             "--zk".into(),
-            zk_connect.into(),
+            zk_meter.address.clone(),
             "--cluster".into(),
             cluster.clone(),
             "--fpr".into(),
@@ -476,9 +497,10 @@ pub async fn measure(
     // Steady sync.
     let weighted = Weighted::new(sizes);
     nation.lags.lock().clear();
-    let (bytes0, requests0) = (
+    let (bytes0, requests0, pages0) = (
         nation.sent.bytes(),
         nation.sent.requests.load(Ordering::Relaxed),
+        nation.sent.relay_pages.load(Ordering::Relaxed),
     );
     let cpu0 = cpu_seconds(child.pid())?;
     let relayed0 = neighbours_reading.bytes();
@@ -527,6 +549,8 @@ pub async fn measure(
     row.relay_out_bytes_per_second = (neighbours_reading.bytes() - relayed0) as f64 / elapsed;
     row.sync_bytes_per_second = bytes as f64 / elapsed;
     row.sync_requests_per_second = requests as f64 / elapsed;
+    row.relay_pages_per_second_steady =
+        (nation.sent.relay_pages.load(Ordering::Relaxed) - pages0) as f64 / elapsed;
     let per_second =
         |name: &str| (figure(&zk1, name).saturating_sub(figure(&zk0, name))) as f64 / elapsed;
     row.zk_packets_in_per_second = per_second("zk_packets_received");
@@ -615,26 +639,51 @@ pub async fn measure(
     let absent: Vec<String> = (0..args.cluster_lookups)
         .map(|i| format!("absent-{}-{i}", rng.random::<u64>()))
         .collect();
-    (row.lookup_found_ms_p50, row.calls_per_found) =
-        lookups(&client, &nation, &held, 200, &mut row).await;
-    (row.lookup_absent_ms_p50, row.calls_per_absent) =
-        lookups(&client, &nation, &absent, 404, &mut row).await;
+    let found = lookups(&client, &nation, &zk_meter, &held, 200, &mut row).await;
+    (row.lookup_found_ms_p50, row.calls_per_found) = (found.p50_ms, found.calls);
+    let absent = lookups(&client, &nation, &zk_meter, &absent, 404, &mut row).await;
+    (row.lookup_absent_ms_p50, row.lookup_absent_ms_p99) = (absent.p50_ms, absent.p99_ms);
+    (row.calls_per_absent, row.zk_bytes_per_absent) = (absent.calls, absent.zk_bytes);
     // As many again while writes flow: the copies behind a publication in
     // flight cannot rule their domains out, and are asked (the probes).
     let absent: Vec<String> = (0..args.cluster_lookups)
         .map(|i| format!("absent-{}-{i}", rng.random::<u64>()))
         .collect();
     let mut writer_rng = rand::rngs::StdRng::seed_from_u64(rng.random());
-    let (_, _, (ms, calls)) = write_while(
+    let pages0 = nation.sent.relay_pages.load(Ordering::Relaxed);
+    let cpu0 = cpu_seconds(child.pid())?;
+    let (_, _, looked) = write_while(
         &nation,
         &weighted,
         args.write_rate,
         &mut writer_rng,
         None,
-        lookups(&client, &nation, &absent, 404, &mut row),
+        lookups(&client, &nation, &zk_meter, &absent, 404, &mut row),
     )
     .await?;
-    (row.absent_in_writes_ms_p50, row.calls_per_absent_in_writes) = (ms, calls);
+    (row.absent_in_writes_ms_p50, row.absent_in_writes_ms_p99) = (looked.p50_ms, looked.p99_ms);
+    (
+        row.calls_per_absent_in_writes,
+        row.zk_bytes_per_absent_in_writes,
+    ) = (looked.calls, looked.zk_bytes);
+    row.relay_pages_per_second_in_lookups =
+        (nation.sent.relay_pages.load(Ordering::Relaxed) - pages0) as f64 / looked.seconds;
+    row.cpu_share_in_lookups = (cpu_seconds(child.pid())? - cpu0) / looked.seconds;
+    println!(
+        "{n} domains: absent IDs {:.1} / {:.1} ms (p50 / p99), {:.2} calls, {:.0} ZooKeeper bytes each; while {} writes/s flow {:.1} / {:.1} ms, {:.2} calls, {:.0} bytes; relay pages {:.0}/s (steady: {:.0}/s), {:.1} % of a core",
+        row.lookup_absent_ms_p50,
+        row.lookup_absent_ms_p99,
+        row.calls_per_absent,
+        row.zk_bytes_per_absent,
+        args.write_rate,
+        row.absent_in_writes_ms_p50,
+        row.absent_in_writes_ms_p99,
+        row.calls_per_absent_in_writes,
+        row.zk_bytes_per_absent_in_writes,
+        row.relay_pages_per_second_in_lookups,
+        row.relay_pages_per_second_steady,
+        row.cpu_share_in_lookups * 100.0,
+    );
 
     if args.killed > 0.0 {
         with_some_killed(args, &client, &nation, &mut rng, &mut row).await?;
@@ -742,17 +791,28 @@ async fn write_while<T>(
     Ok((sent, acknowledged, outcome))
 }
 
-/// Looks `ids` up through the measured domain, each expected to answer
-/// `right`; returns the median time in ms and the calls to light domains
-/// per lookup.
+/// What [`lookups`] measured.
+struct Looked {
+    p50_ms: f64,
+    p99_ms: f64,
+    /// Calls to light domains per lookup.
+    calls: f64,
+    /// Bytes ZooKeeper sent the measured domain per lookup.
+    zk_bytes: f64,
+    seconds: f64,
+}
+
+/// Looks `ids` up through the measured domain one after the other, each
+/// expected to answer `right`.
 async fn lookups(
     client: &Client,
     nation: &Nation,
+    zk_meter: &Meter,
     ids: &[String],
     right: u16,
     row: &mut ClusterRow,
-) -> (f64, f64) {
-    let calls = nation.sent.lookup_calls();
+) -> Looked {
+    let (calls, zk_bytes, began) = (nation.sent.lookup_calls(), zk_meter.down(), Instant::now());
     let mut ms = Vec::with_capacity(ids.len());
     for id in ids {
         let started = Instant::now();
@@ -761,8 +821,14 @@ async fn lookups(
         row.count(answer, right);
     }
     ms.sort_by(f64::total_cmp);
-    let per_lookup = (nation.sent.lookup_calls() - calls) as f64 / ids.len().max(1) as f64;
-    (quantile(&ms, 0.5), per_lookup)
+    let count = ids.len().max(1) as f64;
+    Looked {
+        p50_ms: quantile(&ms, 0.5),
+        p99_ms: quantile(&ms, 0.99),
+        calls: (nation.sent.lookup_calls() - calls) as f64 / count,
+        zk_bytes: (zk_meter.down() - zk_bytes) as f64 / count,
+        seconds: began.elapsed().as_secs_f64(),
+    }
 }
 
 /// The rows, as two tables: the measured domain, and ZooKeeper and lookups.

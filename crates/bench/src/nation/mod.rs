@@ -126,6 +126,11 @@ pub struct NationBenchArgs {
     /// counts the absent IDs none of whose vain candidates is among them.
     #[arg(long, default_value_t = 0.01)]
     killed: f64,
+    /// The light publishers write whole entries in the positions ledger,
+    /// as domains of earlier releases do (to measure such a build, which
+    /// reads nothing else), instead of lines and descriptions.
+    #[arg(long)]
+    whole_entries: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -723,6 +728,7 @@ mod tests {
             watchers: 0,
             cluster_lookups: 0,
             killed: 0.0,
+            whole_entries: false,
         };
         let bar = ProgressBar::hidden();
         let mut out = Vec::new();

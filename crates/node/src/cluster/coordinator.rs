@@ -356,9 +356,10 @@ pub trait Coordinator: Send + Sync + 'static {
     /// Every domain's last published position read from the coordinator,
     /// reflecting every publication completed before this call, in a
     /// number of requests that does not grow with the domains (ZooKeeper:
-    /// a `sync`, a listing of the ledger's groups and one multi-read). An
-    /// error means the positions cannot be confirmed now. Shared: the same
-    /// `Arc` as the last read's while nothing changed.
+    /// a `sync` and one multi-read of the groups' stamps, then only the
+    /// groups that changed). An error means the positions cannot be
+    /// confirmed now. Shared: the same `Arc` as the last read's while
+    /// nothing changed.
     fn read_current(&self) -> BoxFuture<'_, Result<Arc<Roster>, CoordError>>;
 
     /// A line for logs and `/v1/cluster`.

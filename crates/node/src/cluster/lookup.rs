@@ -4,16 +4,18 @@
 //! 10.57237/j.cst.2023.04.008; README.md). "Not found" is answered
 //! only when every domain that could hold the ID has said it does not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::cache::Cached;
-use super::replicas::PeerInfo;
-use super::ruled_out::{catching_up, everyone_known, not_ruled_out};
+use super::coordinator::Roster;
+use super::replicas::{covers, PeerInfo};
+use super::ruled_out::{ask_now, catching_up, everyone_known, not_ruled_out, LONGEST_WAIT};
 use super::Cluster;
+use crate::local::domain::Position;
 use crate::local::id::ArchiveId;
 use crate::local::record::{Record, StoredRecord};
 use crate::wire::CacheRoute;
@@ -54,9 +56,13 @@ enum Answer<T> {
 }
 
 async fn fetch(cluster: &Cluster, name: &str, address: &str, id: &str) -> Answer<Option<Record>> {
+    let began = Instant::now();
     match cluster.peer_client(address) {
         Ok(client) => match client.get(id).await {
-            Ok(record) => Answer::Got(record),
+            Ok(record) => {
+                cluster.call_times.lock().record(began.elapsed());
+                Answer::Got(record)
+            }
             Err(e) => {
                 tracing::debug!(peer = name, error = %e, "fetch failed");
                 Answer::Unreachable(e.to_string())
@@ -67,9 +73,13 @@ async fn fetch(cluster: &Cluster, name: &str, address: &str, id: &str) -> Answer
 }
 
 async fn probe(cluster: &Cluster, address: &str, id: &str) -> Answer<bool> {
+    let began = Instant::now();
     match cluster.peer_client(address) {
         Ok(client) => match client.contains(id).await {
-            Ok(maybe) => Answer::Got(maybe),
+            Ok(maybe) => {
+                cluster.call_times.lock().record(began.elapsed());
+                Answer::Got(maybe)
+            }
             Err(e) => Answer::Unreachable(e.to_string()),
         },
         Err(e) => Answer::Unreachable(e.to_string()),
@@ -168,13 +178,6 @@ impl Started {
         Lookup { outcome, route }
     }
 }
-
-/// How long a "not found" waits for copies behind a write in flight
-/// before it asks their domains instead: two relay reads. While 1 000
-/// writes a second flow nationwide, some thirty copies are behind at any
-/// moment, and asking each (a probe) made thirty calls of every "not
-/// found" (docs/SCALING.md, "Probes while writes flow").
-const CATCH_UP: Duration = super::relay::PULL_INTERVAL.saturating_mul(2);
 
 impl Cluster {
     /// The candidates for `id` and the positions of the copies they came
@@ -281,10 +284,15 @@ pub(crate) async fn routed(
 
     if found.is_none() {
         // Nobody asked had it. Every other domain that the copies cannot
-        // rule out is probed; while the coordinator cannot be read, that
-        // is every domain known, and the answer cannot be "not found".
-        let mut asked: BTreeSet<String> = route.asked.iter().cloned().collect();
-        let mut stale = match cluster.confirmed().await {
+        // rule out is settled (asked, or its copy waited for); while the
+        // coordinator cannot be read, every domain known is asked, and the
+        // answer cannot be "not found".
+        let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
+        // While writes flow, copies behind a write in flight are likely:
+        // the relay followers read now, while the ledger is read (a
+        // follower in a long poll, when changes are few, is not woken).
+        cluster.relay_wanted.notify_waiters();
+        match cluster.confirmed().await {
             Ok(roster) => {
                 // A candidate retired since its copy was read here: its
                 // silence is not a 503 (`cluster forget`).
@@ -293,30 +301,20 @@ pub(crate) async fn routed(
                 route.errors.retain(|n, _| !retired.contains(n));
                 let mut stale = not_ruled_out(&roster, &peers, &cluster.me);
                 stale.retain(|(name, _)| !asked.contains(name));
-                // Copies behind a write in flight: waited for, then routed
-                // by again (candidates and positions read together, judged
-                // against the same ledger read, begun after this lookup
-                // began, so the rule above holds unchanged).
-                let awaited = catching_up(&roster, &peers, &stale);
-                if !awaited.is_empty() && cluster.copies_catch_up(&awaited, CATCH_UP).await {
-                    let (candidates, peers) = cluster.routed_by_copies(id.as_str());
-                    let mut targets = addressed(&candidates, &peers);
-                    targets.retain(|(name, _)| !asked.contains(name));
-                    found = fetch_any(&cluster, id.as_str(), &targets, &mut route).await;
-                    asked.extend(targets.into_iter().map(|(name, _)| name));
-                    stale = not_ruled_out(&roster, &peers, &cluster.me);
+                if !stale.is_empty() {
+                    let behind = catching_up(&roster, &peers, &stale);
+                    found = settle(&cluster, &id, &roster, stale, &behind, asked, &mut route).await;
                 }
-                stale
             }
             Err(e) => {
                 tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
                 route.unconfirmed = Some(e.to_string());
-                everyone_known(&cluster, &peers)
+                let mut everyone = everyone_known(&cluster, &peers);
+                everyone.retain(|(name, _)| !asked.contains(name));
+                if !everyone.is_empty() {
+                    found = broadcast(&cluster, id.as_str(), everyone, &mut route).await;
+                }
             }
-        };
-        stale.retain(|(name, _)| !asked.contains(name));
-        if found.is_none() && !stale.is_empty() {
-            found = broadcast(&cluster, id.as_str(), stale, &mut route).await;
         }
     }
     // A catalogue entry (what the holding archive's policy gives another
@@ -329,6 +327,258 @@ pub(crate) async fn routed(
         }
     }
     Remote { found, route }
+}
+
+/// A domain a "not found" must still settle, as [`settle`] holds it.
+struct Open {
+    address: String,
+    /// What the ledger read says it last published: its copy here settles
+    /// it once it covers this.
+    published: Option<Position>,
+    /// Asked already (a probe in flight or answered).
+    asked: bool,
+    /// Why its probe failed, while its copy may still come to settle it.
+    failed: Option<String>,
+}
+
+/// What one of [`settle`]'s calls answered.
+enum Settled {
+    Probe(String, Answer<bool>),
+    /// A record read, and whether a probe's "maybe" led to it (else the
+    /// domain's copy did).
+    Fetch(String, Answer<Option<Record>>, bool),
+}
+
+/// Settles each of `stale` (name, address: the domains the copies read
+/// with the candidates could not rule out, not asked yet) by whichever
+/// comes first:
+/// - its answer: a probe of its live filter, then, on "maybe", a read of
+///   the record; its live filter holds every write it acknowledged before
+///   this lookup began (the filter changes with the store, under the
+///   writer lock, before a write is acknowledged);
+/// - its copy here, once that covers the position `roster` (a ledger read
+///   begun after this lookup began) gives for it, read together with the
+///   copies' candidates for `id`: such a copy holds every write the domain
+///   acknowledged before this lookup began (`not_ruled_out`), so its "no"
+///   rules the domain out and its "maybe" has the record read from it.
+///
+/// The domains in `behind` (copies of the published epoch only behind its
+/// version: a write in flight the relay brings) are asked at once if they
+/// are a handful, else waited for, with the relay asked to read now, as
+/// long as asking them would take ([`ask_now`]); the others are asked at
+/// once. A domain neither answering nor covered by its copy within
+/// [`LONGEST_WAIT`] is unreachable: the lookup answers 503, never "not
+/// found". So nothing acknowledged before the lookup began is missed,
+/// whichever way each domain is settled.
+async fn settle(
+    cluster: &Cluster,
+    id: &ArchiveId,
+    roster: &Roster,
+    stale: Vec<(String, String)>,
+    behind: &[(String, Position)],
+    mut fetched: BTreeSet<String>,
+    route: &mut Route,
+) -> Option<(Record, String)> {
+    let id = id.as_str();
+    let waiting: BTreeSet<&str> = behind.iter().map(|(name, _)| name.as_str()).collect();
+    let mut open: BTreeMap<String, Open> = stale
+        .into_iter()
+        .map(|(name, address)| {
+            let published = roster
+                .known
+                .get(&name)
+                .filter(|known| !known.retired)
+                .map(|known| known.member.position());
+            let asked = !waiting.contains(name.as_str());
+            let open = Open {
+                address,
+                published,
+                asked,
+                failed: None,
+            };
+            (name, open)
+        })
+        .collect();
+    let behind_at_first = waiting.len();
+    let mut moved = cluster.replicas.read().moved();
+    let woken = !ask_now(behind_at_first, std::time::Duration::ZERO, LONGEST_WAIT);
+    if woken {
+        cluster.relay_wanted.notify_waiters();
+    }
+    let began = tokio::time::Instant::now();
+    let mut calls: FuturesUnordered<futures::future::BoxFuture<'_, Settled>> =
+        FuturesUnordered::new();
+    let probe_each = |names: Vec<(String, String)>,
+                      calls: &mut FuturesUnordered<_>,
+                      route: &mut Route| {
+        route.broadcast |= !names.is_empty();
+        route.remote_calls += names.len();
+        for (name, address) in names {
+            route.probed.push(name.clone());
+            calls.push(Box::pin(async move {
+                let answer = probe(cluster, &address, id).await;
+                Settled::Probe(name, answer)
+            }) as futures::future::BoxFuture<'_, Settled>);
+        }
+    };
+    let fetch_from = |name: String,
+                      address: String,
+                      after_probe: bool,
+                      calls: &mut FuturesUnordered<_>,
+                      route: &mut Route| {
+        route.remote_calls += 1;
+        route.asked.push(name.clone());
+        calls.push(Box::pin(async move {
+            let answer = fetch(cluster, &name, &address, id).await;
+            Settled::Fetch(name, answer, after_probe)
+        }) as futures::future::BoxFuture<'_, Settled>);
+    };
+    let at_once: Vec<(String, String)> = open
+        .iter()
+        .filter(|(_, o)| o.asked)
+        .map(|(n, o)| (n.clone(), o.address.clone()))
+        .collect();
+    probe_each(at_once, &mut calls, route);
+    loop {
+        // Copies that came to cover what their domains published settle
+        // them, with their candidates read under the same lock.
+        let covered: Vec<(String, String, bool)> = {
+            let replicas = cluster.replicas.read();
+            let covered: Vec<&String> = open
+                .iter()
+                .filter(|(name, o)| {
+                    o.published.is_some()
+                        && covers(
+                            replicas.peer(name).and_then(|p| p.copy_position()),
+                            o.published,
+                        )
+                })
+                .map(|(name, _)| name)
+                .collect();
+            let candidates = if covered.is_empty() {
+                Vec::new()
+            } else {
+                replicas.candidates(id)
+            };
+            covered
+                .into_iter()
+                .map(|name| {
+                    let maybe = candidates.contains(name);
+                    (name.clone(), open[name].address.clone(), maybe)
+                })
+                .collect()
+        };
+        for (name, address, maybe) in covered {
+            open.remove(&name);
+            if maybe && fetched.insert(name.clone()) {
+                fetch_from(name, address, false, &mut calls, route);
+            }
+        }
+        // Those still waited for are asked once it is time.
+        let waited = began.elapsed();
+        let still: Vec<(String, String)> = open
+            .iter()
+            .filter(|(_, o)| !o.asked)
+            .map(|(n, o)| (n.clone(), o.address.clone()))
+            .collect();
+        let mut ask_at = None;
+        if !still.is_empty() {
+            let mut asking = cluster.call_times.lock().slowest_of(still.len());
+            if woken {
+                asking += super::relay::WOKEN_SPACING;
+            }
+            if ask_now(behind_at_first, waited, asking) {
+                for (name, _) in &still {
+                    if let Some(o) = open.get_mut(name) {
+                        o.asked = true;
+                    }
+                }
+                probe_each(still, &mut calls, route);
+            } else {
+                ask_at = Some(began + asking.min(LONGEST_WAIT));
+            }
+        }
+        // A probe that failed waits for its copy until the longest wait.
+        let failed: Vec<String> = open
+            .iter()
+            .filter(|(_, o)| o.failed.is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        if !failed.is_empty() {
+            if waited >= LONGEST_WAIT {
+                for name in failed {
+                    if let Some(Open {
+                        failed: Some(e), ..
+                    }) = open.remove(&name)
+                    {
+                        route.errors.insert(name.clone(), e);
+                        route.unreachable.push(name);
+                    }
+                }
+            } else {
+                let until = began + LONGEST_WAIT;
+                ask_at = Some(ask_at.map_or(until, |at: tokio::time::Instant| at.min(until)));
+            }
+        }
+        if open.is_empty() && calls.is_empty() {
+            return None;
+        }
+        let next = tokio::select! {
+            Some(settled) = calls.next() => Some(settled),
+            changed = moved.changed() => {
+                if changed.is_err() {
+                    // The copies went with the cluster: no copy will come.
+                    moved = tokio::sync::watch::channel(0).1;
+                }
+                None
+            }
+            _ = sleep_until_some(ask_at) => None,
+        };
+        match next {
+            Some(Settled::Probe(name, answer)) => {
+                let Some(o) = open.get_mut(&name) else {
+                    continue; // settled by its copy meanwhile
+                };
+                match answer {
+                    Answer::Got(false) => {
+                        open.remove(&name);
+                    }
+                    Answer::Got(true) => {
+                        let address = o.address.clone();
+                        open.remove(&name);
+                        if fetched.insert(name.clone()) {
+                            fetch_from(name, address, true, &mut calls, route);
+                        }
+                    }
+                    Answer::Unreachable(e) if o.published.is_some() => o.failed = Some(e),
+                    Answer::Unreachable(e) => {
+                        open.remove(&name);
+                        route.errors.insert(name.clone(), e);
+                        route.unreachable.push(name);
+                    }
+                }
+            }
+            Some(Settled::Fetch(name, answer, after_probe)) => match answer {
+                Answer::Got(Some(record)) => return Some((record, name)),
+                // A probe's "maybe" is not a replica's false positive.
+                Answer::Got(None) if !after_probe => route.false_positive_hops += 1,
+                Answer::Got(None) => {}
+                Answer::Unreachable(e) => {
+                    route.errors.insert(name.clone(), e);
+                    route.unreachable.push(name);
+                }
+            },
+            None => {}
+        }
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => futures::future::pending().await,
+    }
 }
 
 /// `names` with the addresses of their copies in `peers` (read with them).

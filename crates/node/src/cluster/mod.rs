@@ -4,6 +4,7 @@
 
 mod backoff;
 pub mod cache;
+mod call_times;
 pub mod client;
 mod confirm;
 pub(crate) mod coordinator;
@@ -30,10 +31,11 @@ use tokio::sync::watch;
 
 pub use coordinator::{CoordError, Coordinator, Known, Member, MemberChange, Roster, View};
 pub use inprocess::{Hub, InProcessCoordinator};
+pub use ledger::lines::{Described, Line};
 pub use ledger::valid_group;
 pub use relay::{neighbours, pause_after, Relay};
 pub use sliced::MIN_SLICED;
-pub use zookeeper::{ZkSettings, ZooKeeperCoordinator};
+pub use zookeeper::{LedgerWrites, ZkSettings, ZooKeeperCoordinator};
 
 use crate::cluster::cache::Cache;
 use crate::cluster::client::{Client, ClientError, FetchedFilter, FetchedKeys};
@@ -120,6 +122,10 @@ pub struct ClusterConfig {
     /// last write could be cut off unseen, and ZooKeeper takes one write
     /// per domain per cadence.
     pub audit_anchor_ms: u64,
+    /// Which layouts of the positions ledger this domain writes: `auto`,
+    /// `both` (while a domain of an earlier release may run) or `apart`
+    /// (docs/OPERATIONS.md, "Upgrading the ledger").
+    pub ledger: LedgerWrites,
 }
 
 impl Default for ClusterConfig {
@@ -138,6 +144,7 @@ impl Default for ClusterConfig {
             relay_grace_ms: 1_000,
             probe_timeout_ms: 1_000,
             audit_anchor_ms: 5_000,
+            ledger: LedgerWrites::Auto,
         }
     }
 }
@@ -158,6 +165,7 @@ pub fn coordinator_for(
             publish_interval: Duration::from_millis(config.publish_interval_ms),
             credentials,
             admission,
+            ledger: config.ledger,
         }),
         None => Hub::new().coordinator(),
     }
@@ -200,6 +208,12 @@ pub struct Cluster {
     /// The relay tree neighbours now (name, address): a first copy is
     /// taken from one of them where it can be (`sync.rs`).
     pub(crate) neighbours: RwLock<Vec<(String, String)>>,
+    /// Wakes the relay followers between two reads: a "not found" waits
+    /// for copies behind a write in flight (`relay/follow.rs`).
+    pub(crate) relay_wanted: tokio::sync::Notify,
+    /// How long calls to other domains took lately: how long a "not
+    /// found" may wait for a copy instead of asking (`lookup.rs`).
+    pub(crate) call_times: parking_lot::Mutex<call_times::CallTimes>,
 }
 
 /// See [`Cluster::snapshots`].
@@ -254,6 +268,10 @@ impl Cluster {
             snapshots: tokio::sync::Semaphore::new(SNAPSHOTS_AT_ONCE),
             relay: relay::Relay::default(),
             neighbours: RwLock::new(Vec::new()),
+            relay_wanted: tokio::sync::Notify::new(),
+            call_times: parking_lot::Mutex::new(call_times::CallTimes::new(
+                ruled_out::LONGEST_WAIT,
+            )),
             flights: Default::default(),
             confirmations: Default::default(),
             positions_taken: Default::default(),

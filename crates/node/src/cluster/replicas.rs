@@ -194,6 +194,9 @@ pub struct Replicas {
     key_id: String,
     sliced: HashMap<BloomGeometry, Sliced>,
     peers: BTreeMap<String, Peer>,
+    /// Counts the times a copy moved (installed or brought forward), for
+    /// the lookups waiting for copies behind a write in flight.
+    moved: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +227,13 @@ impl Replicas {
             key_id: key_id.to_owned(),
             sliced: HashMap::new(),
             peers: BTreeMap::new(),
+            moved: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// Changes whenever a copy is installed or brought forward.
+    pub fn moved(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.moved.subscribe()
     }
 
     /// Takes in the positions a read of the coordinator's ledger found,
@@ -552,6 +561,7 @@ impl Replicas {
         if let Some(geometry) = unsliced {
             self.slice_if_worth_it(geometry);
         }
+        self.moved.send_modify(|n| *n += 1);
         Ok(())
     }
 
@@ -579,6 +589,7 @@ impl Replicas {
             version: delta.to_version,
         });
         peer.note_lag();
+        self.moved.send_modify(|n| *n += 1);
         Ok(())
     }
 

@@ -5,14 +5,22 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::coordinator::{Known, Roster};
 use super::replicas::{covers, PeerInfo};
 use super::Cluster;
 use crate::local::domain::Position;
 
-/// How often [`Cluster::copies_catch_up`] looks at the copies it waits for.
-const CATCH_UP_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+/// How many copies behind a write in flight a "not found" does not wait
+/// for: their domains are asked at once (each settled by its answer or
+/// its copy, whichever comes first). A handful of calls costs less than
+/// a wait; thirty do not, and are waited for ([`ask_now`]).
+pub(crate) const ASK_AT_ONCE: usize = 4;
+
+/// The longest a "not found" waits for copies behind a write in flight
+/// before asking their domains: two relay reads.
+pub(crate) const LONGEST_WAIT: Duration = super::relay::PULL_INTERVAL.saturating_mul(2);
 
 /// The other domains whose copies held here cannot rule an ID out, with
 /// their addresses, given the positions just read from the coordinator:
@@ -105,36 +113,18 @@ pub(crate) fn catching_up(
         .collect()
 }
 
-impl Cluster {
-    /// Waits, at most `limit`, until the copies held here cover the
-    /// positions `awaited` (from [`catching_up`]); true if any came to
-    /// cover its position, so that routing again is worth it.
-    pub(super) async fn copies_catch_up(
-        &self,
-        awaited: &[(String, Position)],
-        limit: std::time::Duration,
-    ) -> bool {
-        let covered = |replicas: &super::replicas::Replicas| {
-            awaited
-                .iter()
-                .filter(|(name, published)| {
-                    covers(
-                        replicas.peer(name).and_then(|p| p.position),
-                        Some(*published),
-                    )
-                })
-                .count()
-        };
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let count = covered(&self.replicas.read());
-            if count == awaited.len() || tokio::time::Instant::now() >= deadline {
-                return count > 0;
-            }
-            tokio::time::sleep(CATCH_UP_POLL).await;
-        }
-    }
+/// Whether a "not found" asks now the domains whose copies it waits for
+/// (behind a write in flight, [`catching_up`]): at once when there were
+/// no more than [`ASK_AT_ONCE`] at first; else once it has waited as long
+/// as asking those still behind would take (`asking`: the slowest of that
+/// many calls, as measured), and never longer than [`LONGEST_WAIT`].
+/// Either way each stays settled by its copy if that comes first, so
+/// asking or waiting changes what it costs, never what it answers.
+pub(crate) fn ask_now(behind_at_first: usize, waited: Duration, asking: Duration) -> bool {
+    behind_at_first <= ASK_AT_ONCE || waited >= asking.min(LONGEST_WAIT)
+}
 
+impl Cluster {
     /// Every domain's last published position, read after this call began
     /// (shared with the lookups and searches waiting at the same time).
     pub(super) async fn confirmed(&self) -> Result<Arc<Roster>, super::CoordError> {
@@ -359,6 +349,19 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_handful_behind_is_asked_at_once_and_more_once_the_wait_is_as_long_as_asking() {
+        let ms = Duration::from_millis;
+        assert!(ask_now(ASK_AT_ONCE, ms(0), ms(40)), "a handful: at once");
+        assert!(!ask_now(30, ms(0), ms(40)), "thirty: waited for");
+        assert!(!ask_now(30, ms(39), ms(40)));
+        assert!(ask_now(30, ms(40), ms(40)), "as long as asking takes");
+        assert!(
+            ask_now(30, LONGEST_WAIT, ms(10_000)),
+            "never longer than two relay reads"
+        );
+    }
+
     fn registered(entries: &[(&str, u64)]) -> Roster {
         let all: Vec<_> = entries.iter().map(|&(n, v)| (n, v, false, false)).collect();
         roster(&all)
@@ -451,6 +454,22 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Once asking is due it stays due as the wait goes on, and no
+        /// wait outlasts the longest.
+        #[test]
+        fn once_asking_is_due_it_stays_due(
+            behind in 0usize..100,
+            waited in 0u64..500,
+            later in 0u64..500,
+            asking in 0u64..10_000,
+        ) {
+            let ms = Duration::from_millis;
+            if ask_now(behind, ms(waited), ms(asking)) {
+                proptest::prop_assert!(ask_now(behind, ms(waited + later), ms(asking)));
+            }
+            proptest::prop_assert!(ask_now(behind, LONGEST_WAIT, ms(asking)));
+        }
+
         /// Whatever the roster and the copies, the domains asked are
         /// everyone else not retired, less those whose copy covers what the
         /// roster says they published.

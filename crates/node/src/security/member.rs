@@ -8,7 +8,9 @@
 //!   member token of before named nobody and never expired;
 //! - a **seal** on what each domain writes about itself in ZooKeeper (its
 //!   registration, its record under `known/`): a registration written by
-//!   anyone without the secret, in a folder someone left open, is ignored.
+//!   anyone without the secret, in a folder someone left open, is ignored;
+//!   its lines in the positions ledger carry a shorter one (a
+//!   truncated MAC, since every reader of a group reads every line).
 //!
 //! Anyone holding the secret can still speak for any member: the secret
 //! is the cluster's trust root (docs/SECURITY.md says so).
@@ -26,6 +28,9 @@ pub const BACKUP_MAC: &str = "backup mac";
 
 /// Seconds in one credential window.
 pub const WINDOW_SECS: u64 = 600;
+
+/// Bytes of the MAC kept in a line's seal: 96 bits, past guessing.
+const LINE_SEAL_BYTES: usize = 12;
 
 /// Credentials start with this, to tell them from client tokens.
 const PREFIX: &str = "xam.";
@@ -127,6 +132,30 @@ impl MemberKey {
                 .is_ok()
         })
     }
+
+    /// The seal of a line `name` writes in the positions ledger (`bytes`),
+    /// in URL-safe base64 (16 characters).
+    pub fn seal_line(&self, name: &str, bytes: &[u8]) -> String {
+        use base64::Engine;
+        let tag = self
+            .mac(&[b"line", name.as_bytes(), bytes])
+            .finalize()
+            .into_bytes();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&tag[..LINE_SEAL_BYTES])
+    }
+
+    /// Whether `seal` is `name`'s seal of the line `bytes`.
+    pub fn check_line_seal(&self, name: &str, bytes: &[u8], seal: &str) -> bool {
+        use base64::Engine;
+        let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(seal);
+        tag.is_ok_and(|tag| {
+            tag.len() == LINE_SEAL_BYTES
+                && self
+                    .mac(&[b"line", name.as_bytes(), bytes])
+                    .verify_truncated_left(&tag)
+                    .is_ok()
+        })
+    }
 }
 
 /// Whether `token` has the form of a member credential (not a client
@@ -149,6 +178,20 @@ impl Admission {
     /// The seal of what `name` writes about itself, if the cluster seals.
     pub fn seal(&self, name: &str, bytes: &[u8]) -> Option<String> {
         self.key.as_ref().map(|key| key.seal(name, bytes))
+    }
+
+    /// The seal of a line `name` writes in the positions ledger, if the
+    /// cluster seals.
+    pub fn seal_line(&self, name: &str, bytes: &[u8]) -> Option<String> {
+        self.key.as_ref().map(|key| key.seal_line(name, bytes))
+    }
+
+    /// Whether `seal` is `name`'s seal of the line `bytes` (anything holds
+    /// in a cluster without a secret).
+    pub fn line_seal_holds(&self, name: &str, bytes: &[u8], seal: &str) -> bool {
+        self.key
+            .as_ref()
+            .is_none_or(|key| key.check_line_seal(name, bytes, seal))
     }
 
     /// Whether `proof` is `name`'s seal of `bytes` (anything holds in a
@@ -189,6 +232,20 @@ mod tests {
 
     fn key() -> MemberKey {
         MemberKey::derive("archives", "a secret of sixteen or more")
+    }
+
+    #[test]
+    fn a_line_seal_holds_for_its_writer_and_line_only() {
+        let k = key();
+        let seal = k.seal_line("A", b"7.2a.0");
+        assert_eq!(seal.len(), 16);
+        assert!(k.check_line_seal("A", b"7.2a.0", &seal));
+        assert!(!k.check_line_seal("B", b"7.2a.0", &seal), "another writer");
+        assert!(!k.check_line_seal("A", b"7.2b.0", &seal), "another line");
+        assert!(!k.check_line_seal("A", b"7.2a.0", &seal[..12]), "cut short");
+        assert!(!k.check_line_seal("A", b"7.2a.0", &k.seal("A", b"7.2a.0")));
+        let other = MemberKey::derive("archives", "another secret of sixteen");
+        assert!(!other.check_line_seal("A", b"7.2a.0", &seal));
     }
 
     #[test]

@@ -156,6 +156,8 @@ pub struct Sent {
     pub key_filters: AtomicU64,
     pub records: AtomicU64,
     pub requests: AtomicU64,
+    /// Relay pages the measured domain read.
+    pub relay_pages: AtomicU64,
     pub record_reads: AtomicU64,
     pub probes: AtomicU64,
 }
@@ -198,13 +200,17 @@ pub struct Nation {
     /// relay tree's layout.
     pub tree: Vec<String>,
     pub fanout: usize,
-    /// Each ledger group's entries and znode version as last written
-    /// here; a group's publications take its lock one at a time (they all
-    /// come from this process), so they rarely meet another writer.
+    /// Each ledger group's entries (or lines) and znode version as last
+    /// written here; a group's publications take its lock one at a time
+    /// (they all come from this process), so they rarely meet another
+    /// writer.
     ledgers: Vec<tokio::sync::Mutex<Option<(Ledger, i32)>>>,
+    /// Whether they write whole entries, as domains of earlier releases
+    /// read them (`--whole-entries`), instead of lines.
+    pub whole_entries: AtomicBool,
 }
 
-/// A ledger znode's entries.
+/// A ledger znode's entries, or its lines (each a JSON string).
 type Ledger = serde_json::Map<String, serde_json::Value>;
 
 /// The measured domain's name.
@@ -294,6 +300,7 @@ impl Nation {
             tree,
             fanout: ClusterConfig::default().relay_fanout,
             ledgers,
+            whole_entries: AtomicBool::new(false),
         }))
     }
 

@@ -266,6 +266,7 @@ async fn relay(
     };
     let read = domain.relay.read(q.relay, q.from, &q.asker).await;
     if q.asker == MEASURED {
+        nation.sent.relay_pages.fetch_add(1, Ordering::Relaxed);
         for entry in &read.entries {
             if let Some(&origin) = nation.by_name.get(&entry.header.origin) {
                 let origin = &nation.domains[origin];

@@ -1,6 +1,8 @@
 //! The light domains in ZooKeeper, in the very forms a domain writes:
 //! their registrations (one session and ephemeral znode each) and their
-//! entries in the positions ledger, published together.
+//! lines in the positions ledger with their descriptions, published
+//! together (or whole entries, as domains of earlier releases write
+//! them, with `--whole-entries`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -9,24 +11,62 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures::StreamExt;
-use xarchive_node::cluster::Member;
-use xarchive_node::FilterKind;
+use xarchive_node::cluster::{Described, Line, Member};
+use xarchive_node::{FilterKind, Position};
 use zookeeper_client as zk;
 
 use super::{Ledger, LightDomain, Nation, LEDGER_GROUP};
 
 impl Nation {
-    /// The znode of the ledger group of domain `index`.
+    fn whole(&self) -> bool {
+        self.whole_entries.load(Ordering::Relaxed)
+    }
+
+    /// The ledger group of domain `index`.
+    fn group(index: usize) -> String {
+        format!("L{:02}", index / LEDGER_GROUP)
+    }
+
+    /// The znode of the ledger group of domain `index`: its whole entries,
+    /// or its lines.
     fn ledger_path(&self, index: usize) -> String {
-        format!("{}/L{:02}", self.folder("positions"), index / LEDGER_GROUP)
+        if self.whole() {
+            format!("{}/{}", self.folder("positions"), Self::group(index))
+        } else {
+            format!("{}/{}/positions", self.folder("ledger"), Self::group(index))
+        }
     }
 
     /// `d`'s entry in its ledger group: its member, flattened, and
-    /// `departed`.
+    /// `departed`; or its line, naming its description's first version.
     fn entry(&self, d: &LightDomain) -> anyhow::Result<serde_json::Value> {
+        if !self.whole() {
+            let member = self.member(d);
+            let line = Line {
+                position: Position {
+                    epoch: member.epoch,
+                    version: member.version,
+                },
+                described: 0,
+            };
+            return Ok(line.sealed(None).into());
+        }
         let mut known = serde_json::to_value(self.member(d))?;
         known["departed"] = false.into();
         Ok(known)
+    }
+
+    /// `d`'s description, beside its lines.
+    fn description(&self, d: &LightDomain) -> anyhow::Result<Vec<u8>> {
+        let member = self.member(d);
+        Ok(serde_json::to_vec(&Described {
+            address: member.address,
+            kind: member.kind,
+            keys: member.keys,
+            signing_key: member.signing_key,
+            departed: false,
+            retired: false,
+        })?)
     }
 
     fn folder(&self, what: &str) -> String {
@@ -45,10 +85,10 @@ impl Nation {
         }
     }
 
-    /// Writes every light domain's entry into the positions ledger (in
-    /// groups of about a hundred, as provinces would be), then opens a
-    /// session per light domain (`parallel` at a time) and registers its
-    /// ephemeral znode, as a domain does.
+    /// Writes every light domain's entry or line into the positions ledger
+    /// (in groups of about a hundred, as provinces would be) and its
+    /// description, then opens a session per light domain (`parallel` at a
+    /// time) and registers its ephemeral znode, as a domain does.
     /// Returns how long it took.
     pub async fn register(
         self: &Arc<Self>,
@@ -61,12 +101,21 @@ impl Nation {
             .connect(zk_connect)
             .await
             .context("cannot reach ZooKeeper")?;
-        for path in [
+        let mut folders = vec![
             "/xarchive".to_owned(),
             format!("/xarchive/{}", self.cluster),
             self.folder("domains"),
-            self.folder("positions"),
-        ] {
+        ];
+        if self.whole() {
+            folders.push(self.folder("positions"));
+        } else {
+            folders.push(self.folder("ledger"));
+            folders.push(self.folder("members"));
+            for group in (0..self.domains.len()).step_by(LEDGER_GROUP) {
+                folders.push(format!("{}/{}", self.folder("ledger"), Self::group(group)));
+            }
+        }
+        for path in folders {
             match root
                 .create(
                     &path,
@@ -80,6 +129,25 @@ impl Nation {
             }
         }
         let started = Instant::now();
+        if !self.whole() {
+            let descriptions: Vec<anyhow::Result<()>> = futures::stream::iter(&self.domains)
+                .map(|d| {
+                    let root = &root;
+                    async move {
+                        let path = format!("{}/{}", self.folder("members"), d.name);
+                        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                        let data = self.description(d)?;
+                        match root.create(&path, &data, &open).await {
+                            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                            Err(e) => Err(e).with_context(|| format!("cannot write {path}")),
+                        }
+                    }
+                })
+                .buffer_unordered(parallel)
+                .collect()
+                .await;
+            descriptions.into_iter().collect::<anyhow::Result<()>>()?;
+        }
         let mut groups: BTreeMap<usize, Ledger> = BTreeMap::new();
         for d in &self.domains {
             groups
@@ -156,6 +224,13 @@ impl Nation {
             let mut writer = client.new_multi_writer();
             writer.add_check_version(&self.path(domain), -1)?;
             writer.add_set_data(&path, &serde_json::to_vec(&entries)?, Some(version))?;
+            if !self.whole() {
+                // Readers see the group changed by its folder's stat.
+                let tick = path.replace("/positions", "/tick");
+                let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                writer.add_create(&tick, b"", &open)?;
+                writer.add_delete(&tick, None)?;
+            }
             match writer.commit().await {
                 Ok(_) => {
                     *ledger = Some((entries, version + 1));

@@ -20,6 +20,12 @@ use crate::wire::{split_delta_with_ids, RelayEntry, RelayHeader, RelayPart};
 /// [`pause_after`]).
 pub(crate) const PULL_INTERVAL: Duration = Duration::from_millis(50);
 
+/// Least time between the start of two reads of a neighbour's relay when
+/// a lookup asked for one sooner ([`Cluster::relay_wanted`]): lookups
+/// waiting together share a read, and a domain answering hundreds of
+/// "not found"s a second reads each neighbour at most this often.
+pub(crate) const WOKEN_SPACING: Duration = Duration::from_millis(5);
+
 /// How long a reader waits before reading a relay again, after a page
 /// that `waited` `IDLE` (5 ms, `ring.rs`) or more for its change (or not): at once then,
 /// so that changes that come seldom are not held up; else
@@ -94,26 +100,36 @@ async fn follow(
     let (mut relay, mut from) = (0, 0);
     let mut failing = Backoff::new(PULL_INTERVAL * 2, Duration::from_secs(2));
     loop {
+        let began = tokio::time::Instant::now();
         let page = tokio::select! {
             page = client.relay(relay, from, &cluster.me) => page,
             _ = stop.cancelled() => return,
         };
-        let pause = match page {
+        let (pause, wakeable) = match page {
             Ok(page) => {
+                if !page.waited {
+                    // Answered at once: a call's time, as asking takes.
+                    cluster.call_times.lock().record(began.elapsed());
+                }
                 (relay, from) = (page.relay, page.next);
                 for entry in page.entries {
                     take_in(&cluster, entry, &neighbour).await;
                 }
                 failing.reset();
-                pause_after(page.waited)
+                (pause_after(page.waited), true)
             }
             Err(e) => {
                 tracing::debug!(peer = %neighbour, error = %e, "relay pull failed");
-                failing.wait()
+                (failing.wait(), false)
             }
         };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
+            // A lookup waits for copies behind a write in flight: read
+            // now, or as soon as the spacing allows.
+            _ = cluster.relay_wanted.notified(), if wakeable && !pause.is_zero() => {
+                tokio::time::sleep_until(began + WOKEN_SPACING).await;
+            }
             _ = stop.cancelled() => return,
         }
     }

@@ -33,7 +33,7 @@ mod ring;
 mod tree;
 
 pub use follow::pause_after;
-pub(crate) use follow::{Followers, PULL_INTERVAL};
+pub(crate) use follow::{Followers, PULL_INTERVAL, WOKEN_SPACING};
 pub(crate) use own::{own, OwnFilters};
 pub use ring::Relay;
 pub(crate) use ring::{pulled, Pulled};

@@ -14,7 +14,8 @@
 //! grow with domains × writes (docs/SCALING.md, "ZooKeeper"). What a
 //! registered session does at each event is in `session.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,8 @@ use super::backoff::Backoff;
 use super::coordinator::{
     anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
 };
-use super::ledger::{self, Entries, LedgerError};
+use super::ledger::lines::{Described, Lines};
+use super::ledger::{Entries, LedgerError};
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
 use crate::security::member::Admission;
@@ -55,6 +57,8 @@ pub struct ZkSettings {
     /// What a registration must show to be taken in (the cluster's seal,
     /// an https:// address under TLS); also seals this domain's own.
     pub admission: Admission,
+    /// Which layouts of the positions ledger this domain writes.
+    pub ledger: LedgerWrites,
 }
 
 pub struct ZooKeeperCoordinator {
@@ -78,12 +82,21 @@ pub struct ZooKeeperCoordinator {
     /// (`check_acls`), so nothing goes through it in a folder someone else
     /// made, the audit anchors above all.
     client: Mutex<Option<zk::Client>>,
-    /// This domain's group's ledger znode as last written or read here,
-    /// with its version: a publication then costs one multi-op, not a
-    /// read first (another writer's change makes it fail, and it is read).
-    ledger: Mutex<Option<(Entries, i32)>>,
-    /// The ledger's entries as last admitted, so a read checks again only
-    /// those written since.
+    /// This domain's group's whole-entry znode as last written or read
+    /// here, with its version (None: not there): a publication then costs
+    /// one multi-op, not a read first (another writer's change makes it
+    /// fail, and it is read).
+    ledger: Mutex<Option<(Entries, Option<i32>)>>,
+    /// The same for this domain's group's lines.
+    lines: Mutex<Option<(Lines, Option<i32>)>>,
+    /// The version of this domain's description znode (None: not known;
+    /// Some(None): not there), and the description last written.
+    described_version: Mutex<Option<Option<i32>>>,
+    last_described: Mutex<Option<Described>>,
+    /// Whether this session writes whole entries besides its line.
+    writes_whole: AtomicBool,
+    /// The ledger's whole entries as last admitted, so a read checks again
+    /// only those written since.
     admitted: Admitted,
     /// This domain's trust entry, published before each registration.
     trust_entry: Mutex<Option<ArchiveEntry>>,
@@ -91,7 +104,14 @@ pub struct ZooKeeperCoordinator {
     /// a folder or a parent someone else made, other key types); cleared
     /// once registered.
     refusal: watch::Sender<Option<String>>,
+    /// The lines and descriptions as last read.
+    apart: Apart,
+    /// The last roster of both layouts, with the two it was made of.
+    merged: Mutex<Option<Merged>>,
 }
+
+/// A roster of both layouts: (whole entries, lines, the two merged).
+type Merged = (Arc<Roster>, Arc<Roster>, Arc<Roster>);
 
 /// How often a disconnected session checks whether ZooKeeper accepts
 /// connections again, and how long it then waits for the client library
@@ -175,9 +195,14 @@ fn acl_text(acl: &[zk::Acl]) -> String {
 }
 
 mod admitted;
+mod apart;
+mod ledger_znodes;
 mod session;
 
 use admitted::Admitted;
+use apart::Apart;
+use ledger_znodes::Holders;
+pub use ledger_znodes::LedgerWrites;
 use session::Session;
 
 /// The session's connection, as the run loop knows it.
@@ -199,20 +224,21 @@ enum End {
 
 /// What [`ZooKeeperCoordinator::read_ledger_with`] read.
 struct LedgerRead {
-    /// The entries of every domain that has one in exactly one group.
+    /// Every domain known by exactly one entry or line
+    /// (`apart::merged`).
     roster: Arc<Roster>,
     /// The names registered now (if asked for).
     registered: Vec<String>,
-    /// The names each group's znode holds an entry for (with the names
-    /// registered only).
-    groups: BTreeMap<String, BTreeSet<String>>,
+    /// The names each group holds a whole entry for, and a line for.
+    whole_groups: Holders,
+    line_groups: Holders,
 }
 
-/// The members now, as [`ZooKeeperCoordinator::read_members`] read them.
+/// The members now, as [`ZooKeeperCoordinator::read_members`] read them,
+/// and the ledger read with them.
 struct Members {
     members: BTreeMap<String, Member>,
-    /// See [`LedgerRead::groups`].
-    groups: BTreeMap<String, BTreeSet<String>>,
+    ledger: LedgerRead,
 }
 
 /// What a publication does with this domain's registration, in the
@@ -225,6 +251,8 @@ enum Registration<'a> {
     /// lost it): the registration is not rewritten at each publication,
     /// so that nobody watching the membership is woken by one.
     Check,
+    /// Neither: a departure, which deletes it afterwards.
+    Untouched,
 }
 
 /// Why a publication did not happen.
@@ -313,9 +341,15 @@ impl ZooKeeperCoordinator {
             published: watch::channel(None).0,
             client: Mutex::new(None),
             ledger: Mutex::new(None),
+            lines: Mutex::new(None),
+            described_version: Mutex::new(None),
+            last_described: Mutex::new(None),
+            writes_whole: AtomicBool::new(true),
             admitted: Admitted::default(),
             trust_entry: Mutex::new(None),
             refusal: watch::channel(None).0,
+            apart: Apart::default(),
+            merged: Mutex::new(None),
         })
     }
 
@@ -426,119 +460,9 @@ impl ZooKeeperCoordinator {
         admit::<Known>(&self.settings.admission, folder, name, &bytes)
     }
 
-    /// Writes this domain's entry in its group's ledger znode.
-    async fn record(
-        &self,
-        client: &zk::Client,
-        name: &str,
-        known: &Known,
-    ) -> Result<(), CoordError> {
-        let entry = self.entry(name, known)?;
-        let written = ledger::update(
-            client,
-            &self.ledger_path(),
-            &self.settings.group,
-            &self.options(zk::CreateMode::Persistent),
-            |entries| {
-                entries.insert(name.to_owned(), entry.clone());
-                true
-            },
-        )
-        .await;
-        let written = written.map_err(ledger_failed)?;
-        *self.ledger.lock() = Some(written);
-        Ok(())
-    }
-
-    /// Publishes `member`'s position in its entry in the positions ledger,
-    /// in a ZooKeeper transaction that also creates its registration
-    /// (`own`) or checks that the session still holds it: the entry then
-    /// always holds the last position published while registered, which
-    /// bounds every write this domain acknowledged (a write is
-    /// acknowledged only once published). So a
-    /// domain that crashed, was paused past its session or is cut off can
-    /// be ruled out by a copy that covers that position
-    /// (`ruled_out::not_ruled_out`), instead of being asked, and answering
-    /// 503, for every absent ID anywhere while it is down.
-    ///
-    /// The ledger znode is written by compare-and-set on the version last
-    /// seen here: when another domain of the group wrote it since, the
-    /// transaction fails as a whole and is made again on what it holds now.
-    async fn publish(
-        &self,
-        client: &zk::Client,
-        name: &str,
-        own: &str,
-        member: &Member,
-        registration: Registration<'_>,
-    ) -> Result<(), Unpublished> {
-        let known = Known {
-            member: member.clone(),
-            departed: false,
-            retired: false,
-        };
-        let entry = self.entry(name, &known).map_err(Unpublished::Failed)?;
-        let path = self.ledger_path();
-        for _ in 0..ledger::ATTEMPTS {
-            let Some((mut entries, version)) = self.ledger.lock().take() else {
-                // Nothing seen yet (or a write failed): read it, creating
-                // it with this entry if it is missing, and try again.
-                let read = ledger::update(
-                    client,
-                    &path,
-                    &self.settings.group,
-                    &self.options(zk::CreateMode::Persistent),
-                    |entries| {
-                        if entries.contains_key(name) {
-                            return false;
-                        }
-                        entries.insert(name.to_owned(), entry.clone());
-                        true
-                    },
-                )
-                .await;
-                *self.ledger.lock() = Some(read.map_err(Unpublished::from_ledger)?);
-                continue;
-            };
-            entries.insert(name.to_owned(), entry.clone());
-            let bytes =
-                ledger::encode(&self.settings.group, &entries).map_err(Unpublished::from_ledger)?;
-            let mut writer = client.new_multi_writer();
-            match registration {
-                Registration::Create(data) => {
-                    writer.add_create(own, data, &self.options(zk::CreateMode::Ephemeral))?
-                }
-                Registration::Check => writer.add_check_version(own, -1)?,
-            }
-            writer.add_set_data(&path, &bytes, Some(version))?;
-            match writer.commit().await {
-                Ok(_) => {
-                    *self.ledger.lock() = Some((entries, version + 1));
-                    return Ok(());
-                }
-                // Another domain of the group wrote the ledger since (or it
-                // was deleted): read it again.
-                Err(zk::MultiWriteError::OperationFailed {
-                    index: 1,
-                    source: zk::Error::BadVersion | zk::Error::NoNode,
-                }) => continue,
-                // The registration is gone (its session expired, or it
-                // was deleted by hand): register again.
-                Err(zk::MultiWriteError::OperationFailed {
-                    index: 0,
-                    source: zk::Error::NoNode,
-                }) => return Err(Unpublished::Unregistered),
-                // One is there already, left by an earlier session.
-                Err(zk::MultiWriteError::OperationFailed {
-                    index: 0,
-                    source: zk::Error::NodeExists,
-                }) => return Err(Unpublished::AlreadyRegistered),
-                Err(e) => return Err(zk::Error::from(e).into()),
-            }
-        }
-        Err(Unpublished::from_ledger(LedgerError::Contended(
-            self.settings.group.clone(),
-        )))
+    /// Whether this session writes whole entries besides its line.
+    fn writes_whole(&self) -> bool {
+        self.writes_whole.load(Ordering::SeqCst)
     }
 
     /// Leaves cleanly: the last position is recorded first, then the
@@ -551,8 +475,11 @@ impl ZooKeeperCoordinator {
             departed: true,
             retired: false,
         };
-        if let Err(e) = self.record(client, name, &known).await {
-            tracing::warn!(error = %e, "cannot record the last position before leaving");
+        let recorded = self
+            .publish(client, name, own, &known, Registration::Untouched)
+            .await;
+        if recorded.is_err() {
+            tracing::warn!("cannot record the last position before leaving");
         }
         let _ = client.delete(own, None).await;
     }
@@ -666,137 +593,29 @@ impl ZooKeeperCoordinator {
         }
     }
 
-    /// Every group's ledger znode, read after a `sync` (so that every
-    /// publication completed before this call is in what it reads): three
-    /// requests whatever the number of domains.
+    /// Every domain's position, read after a `sync` (so that every
+    /// publication completed before this call is in what it reads), in a
+    /// round trip or two whatever the number of domains
+    /// ([`read_ledger_with`](Self::read_ledger_with)).
     async fn read_ledger(&self, client: &zk::Client) -> Result<Arc<Roster>, CoordError> {
         Ok(self.read_ledger_with(client, false).await?.roster)
     }
 
-    /// [`read_ledger`](Self::read_ledger), and with `registered` the names
-    /// registered now, listed in the same multi-read (so as of the same
-    /// moment as the entries).
-    async fn read_ledger_with(
-        &self,
-        client: &zk::Client,
-        registered: bool,
-    ) -> Result<LedgerRead, CoordError> {
-        let folder = self.ledger_folder();
-        client.sync(&folder).await.map_err(failed)?;
-        let groups = match client.list_children(&folder).await {
-            Ok(groups) => groups,
-            Err(zk::Error::NoNode) => Vec::new(),
-            Err(e) => return Err(failed(e)),
-        };
-        let mut reader = client.new_multi_reader();
-        if registered {
-            reader.add_get_children(&self.folder()).map_err(failed)?;
-        }
-        for group in &groups {
-            reader
-                .add_get_data(&format!("{folder}/{group}"))
-                .map_err(failed)?;
-        }
-        let mut read = if registered || !groups.is_empty() {
-            reader.commit().await.map_err(failed)?
-        } else {
-            Vec::new()
-        };
-        let names = if registered {
-            match read.remove(0) {
-                zk::MultiReadResult::Children { children } => children,
-                zk::MultiReadResult::Error {
-                    err: zk::Error::NoNode,
-                } => Vec::new(),
-                zk::MultiReadResult::Error { err } => return Err(failed(err)),
-                _ => return Err(failed(unexpected("a listing"))),
-            }
-        } else {
-            Vec::new()
-        };
-        let mut data = Vec::with_capacity(groups.len());
-        for (group, read) in groups.into_iter().zip(read) {
-            match read {
-                zk::MultiReadResult::Data { data: bytes, .. } => data.push((group, bytes)),
-                zk::MultiReadResult::Error {
-                    err: zk::Error::NoNode,
-                } => continue,
-                zk::MultiReadResult::Error { err } => return Err(failed(err)),
-                _ => return Err(failed(unexpected("a znode's contents"))),
-            }
-        }
-        let ledger = self.admitted.read(data, |name, bytes| {
-            admit::<Known>(&self.settings.admission, &folder, name, bytes)
-        });
-        let held = if registered {
-            ledger
-                .groups
-                .iter()
-                .map(|(group, entries)| {
-                    let names = entries.iter().map(|e| e.name.clone()).collect();
-                    (group.clone(), names)
-                })
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
-        Ok(LedgerRead {
-            roster: ledger.roster,
-            registered: names,
-            groups: held,
-        })
-    }
-
-    /// Takes `name`'s entry out of the ledger of every group but its own
-    /// that `groups` (from [`read_ledger_with`](Self::read_ledger_with))
-    /// shows holding one: it moved (`cluster.group` changed). Done before
-    /// registering, which writes its entry in its own group at a position
-    /// no older.
-    async fn leave_other_groups(
-        &self,
-        client: &zk::Client,
-        name: &str,
-        groups: &BTreeMap<String, BTreeSet<String>>,
-    ) -> Result<(), CoordError> {
-        let folder = self.ledger_folder();
-        let former = groups
-            .iter()
-            .filter(|(group, names)| **group != self.settings.group && names.contains(name));
-        for (group, _) in former {
-            ledger::update(
-                client,
-                &format!("{folder}/{group}"),
-                group,
-                &self.options(zk::CreateMode::Persistent),
-                |entries| entries.remove(name).is_some(),
-            )
-            .await
-            .map_err(ledger_failed)?;
-            tracing::info!(
-                group,
-                "took this domain's entry out of its former group's ledger"
-            );
-        }
-        Ok(())
-    }
-
-    /// The members now, in four requests whatever their number: the names
-    /// registered, each with what its ledger entry says of it. A domain
-    /// writes its registration and its entry in the same transactions
-    /// (`publish`), so the two say the same; only a name without an entry
-    /// here (written by a release before the ledger, or unreadable) is read
-    /// from its registration. After a ZooKeeper leader change every domain
-    /// reads the membership again at once: N reads each would be N² in all.
+    /// The members now, in a few requests whatever their number: the
+    /// names registered, each with what its ledger entry or line says of
+    /// it. A domain writes its registration and its line in the same
+    /// transactions (`publish`), so the two say the same; only a name
+    /// without either here (written by a release before the ledger, or
+    /// unreadable) is read from its registration. After a ZooKeeper leader
+    /// change every domain reads the membership again at once: N reads
+    /// each would be N² in all.
     async fn read_members(&self, client: &zk::Client) -> Result<Members, CoordError> {
-        let LedgerRead {
-            roster,
-            registered,
-            groups,
-        } = self.read_ledger_with(client, true).await?;
+        let ledger = self.read_ledger_with(client, true).await?;
         let mut members = BTreeMap::new();
         let mut unrecorded = Vec::new();
-        for name in registered {
-            match roster.known.get(&name) {
+        for name in &ledger.registered {
+            let name = name.clone();
+            match ledger.roster.known.get(&name) {
                 Some(known) => {
                     members.insert(name, known.member.clone());
                 }
@@ -831,23 +650,7 @@ impl ZooKeeperCoordinator {
                 }
             }
         }
-        Ok(Members { members, groups })
-    }
-
-    /// The group whose ledger znode holds `name`'s entry.
-    async fn group_of(&self, client: &zk::Client, name: &str) -> Result<String, CoordError> {
-        let folder = self.ledger_folder();
-        let groups = client.list_children(&folder).await.map_err(failed)?;
-        for group in groups {
-            match client.get_data(&format!("{folder}/{group}")).await {
-                Ok((data, _)) if ledger::decode(&group, &data).contains_key(name) => {
-                    return Ok(group)
-                }
-                Ok(_) | Err(zk::Error::NoNode) => {}
-                Err(e) => return Err(failed(e)),
-            }
-        }
-        Err(CoordError::UnknownDomain(name.to_owned()))
+        Ok(Members { members, ledger })
     }
 
     /// Reads every member into the view, marking it connected if the
@@ -930,9 +733,14 @@ impl ZooKeeperCoordinator {
         member: &Member,
         data: &[u8],
     ) -> Result<(), CoordError> {
+        let known = Known {
+            member: member.clone(),
+            departed: false,
+            retired: false,
+        };
         for _ in 0..3 {
             match self
-                .publish(client, name, own, member, Registration::Create(data))
+                .publish(client, name, own, &known, Registration::Create(data))
                 .await
             {
                 Ok(()) => return Ok(()),
@@ -977,6 +785,8 @@ impl ZooKeeperCoordinator {
         let folders = [
             folder.clone(),
             self.ledger_folder(),
+            self.lines_folder(),
+            self.descriptions_folder(),
             self.audit_folder(),
             self.trust_folder(),
         ];
@@ -993,6 +803,18 @@ impl ZooKeeperCoordinator {
         // planted anchor would raise a false alarm) nor written (the real
         // anchor would be theirs to delete).
         *self.client.lock() = Some(client.clone());
+        let group_folder = format!("{}/{}", self.lines_folder(), s.group);
+        self.make_folder(
+            &client,
+            &group_folder,
+            &self.options(zk::CreateMode::Persistent),
+        )
+        .await?;
+        // Perhaps another ensemble: nothing read or written before counts.
+        self.apart.forget();
+        *self.ledger.lock() = None;
+        *self.lines.lock() = None;
+        *self.described_version.lock() = None;
         let own = format!("{folder}/{name}");
         let position = *positions.borrow_and_update();
         (member.epoch, member.version) = (position.epoch, position.version);
@@ -1025,12 +847,21 @@ impl ZooKeeperCoordinator {
         // otherwise (`refuse_to_join`). (Two
         // domains registering at the same moment may both pass: the check
         // is for a misconfigured newcomer, not a consensus.)
-        let Members { members, groups } = self.read_members(&client).await?;
+        let Members { members, ledger } = self.read_members(&client).await?;
         refuse_to_join(&members, name, &member.keys)?;
-        self.leave_other_groups(&client, name, &groups).await?;
+        let whole = match s.ledger {
+            LedgerWrites::Both => true,
+            LedgerWrites::Apart => false,
+            LedgerWrites::Auto => ledger.whole_groups.values().flatten().any(|n| n != name),
+        };
+        self.writes_whole.store(whole, Ordering::SeqCst);
+        self.leave_other_groups(&client, name, &ledger).await?;
         self.put_trust_entry(&client, name).await?;
         self.register(&client, name, &own, member, &self.sealed(name, member)?)
             .await?;
+        if !whole {
+            self.leave_the_whole_layout(&client, name, &ledger).await?;
+        }
         self.published.send_replace(Some(position));
         self.refusal.send_replace(None);
         self.reread(&client).await?;
@@ -1246,48 +1077,7 @@ impl Coordinator for ZooKeeperCoordinator {
                         .map_err(|_| CoordError::Timeout(limit))??
                 }
             };
-            let group = self.group_of(&client, name).await?;
-            let path = format!("{}/{group}", self.ledger_folder());
-            let registration = format!("{}/{name}", self.folder());
-            for _ in 0..ledger::ATTEMPTS {
-                let (data, stat) = client.get_data(&path).await.map_err(failed)?;
-                let mut entries = ledger::decode(&group, &data);
-                let known = entries
-                    .get(name)
-                    .and_then(|entry| self.admit_entry(&path, name, entry))
-                    .ok_or_else(|| CoordError::UnknownDomain(name.to_owned()))?;
-                let retired = Known {
-                    retired: true,
-                    ..known
-                };
-                entries.insert(name.to_owned(), self.entry(name, &retired)?);
-                let bytes = ledger::encode(&group, &entries).map_err(ledger_failed)?;
-                // Creating and deleting its registration in the same
-                // transaction proves it is not registered at the moment the
-                // retirement is written: a running domain is never retired.
-                let mut writer = client.new_multi_writer();
-                let ephemeral = self.options(zk::CreateMode::Ephemeral);
-                writer
-                    .add_create(&registration, b"", &ephemeral)
-                    .map_err(failed)?;
-                writer.add_delete(&registration, None).map_err(failed)?;
-                writer
-                    .add_set_data(&path, &bytes, Some(stat.version))
-                    .map_err(failed)?;
-                match writer.commit().await {
-                    Ok(_) => return Ok(()),
-                    Err(zk::MultiWriteError::OperationFailed {
-                        index: 0,
-                        source: zk::Error::NodeExists,
-                    }) => return Err(CoordError::StillRegistered(name.to_owned())),
-                    Err(zk::MultiWriteError::OperationFailed {
-                        index: 2,
-                        source: zk::Error::BadVersion,
-                    }) => continue,
-                    Err(e) => return Err(failed(e.into())),
-                }
-            }
-            Err(ledger_failed(LedgerError::Contended(group)))
+            self.retire(&client, name).await
         }
         .boxed()
     }

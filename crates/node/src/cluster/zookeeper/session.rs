@@ -13,7 +13,7 @@ use zookeeper_client as zk;
 use super::{
     End, Link, Registration, Unpublished, ZooKeeperCoordinator, GIVE_UP_AFTER, PROBE_EVERY,
 };
-use crate::cluster::coordinator::{CoordError, Member, View};
+use crate::cluster::coordinator::{CoordError, Known, Member, View};
 use crate::local::domain::Position;
 
 /// What a handler decides: go on, or end the session.
@@ -122,12 +122,17 @@ impl Session<'_> {
         let coordinator = self.coordinator;
         (self.member.epoch, self.member.version) = (position.epoch, position.version);
         self.last_publish = Instant::now();
+        let known = Known {
+            member: self.member.clone(),
+            departed: false,
+            retired: false,
+        };
         let published = coordinator
             .publish(
                 &self.client,
                 self.name,
                 &self.own,
-                self.member,
+                &known,
                 Registration::Check,
             )
             .await;

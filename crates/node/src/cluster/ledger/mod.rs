@@ -1,14 +1,25 @@
-//! The positions ledger: one persistent znode per group of domains (a
-//! province, by default the whole cluster), holding each of its domains'
-//! last published position. A "not found" reads the ledger, a few znodes,
-//! instead of every domain's registration and record: with 3 301 domains
-//! that was 6 602 reads and 406 ms (docs/SCALING.md); now it is a `sync`,
-//! a listing and one multi-read, whatever the number of domains.
+//! The positions ledger: each domain's last published position, by group
+//! of domains (a province, by default the whole cluster), which a "not
+//! found" reads instead of every domain's registration and record (with
+//! 3 301 domains that was 6 602 reads and 406 ms, docs/SCALING.md).
 //!
-//! Each entry is written by its own domain only (sealed with the cluster
-//! secret, as a registration is), by compare-and-set on the znode's
-//! version, so a domain rewrites its neighbours' entries exactly as it
-//! read them; `cluster forget` writes the one exception, a retirement.
+//! Two layouts. This file's, whole entries: one persistent znode per
+//! group, `/xarchive/<c>/positions/<group>`, holding each of its domains'
+//! whole entry (address, filter kind, key types, position, seal), the
+//! only one domains of earlier releases read and write; and the one
+//! `lines.rs` describes, the positions kept apart from the descriptions
+//! in small lines, whose reading grows with what changed. Which one a
+//! domain writes is `cluster.ledger` (docs/OPERATIONS.md, "Upgrading the
+//! ledger"); it reads both, and a domain with a whole entry is known by
+//! it alone (`zookeeper/apart.rs`).
+//!
+//! Each entry or line is written by its own domain only (sealed with the
+//! cluster secret, as a registration is), by compare-and-set on the
+//! znode's version, so a domain rewrites its neighbours' entries exactly
+//! as it read them; `cluster forget` writes the one exception, a
+//! retirement.
+
+pub mod lines;
 
 use std::collections::BTreeMap;
 
@@ -77,46 +88,6 @@ pub fn encode(group: &str, entries: &Entries) -> Result<Vec<u8>, LedgerError> {
 
 /// How many times a compare-and-set is tried against other writers.
 pub const ATTEMPTS: usize = 32;
-
-/// Applies `change` to the entries of the ledger znode at `path` (created
-/// with `options` if missing), by compare-and-set; the new entries are
-/// returned with the znode's new version. `change` returns false to
-/// write nothing (the entries then returned are those read).
-pub async fn update(
-    client: &zk::Client,
-    path: &str,
-    group: &str,
-    options: &zk::CreateOptions<'_>,
-    mut change: impl FnMut(&mut Entries) -> bool,
-) -> Result<(Entries, i32), LedgerError> {
-    for _ in 0..ATTEMPTS {
-        let (mut entries, version) = match client.get_data(path).await {
-            Ok((data, stat)) => (decode(group, &data), Some(stat.version)),
-            Err(zk::Error::NoNode) => (Entries::new(), None),
-            Err(e) => return Err(e.into()),
-        };
-        if !change(&mut entries) {
-            return Ok((entries, version.unwrap_or(-1)));
-        }
-        let data = encode(group, &entries)?;
-        let written = match version {
-            Some(version) => client
-                .set_data(path, &data, Some(version))
-                .await
-                .map(|stat| stat.version),
-            None => client
-                .create(path, &data, options)
-                .await
-                .map(|(stat, _)| stat.version),
-        };
-        match written {
-            Ok(version) => return Ok((entries, version)),
-            Err(zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(LedgerError::Contended(group.to_owned()))
-}
 
 /// Whether `group` is a usable group name: it names a znode.
 pub fn valid_group(group: &str) -> bool {

@@ -7,6 +7,10 @@
 //! CPU. These are full domains, each following all the others; with
 //! `--light`, light publishers (`nation`'s) make up the rest of a
 //! nation's N: registered, in the ledger, with filters to copy, idle.
+//! With `--lookers`, clients look IDs up at the tree's leaves meanwhile
+//! (`lookers.rs`).
+
+mod lookers;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -57,7 +61,9 @@ pub struct DomainsBenchArgs {
     #[arg(long)]
     longest_path: bool,
     /// Meanwhile, every few seconds, kill -9 (and start again) or pause for
-    /// a while a domain other than the two ends being measured.
+    /// a while a domain other than the two ends being measured (without
+    /// `--longest-path`: an interior domain or the root, the leaves writing
+    /// and being read).
     #[arg(long)]
     faults: bool,
     /// Light publishers registered beside the real domains (`nation`'s:
@@ -70,6 +76,16 @@ pub struct DomainsBenchArgs {
     /// own, so that a lookup has about one vain candidate among them.
     #[arg(long, default_value_t = 10_000_000)]
     light_ids: u64,
+    /// The light publishers write whole entries in the positions ledger,
+    /// as domains of earlier releases do (`nation --whole-entries`).
+    #[arg(long)]
+    whole_entries: bool,
+    /// Clients looking IDs up meanwhile, each at one leaf of the relay
+    /// tree (deepest first), in turn an ID nobody holds and one
+    /// acknowledged before; with `--faults` those leaves are never
+    /// faulted (the interior domains and the root are).
+    #[arg(long, default_value_t = 0)]
+    lookers: usize,
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "bench-domains.json")]
     json: PathBuf,
@@ -136,6 +152,9 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
             ..FilterSettings::default()
         };
         let nation = Nation::new(&sizes, filters, cluster.clone(), &|_| {})?;
+        nation
+            .whole_entries
+            .store(args.whole_entries, std::sync::atomic::Ordering::Relaxed);
         let server = nation.serve().await?;
         nation.register(&args.zk, 64, &|| {}).await?;
         spinner.finish_and_clear();
@@ -183,11 +202,32 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         domains.into_iter().map(Some).collect::<Vec<_>>(),
     ));
     let stop_faults = tokio_util::sync::CancellationToken::new();
+    let leaf_domains: Vec<usize> = leaves(&sorted, FANOUT)
+        .into_iter()
+        .map(|i| at(&sorted[i]))
+        .collect();
+    let looking_at: Vec<usize> = leaf_domains.iter().copied().take(args.lookers).collect();
+    // With faults and no path to measure, the leaves write and are read,
+    // and the interior domains and the root are faulted: the relays
+    // between them.
+    let writing: Vec<usize> = if args.faults && ends.is_none() {
+        leaf_domains.clone()
+    } else {
+        (0..names.len()).collect()
+    };
+    let acknowledged = lookers::Acknowledged::default();
+    let lookers_task = (args.lookers > 0)
+        .then(|| {
+            let urls: Vec<String> = looking_at.iter().map(|&i| urls[i].clone()).collect();
+            lookers::start(args.lookers, &urls, &acknowledged, &stop_faults)
+        })
+        .transpose()?;
     let fault_task = args.faults.then(|| {
-        let measured: Vec<usize> = match ends {
+        let mut measured: Vec<usize> = match ends {
             Some((w, r)) => vec![w, r],
-            None => Vec::new(),
+            None => writing.clone(),
         };
+        measured.extend(&looking_at);
         let targets: Vec<usize> = (0..names.len()).filter(|i| !measured.contains(i)).collect();
         tokio::spawn(faults(
             domains.clone(),
@@ -208,13 +248,12 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     let follow_every = u64::from((args.rate / LAG_SAMPLES_PER_SECOND).max(1));
     for k in 0..total {
         tokio::time::sleep_until((started + every * k as u32).into()).await;
-        // Without --longest-path each domain writes in turn, looked up at
-        // the name that many places from the end.
-        let (w, r) = ends.unwrap_or((
-            k as usize % names.len(),
-            names.len() - 1 - k as usize % names.len(),
-        ));
+        // Without --longest-path each writing domain writes in turn, looked
+        // up at the one that many places from the end.
+        let turn = k as usize % writing.len();
+        let (w, r) = ends.unwrap_or((writing[turn], writing[writing.len() - 1 - turn]));
         let pair = Pair {
+            acknowledged: acknowledged.clone(),
             id: format!("{}-d{k}", names[w]),
             owner: names[w].clone(),
             writer: clients[w].clone(),
@@ -234,6 +273,10 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     }
     bar.finish_and_clear();
     stop_faults.cancel();
+    let looked = match lookers_task {
+        Some(task) => task.await.context("the lookers failed")?,
+        None => lookers::Looked::default(),
+    };
     let faulted = match fault_task {
         Some(task) => task.await.context("the fault task failed")??,
         None => Faulted::default(),
@@ -285,6 +328,9 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         "far_end_lag_ms": {"samples": lags.len(), "p50": quantile(&lags, 0.5), "p99": quantile(&lags, 0.99), "max": quantile(&lags, 1.0)},
         "far_end_lookups": {"found": found, "not_found": not_found, "unavailable": unavailable, "failed": failed},
         "faults": {"kills": faulted.kills, "pauses": faulted.pauses},
+        "lookers": args.lookers,
+        "lookups_of_absent_ids": looked.absent.json(),
+        "lookups_of_held_ids": looked.held.json(),
         "zk_packets_sent_per_write_per_domain": per("zk_packets_sent"),
         "zk_packets_received_per_write_per_domain": per("zk_packets_received"),
         "cpu_percent_of_a_core": {"domains": cpus.len(), "median": quantile(&cpus, 0.5), "max": quantile(&cpus, 1.0)},
@@ -342,7 +388,30 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         quantile(&cpus, 0.5),
         quantile(&cpus, 1.0)
     );
+    if args.lookers > 0 {
+        println!(
+            "{} lookers at leaves meanwhile: | | p50 | p99 | max | remote calls per lookup | 200 / 404 / 503 / failed |",
+            args.lookers
+        );
+        for (what, answers) in [("absent ID", &looked.absent), ("held ID", &looked.held)] {
+            let (p50, p99, max, calls) = answers.figures();
+            println!(
+                "| lookup of an {what} | {p50:.1} ms | {p99:.1} ms | {max:.1} ms | {calls:.2} | {} / {} / {} / {} |",
+                answers.found, answers.not_found, answers.unavailable, answers.failed
+            );
+        }
+    }
     println!("figures in {}", args.json.display());
+    anyhow::ensure!(
+        looked.held.not_found == 0,
+        "{} acknowledged records were answered \"not found\" by a looker",
+        looked.held.not_found
+    );
+    anyhow::ensure!(
+        looked.absent.found == 0,
+        "{} IDs nobody holds were found",
+        looked.absent.found
+    );
     anyhow::ensure!(
         not_found == 0,
         "{not_found} acknowledged writes were answered \"not found\" at the far end"
@@ -371,6 +440,8 @@ impl Start {
 /// One write and its lookup at the far end as soon as it is acknowledged;
 /// with `route`, then followed until the far end routes it.
 struct Pair {
+    /// Where the ID goes once acknowledged, for the lookers.
+    acknowledged: lookers::Acknowledged,
     id: String,
     owner: String,
     writer: Client,
@@ -403,6 +474,7 @@ impl Pair {
             return Outcome::Unacknowledged;
         }
         let acked = Instant::now();
+        self.acknowledged.add(self.id.clone());
         let status = match self.reader.lookup(&self.id, false).await {
             Ok((status, _)) => status,
             Err(_) => 0,
@@ -575,9 +647,27 @@ fn longest_path(sorted: &[String], fanout: usize) -> (usize, usize, usize) {
     (a, b, hops)
 }
 
+/// The leaves of the relay tree over `sorted` (domains with one
+/// neighbour), as indices into it, the deepest first.
+fn leaves(sorted: &[String], fanout: usize) -> Vec<usize> {
+    let names = || sorted.iter().map(String::as_str);
+    let mut leaves: Vec<usize> = (0..sorted.len())
+        .filter(|&i| xarchive_node::cluster::neighbours(names(), &sorted[i], fanout).len() == 1)
+        .collect();
+    leaves.reverse();
+    leaves
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_leaves_of_a_heap_are_those_without_children_the_deepest_first() {
+        let names: Vec<String> = (0..16).map(|i| format!("d{i:02}")).collect();
+        // Degree 3: 4 has children 13–15; 5–12 and 13–15 have none.
+        assert_eq!(leaves(&names, 3), [15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5]);
+    }
 
     #[test]
     fn the_longest_path_of_a_heap_joins_two_deepest_leaves_through_the_root() {
