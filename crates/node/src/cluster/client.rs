@@ -113,7 +113,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     /// Added before each request and after each answer: a simulated
-    /// one-way network delay, for benchmarks (zero otherwise).
+    /// one-way network delay, for benchmarks.
+    #[cfg(feature = "testsuite")]
     delay: Duration,
     /// The timeout of a filter snapshot, if not the client's own.
     snapshot_timeout: Option<Duration>,
@@ -201,6 +202,7 @@ impl Client {
         Ok(Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
+            #[cfg(feature = "testsuite")]
             delay: Duration::ZERO,
             snapshot_timeout: None,
             member: None,
@@ -220,6 +222,7 @@ impl Client {
     }
 
     /// Delays every call by `one_way` each way (a WAN between domains).
+    #[cfg(feature = "testsuite")]
     pub fn with_delay(mut self, one_way: Duration) -> Self {
         self.delay = one_way;
         self
@@ -235,6 +238,7 @@ impl Client {
         request: reqwest::RequestBuilder,
         url: &str,
     ) -> Result<reqwest::Response, ClientError> {
+        #[cfg(feature = "testsuite")]
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
@@ -243,6 +247,7 @@ impl Client {
             None => request,
         };
         let response = request.send().await;
+        #[cfg(feature = "testsuite")]
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }

@@ -101,8 +101,9 @@ pub struct ClusterConfig {
     pub publish_timeout_ms: u64,
     /// Timeout of every call to a peer.
     pub peer_timeout_ms: u64,
-    /// Simulated one-way delay added to every call to a peer
-    /// (benchmarks only).
+    /// Simulated one-way delay added to every call to a peer: the
+    /// benchmarks' WAN, not in the package.
+    #[cfg(feature = "testsuite")]
     pub wan_delay_ms: u64,
     /// Degree of the relay tree changes travel along (each domain passes
     /// them on to at most this many; src/cluster/relay/tree.rs). 0: every
@@ -128,6 +129,18 @@ pub struct ClusterConfig {
     pub ledger: LedgerWrites,
 }
 
+/// The simulated one-way delay before and after each call to a peer (the
+/// benchmarks' WAN); zero in the package, which has no such setting.
+fn wan_delay(config: &ClusterConfig) -> Duration {
+    #[cfg(feature = "testsuite")]
+    return Duration::from_millis(config.wan_delay_ms);
+    #[cfg(not(feature = "testsuite"))]
+    {
+        let _ = config;
+        Duration::ZERO
+    }
+}
+
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
@@ -139,6 +152,7 @@ impl Default for ClusterConfig {
             publish_interval_ms: 10,
             publish_timeout_ms: 5_000,
             peer_timeout_ms: 3_000,
+            #[cfg(feature = "testsuite")]
             wan_delay_ms: 0,
             relay_fanout: 3,
             relay_grace_ms: 1_000,
@@ -248,12 +262,9 @@ impl Cluster {
     ) -> Result<Self, ClientError> {
         let timeout = Duration::from_millis(config.peer_timeout_ms);
         let https_only = trust.is_some() || address.starts_with("https://");
-        let http = crate::cluster::client::http_client(
-            timeout + 2 * Duration::from_millis(config.wan_delay_ms),
-            None,
-            trust,
-        )
-        .map_err(|e| ClientError::Address(address.into(), e))?;
+        let http =
+            crate::cluster::client::http_client(timeout + 2 * wan_delay(&config), None, trust)
+                .map_err(|e| ClientError::Address(address.into(), e))?;
         let mut replicas = Replicas::new(me, key_id);
         if let Some(path) = &remembered {
             replicas.remember(&peers::load(path));
@@ -326,8 +337,9 @@ impl Cluster {
         }
         let timeout = Duration::from_millis(self.config.peer_timeout_ms);
         let client = Client::with_http(self.http.clone(), address)?
-            .with_delay(Duration::from_millis(self.config.wan_delay_ms))
             .with_snapshot_timeout(timeout * SNAPSHOT_TIMEOUTS);
+        #[cfg(feature = "testsuite")]
+        let client = client.with_delay(wan_delay(&self.config));
         Ok(match &self.member {
             Some(member) => client.as_member(member.clone()),
             None => client,
