@@ -38,6 +38,11 @@ impl Meter {
                 let (target, counts) = (target.clone(), counts.clone());
                 links.spawn(async move {
                     if let Ok(outbound) = TcpStream::connect(&target).await {
+                        // Segments pass as they come: Nagle's algorithm on
+                        // a hop the real link does not have could hold a
+                        // pipelined request back for a delayed ACK.
+                        let _ = inbound.set_nodelay(true);
+                        let _ = outbound.set_nodelay(true);
                         carry(inbound, outbound, counts).await;
                     }
                 });
