@@ -58,9 +58,9 @@ pub fn router(node: Arc<Node>) -> Router {
     let max_body = limits.max_content_bytes / 3 * 4 + 64 * 1024;
     let routes = routes(limits);
     let needs = Arc::new(needs_by_route(&routes));
-    let (untimed, timed): (Vec<Route>, Vec<Route>) =
+    let (untimed, timed): (Vec<Endpoint>, Vec<Endpoint>) =
         routes.into_iter().partition(|r| r.path == BULK);
-    let into_router = |routes: Vec<Route>| {
+    let into_router = |routes: Vec<Endpoint>| {
         routes
             .into_iter()
             .fold(Router::new(), |router, r| router.route(r.path, r.handlers))
@@ -134,16 +134,16 @@ fn contains_body_limit(limits: &Limits) -> usize {
         .saturating_add(1024)
 }
 
-/// A route: its path template, what each method needs (declared here,
+/// An endpoint: its path template, what each method needs (declared here,
 /// beside the handlers, and nowhere else), and its handlers.
-pub(crate) struct Route {
+pub(crate) struct Endpoint {
     pub path: &'static str,
     pub needs: Needs,
     handlers: MethodRouter<Arc<Node>>,
 }
 
-fn route(path: &'static str, needs: Needs, handlers: MethodRouter<Arc<Node>>) -> Route {
-    Route {
+fn route(path: &'static str, needs: Needs, handlers: MethodRouter<Arc<Node>>) -> Endpoint {
+    Endpoint {
         path,
         needs,
         handlers,
@@ -151,7 +151,7 @@ fn route(path: &'static str, needs: Needs, handlers: MethodRouter<Arc<Node>>) ->
 }
 
 /// The bulk import: the one route without a time or size limit.
-fn bulk() -> Route {
+fn bulk() -> Endpoint {
     route(
         BULK,
         Needs::write(Need::Write),
@@ -165,7 +165,7 @@ fn bulk() -> Route {
 /// of their own, below a record's. Peers call the routes that need `MemberOrRead` (filters,
 /// deltas, membership checks, record fetches) and `Member` (key filters,
 /// the relay), which no client role opens.
-fn timed_routes(limits: &Limits) -> Vec<Route> {
+fn timed_routes(limits: &Limits) -> Vec<Endpoint> {
     use Need::{
         Audit, Backup, Clerk, Member, MemberOrRead, MemberOrSearch, Metrics, Open, Read, Reviewer,
         Write,
@@ -336,7 +336,7 @@ fn timed_routes(limits: &Limits) -> Vec<Route> {
 }
 
 /// Every route, the bulk import's included.
-pub(crate) fn routes(limits: &Limits) -> Vec<Route> {
+pub(crate) fn routes(limits: &Limits) -> Vec<Endpoint> {
     let mut routes = timed_routes(limits);
     routes.push(bulk());
     routes
@@ -351,7 +351,7 @@ pub(crate) fn route_paths() -> Vec<&'static str> {
 /// What each route template needs, for [`authenticate`].
 type NeedsByRoute = Arc<std::collections::HashMap<&'static str, Needs>>;
 
-fn needs_by_route(routes: &[Route]) -> std::collections::HashMap<&'static str, Needs> {
+fn needs_by_route(routes: &[Endpoint]) -> std::collections::HashMap<&'static str, Needs> {
     routes.iter().map(|r| (r.path, r.needs)).collect()
 }
 

@@ -527,7 +527,7 @@ pub fn take(
 }
 
 /// One entry read from a backup.
-pub enum Entry<'a> {
+pub enum BackupEntry<'a> {
     Record(&'a str, &'a [u8]),
     Key(&'a [u8], &'a str),
     Meta(&'a str, u64),
@@ -547,7 +547,7 @@ pub enum Entry<'a> {
 pub fn read(
     input: impl Read,
     check: &Authenticity<'_>,
-    mut each: impl FnMut(Entry<'_>) -> Result<(), BackupError>,
+    mut each: impl FnMut(BackupEntry<'_>) -> Result<(), BackupError>,
 ) -> Result<Verified, BackupError> {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut magic = [0u8; 16];
@@ -599,16 +599,16 @@ pub fn read(
             }
             (Some(_), Frame::Record(id, value)) => {
                 records += 1;
-                each(Entry::Record(id, value))?;
+                each(BackupEntry::Record(id, value))?;
             }
             (Some(_), Frame::Key(digest, id)) => {
                 key_entries += 1;
-                each(Entry::Key(digest, id))?;
+                each(BackupEntry::Key(digest, id))?;
             }
-            (Some(_), Frame::Meta(name, value)) => each(Entry::Meta(name, value))?,
+            (Some(_), Frame::Meta(name, value)) => each(BackupEntry::Meta(name, value))?,
             (Some(_), Frame::Audit(at, json)) => {
                 audit_entries += 1;
-                each(Entry::Audit(at, json))?;
+                each(BackupEntry::Audit(at, json))?;
             }
             (Some(_), Frame::Request(table, key, value)) => {
                 if !requests::TABLES.contains(&table) {
@@ -616,10 +616,10 @@ pub fn read(
                         "a request entry of an unknown table {table:?}"
                     )));
                 }
-                each(Entry::Request(table, key, value))?;
+                each(BackupEntry::Request(table, key, value))?;
             }
-            (Some(_), Frame::SigningKey(key)) => each(Entry::SigningKey(key))?,
-            (Some(_), Frame::SealFile(name, bytes)) => each(Entry::SealFile(name, bytes))?,
+            (Some(_), Frame::SigningKey(key)) => each(BackupEntry::SigningKey(key))?,
+            (Some(_), Frame::SealFile(name, bytes)) => each(BackupEntry::SealFile(name, bytes))?,
             (
                 Some(h),
                 Frame::End {
@@ -981,7 +981,7 @@ fn write_files(
     let mut keys = Keys::default();
     let verified = read(input, check, |entry| {
         match entry {
-            Entry::SigningKey(key) => {
+            BackupEntry::SigningKey(key) => {
                 if key.len() != 32 {
                     return Err(BackupError::Damaged(
                         "its signing key is not 32 bytes".into(),
@@ -990,7 +990,7 @@ fn write_files(
                 keys.signing_key = Some(key.to_vec());
                 return Ok(());
             }
-            Entry::SealFile(name, bytes) => {
+            BackupEntry::SealFile(name, bytes) => {
                 // Only the seal's own files: a name is never a path.
                 let name = SEAL_FILES
                     .into_iter()
@@ -1004,32 +1004,32 @@ fn write_files(
             _ => {}
         }
         let (db, txn) = match entry {
-            Entry::Audit(..) => (&audit_db, &mut audit_txn),
-            Entry::Request(..) => (&book_db, &mut book_txn),
+            BackupEntry::Audit(..) => (&audit_db, &mut audit_txn),
+            BackupEntry::Request(..) => (&book_db, &mut book_txn),
             _ => (&store_db, &mut store_txn),
         };
         let Some(open) = txn.as_ref() else {
             return Err(BackupError::Damaged("an entry after the end".into()));
         };
         match entry {
-            Entry::Record(id, value) => {
+            BackupEntry::Record(id, value) => {
                 open.open_table(store::RECORDS)?.insert(id, value)?;
             }
-            Entry::Key(digest, id) => {
+            BackupEntry::Key(digest, id) => {
                 open.open_multimap_table(store::KEYS)?.insert(digest, id)?;
             }
-            Entry::Meta(name, value) => {
+            BackupEntry::Meta(name, value) => {
                 open.open_table(store::META)?.insert(name, value)?;
             }
-            Entry::Audit(at, json) => {
+            BackupEntry::Audit(at, json) => {
                 open.open_table(audit::ENTRIES)?.insert(at, json)?;
             }
-            Entry::Request(table, key, value) => {
+            BackupEntry::Request(table, key, value) => {
                 open.open_table(requests::table(table))?
                     .insert(key, value)?;
             }
             // Kept aside above.
-            Entry::SigningKey(_) | Entry::SealFile(..) => {}
+            BackupEntry::SigningKey(_) | BackupEntry::SealFile(..) => {}
         }
         pending += 1;
         if pending >= RESTORE_BATCH {
@@ -1086,7 +1086,7 @@ mod tests {
     use crate::local::audit::{AuditEntry, Requester};
     use crate::local::id::ArchiveId;
     use crate::local::record::RecordBody;
-    use crate::local::requests::{BookError, Entry, Side};
+    use crate::local::requests::{BookError, BookWrite, Side};
     use crate::local::space::DiskSpace;
     use crate::local::store::Write as StoreWrite;
 
@@ -1243,7 +1243,7 @@ mod tests {
         }
         let book = RequestBook::open(dir, space(dir)).unwrap();
         book.change::<BookError>(Side::Outgoing, "r1", |_| {
-            Ok(Some(Entry {
+            Ok(Some(BookWrite {
                 bytes: b"request".to_vec(),
                 codes: vec!["C0DE".into()],
                 unfinished: true,

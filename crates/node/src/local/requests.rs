@@ -63,15 +63,15 @@ impl Side {
 /// from now on, and whether it still waits for something (an answer to
 /// deliver, a reviewer): all in one transaction, so that no certificate
 /// exists that its code cannot find, and no entry waits unlisted.
-pub struct Entry {
+pub struct BookWrite {
     pub bytes: Vec<u8>,
     pub codes: Vec<String>,
     pub unfinished: bool,
 }
 
-impl From<Vec<u8>> for Entry {
-    fn from(bytes: Vec<u8>) -> Entry {
-        Entry {
+impl From<Vec<u8>> for BookWrite {
+    fn from(bytes: Vec<u8>) -> BookWrite {
+        BookWrite {
             bytes,
             codes: Vec::new(),
             unfinished: false,
@@ -202,7 +202,7 @@ impl RequestBook {
         &self,
         side: Side,
         key: &str,
-        make: impl FnOnce() -> Result<Entry, E>,
+        make: impl FnOnce() -> Result<BookWrite, E>,
     ) -> Result<(Vec<u8>, bool), E> {
         let mut made = false;
         let entry = self.change(side, key, |old| {
@@ -223,7 +223,7 @@ impl RequestBook {
         &self,
         side: Side,
         key: &str,
-        change: impl FnOnce(Option<&[u8]>) -> Result<Option<Entry>, E>,
+        change: impl FnOnce(Option<&[u8]>) -> Result<Option<BookWrite>, E>,
     ) -> Result<Option<Vec<u8>>, E> {
         let _one_at_a_time = self.changing.lock();
         let old = self.get(side, key)?;
@@ -272,7 +272,7 @@ mod tests {
             let written = b
                 .change::<BookError>(Side::Outgoing, "r1", |old| {
                     assert!(old.is_none());
-                    Ok(Some(Entry {
+                    Ok(Some(BookWrite {
                         bytes: b"one".to_vec(),
                         codes: vec!["C0DE".into()],
                         unfinished: true,

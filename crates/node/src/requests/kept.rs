@@ -12,7 +12,7 @@ use super::legacy;
 use super::RequestsError;
 use crate::local::audit::Requester;
 use crate::local::record::now_us;
-use crate::local::requests::Entry;
+use crate::local::requests::BookWrite;
 use crate::wire::{Answer, Delivery, HoldingState, RequestStatus, SignedCopy};
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, RequestsError> {
@@ -102,7 +102,7 @@ pub(super) trait Kept: Serialize + serde::de::DeserializeOwned {
     fn request_id(&self) -> &str;
     fn applicant_digest(&self) -> &str;
     fn unlogged(&mut self) -> &mut Vec<Step>;
-    fn entry(&self) -> Result<Entry, RequestsError>;
+    fn entry(&self) -> Result<BookWrite, RequestsError>;
 }
 
 /// A request as the receiving archive keeps it.
@@ -187,8 +187,8 @@ impl Kept for Incoming {
     /// As the book keeps it: found by the codes of copies of format 1
     /// released (which either archive checks), and listed as waiting while
     /// in review or with steps to log.
-    fn entry(&self) -> Result<Entry, RequestsError> {
-        Ok(Entry {
+    fn entry(&self) -> Result<BookWrite, RequestsError> {
+        Ok(BookWrite {
             bytes: encode(self)?,
             codes: legacy::codes(&self.answer.copies),
             unfinished: self.answer.state == HoldingState::InReview || !self.unlogged.is_empty(),
@@ -213,7 +213,7 @@ impl Kept for Outgoing {
     /// or a step is to be logged; once certified, found by the
     /// certificate's code (and by its copies' codes, for a certificate
     /// issued with copies of format 1).
-    fn entry(&self) -> Result<Entry, RequestsError> {
+    fn entry(&self) -> Result<BookWrite, RequestsError> {
         let mut codes = Vec::new();
         if let Some(certificate) = &self.certificate {
             codes.push(certificate.code.clone());
@@ -222,7 +222,7 @@ impl Kept for Outgoing {
                 codes.extend(legacy::codes(&part.copies));
             }
         }
-        Ok(Entry {
+        Ok(BookWrite {
             bytes: encode(self)?,
             codes,
             unfinished: self.parts.values().any(|p| !p.state.is_final())

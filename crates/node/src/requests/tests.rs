@@ -405,7 +405,7 @@ async fn a_copy_of_format_1_kept_from_before_still_shows_and_checks() {
     node.requests
         .book
         .change::<RequestsError>(Side::Outgoing, "00ff", |_| {
-            Ok(Some(crate::local::requests::Entry {
+            Ok(Some(crate::local::requests::BookWrite {
                 bytes,
                 codes: codes.clone(),
                 unfinished: false,

@@ -147,13 +147,13 @@ impl CacheCounters {
 
 /// Lookups seen per ID in the current window: a counting Bloom filter,
 /// replaced when the window ends (its `count` is the sketch).
-struct Admission {
+struct HitSketch {
     min_hits: u8,
     window: Duration,
     current: RwLock<(Instant, Arc<AtomicCountingBloomFilter>)>,
 }
 
-impl Admission {
+impl HitSketch {
     fn sketch() -> Arc<AtomicCountingBloomFilter> {
         Arc::new(
             AtomicCountingBloomFilter::with_capacity(100_000, 0.01)
@@ -198,7 +198,7 @@ pub struct Cache {
     /// Per owner: raised at every eviction, so that a fetch that began
     /// before one does not cache what it read.
     changes: Mutex<HashMap<String, u64>>,
-    admission: Admission,
+    admission: HitSketch,
     ttl: Duration,
     timeout: Duration,
     max_lag: Duration,
@@ -236,10 +236,10 @@ impl Cache {
             generation: AtomicU64::new(rand::random::<u32>() as u64),
             owners: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
-            admission: Admission {
+            admission: HitSketch {
                 min_hits: config.admission_min_hits,
                 window: Duration::from_millis(config.admission_window_ms),
-                current: RwLock::new((Instant::now(), Admission::sketch())),
+                current: RwLock::new((Instant::now(), HitSketch::sketch())),
             },
             ttl: Duration::from_millis(config.ttl_ms),
             timeout: Duration::from_millis(config.timeout_ms),

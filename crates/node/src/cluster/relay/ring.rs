@@ -29,7 +29,7 @@ const RECENT: Duration = Duration::from_secs(2);
 /// See [`pause_after`](super::pause_after).
 const IDLE: Duration = Duration::from_millis(5);
 
-struct Kept {
+struct Held {
     /// The domain it came from (a neighbour's relay, or the origin
     /// pulled): not sent back there.
     via: String,
@@ -39,7 +39,7 @@ struct Kept {
 
 #[derive(Default)]
 struct Ring {
-    kept: VecDeque<Kept>,
+    kept: VecDeque<Held>,
     /// The sequence number of `kept[0]`.
     first: u64,
     bytes: usize,
@@ -102,7 +102,7 @@ impl Relay {
     pub fn push(&self, entry: RelayEntry, via: &str) {
         let mut ring = self.ring.lock();
         ring.bytes += entry.body.len();
-        ring.kept.push_back(Kept {
+        ring.kept.push_back(Held {
             via: via.to_owned(),
             entry: Arc::new(entry),
             kept_at: Instant::now(),
