@@ -377,7 +377,8 @@ mod tests {
         for (key, value) in &defaults {
             match value {
                 toml::Value::Table(section) => {
-                    for inner in section.keys() {
+                    // The benchmarks' settings, in test builds only.
+                    for inner in section.keys().filter(|k| *k != "wan_delay_ms") {
                         assert!(
                             file[key].as_table().unwrap().contains_key(inner),
                             "{key}.{inner} is not in the packaged config file"
