@@ -32,6 +32,7 @@ pub use crate::wire::Strategy;
 /// A routed search in flight, shared by the lookups of its ID.
 pub(super) type Flight = futures::future::Shared<futures::future::BoxFuture<'static, Remote>>;
 
+/// How a lookup ended, and what it did on the way.
 #[derive(Debug)]
 pub struct Lookup {
     pub outcome: Outcome,
@@ -128,7 +129,7 @@ async fn broadcast(
     found
 }
 
-/// When a lookup began, and how it is being made: what [`Cluster::find`]
+/// When a lookup began, and how it is being made: what [`Cluster::find_any`]
 /// continues after the local store said no.
 pub struct Started {
     pub at: Instant,
@@ -164,16 +165,12 @@ impl Cluster {
         (candidates, replicas.infos())
     }
 
-    /// Finds `id` in the other domains (this one's store said no): by the
-    /// replicas, a cached copy, then the domains the replicas cannot rule
-    /// out; or, for [`Strategy::Broadcast`], by asking every domain.
-    pub async fn find(self: &Arc<Self>, id: &ArchiveId, started: Started) -> Lookup {
-        self.find_any(std::slice::from_ref(id), started).await
-    }
-
     /// Finds the first of `forms` (an ID's typed forms, in order) that any
     /// other domain holds: the copies are read once for all forms. Of
     /// forms found nowhere, the least certain answer is given ([`doubt`]).
+    /// A later form's search uses copies read before it began, which is
+    /// safe: an older copy covers less, so it rules out fewer domains, and
+    /// each search reads the ledger after it began.
     pub async fn find_any(self: &Arc<Self>, forms: &[ArchiveId], started: Started) -> Lookup {
         let (candidates, peers) = if started.trace.strategy == Strategy::Broadcast {
             (vec![Vec::new(); forms.len()], Vec::new())
@@ -192,14 +189,19 @@ impl Cluster {
                 break;
             }
         }
+        // With no form, nothing was asked: that is no "not found".
         kept.unwrap_or_else(|| {
-            let trace = started.trace.clone();
-            started.finish(conclude(None, &trace), trace)
+            let outcome = Outcome::NotReady {
+                reason: "no form of the ID to look up".into(),
+            };
+            started.finish(outcome, started.trace.clone())
         })
     }
 
-    /// [`Cluster::find`] of one form, by its `candidates` and the copies'
-    /// positions `peers` read with them.
+    /// Finds `id` in the other domains (this one's store said no): by the
+    /// replicas, a cached copy, then the domains the replicas cannot rule
+    /// out; or, for [`Strategy::Broadcast`], by asking every domain. By
+    /// its `candidates` and the copies' positions `peers` read with them.
     async fn find_by(
         self: &Arc<Self>,
         id: &ArchiveId,

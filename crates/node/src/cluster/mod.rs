@@ -225,7 +225,7 @@ pub struct Cluster {
     /// for copies behind a write in flight (`relay/follow.rs`).
     pub(crate) relay_wanted: tokio::sync::Notify,
     /// How long calls to other domains took lately: how long a "not
-    /// found" may wait for a copy instead of asking (`lookup.rs`).
+    /// found" may wait for a copy instead of asking (`settle.rs`).
     pub(crate) call_times: parking_lot::Mutex<call_times::CallTimes>,
 }
 
