@@ -262,7 +262,7 @@ impl Settle {
 
     /// What came of a call.
     pub fn step(&mut self, event: Event, trace: &mut Trace) {
-        self.in_flight -= 1;
+        self.in_flight = self.in_flight.saturating_sub(1);
         match event {
             Event::Probed(name, answer) => {
                 let Some(open) = self.open.get_mut(&name) else {
