@@ -419,7 +419,7 @@ impl Metrics {
 
     pub fn observe_lookup(&self, lookup: &Lookup) {
         use crate::cluster::lookup::{Outcome, Strategy};
-        let strategy = match lookup.route.strategy {
+        let strategy = match lookup.trace.strategy {
             Strategy::Routed => "routed",
             Strategy::Broadcast => "broadcast",
         };
@@ -433,8 +433,8 @@ impl Metrics {
             .get_or_create(&LookupLabels { strategy, outcome })
             .inc();
         self.lookup_remote_calls
-            .inc_by(lookup.route.remote_calls as u64);
-        if lookup.route.broadcast && lookup.route.strategy == Strategy::Routed {
+            .inc_by(lookup.trace.remote_calls as u64);
+        if lookup.trace.broadcast && lookup.trace.strategy == Strategy::Routed {
             self.lookup_broadcasts.inc();
         }
     }

@@ -352,26 +352,51 @@ impl Node {
         self.anchor_tick().await
     }
 
-    /// Finds `id` here or in any other domain (see [`Cluster::find`]).
+    /// The forms the cluster's ID profile (`[ids]`) reads from what was
+    /// typed: the normalised one, then the one typed (an ID stored before
+    /// the profile); never none.
+    pub fn id_forms(&self, typed: &ArchiveId) -> Vec<ArchiveId> {
+        let forms: Vec<ArchiveId> = self
+            .config
+            .ids
+            .forms(typed.as_str())
+            .iter()
+            .filter_map(|form| ArchiveId::parse(form).ok())
+            .collect();
+        if forms.is_empty() {
+            vec![typed.clone()]
+        } else {
+            forms
+        }
+    }
+
+    /// Finds what was typed here or in any other domain, by each of its
+    /// forms ([`Node::id_forms`]) in turn: this domain's store for each,
+    /// then the other domains, their copies read once for all forms (see
+    /// [`Cluster::find_any`]). Lookups and the request flow alike.
     pub async fn lookup(
         self: &Arc<Self>,
-        id: &ArchiveId,
+        typed: &ArchiveId,
         strategy: Strategy,
     ) -> Result<Lookup, DomainError> {
+        let forms = self.id_forms(typed);
         let mut started = Started::new(strategy);
-        if self.domain.contains(id.as_str()) {
+        for id in &forms {
+            if !self.domain.contains(id.as_str()) {
+                continue;
+            }
             let (node, key) = (self.clone(), id.clone());
             let record = tokio::task::spawn_blocking(move || node.domain.get(&key))
                 .await
                 .map_err(DomainError::from)??;
             if let Some(record) = record {
-                started.route.local = true;
+                started.trace.local = true;
                 let owner = self.domain.name().to_owned();
-                let route = started.route.clone();
-                return Ok(started.finish(Outcome::Found { record, owner }, route));
+                let trace = started.trace.clone();
+                return Ok(started.finish(Outcome::Found { record, owner }, trace));
             }
         }
-        let mut found = self.cluster.find(id, started).await;
+        let mut found = self.cluster.find_any(&forms, started).await;
         // The owner withheld the private keys already (`Domain::get`); a
         // copy cached before that rule, or sent by a domain running an
         // older version, is held to it here too.

@@ -1,6 +1,6 @@
 //! How long asking other domains takes, from the calls lookups made
 //! lately: a "not found" waits for a copy behind a write in flight only
-//! as long as asking its domain would take (`lookup.rs`, `settle`).
+//! as long as asking its domain would take (`settle.rs`).
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -1,58 +1,42 @@
-//! Finding a record anywhere: this domain first, then the domains whose
-//! replicas may hold the ID, then — only when a replica is not known to be
-//! current — the seed paper's broadcast probe (Luo et al., 2023, DOI
-//! 10.57237/j.cst.2023.04.008; README.md). "Not found" is answered
-//! only when every domain that could hold the ID has said it does not.
+//! Finding a record anywhere, and every I/O it takes: this domain
+//! first, then the domains whose replicas may hold the ID, then — only
+//! when a replica is not known to be current — the seed paper's broadcast
+//! probe (Luo et al., 2023, DOI 10.57237/j.cst.2023.04.008; README.md).
+//! The driver: the ledger reads, peer calls, waits, relay wake-ups and
+//! the cache are here; who must still be asked, and what the lookup
+//! concludes, are pure rules (`settle.rs`, `ruled_out.rs`). "Not found"
+//! is answered only when every domain that could hold the ID has said it
+//! does not.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::cache::Cached;
-use super::coordinator::Roster;
+use super::coordinator::{Known, Roster};
 use super::replicas::{covers, PeerInfo};
-use super::ruled_out::{ask_now, catching_up, everyone_known, not_ruled_out, LONGEST_WAIT};
+use super::ruled_out;
+use super::settle::{conclude, Answer, Call, Event, Ready, Settle};
+pub use super::settle::{doubt, Outcome};
+use super::trace::TaskFailure;
+pub use super::trace::Trace;
 use super::Cluster;
 use crate::local::domain::Position;
 use crate::local::id::ArchiveId;
 use crate::local::record::{Record, StoredRecord};
 use crate::wire::CacheRoute;
-pub use crate::wire::{Route, Strategy};
+pub use crate::wire::Strategy;
 
-/// How a lookup ended. `Found`, the common end, is as large as a record:
-/// boxing it would cost every lookup an allocation to make the rare ends
-/// smaller.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-pub enum Outcome {
-    Found {
-        record: Record,
-        owner: String,
-    },
-    NotFound,
-    /// Not found where asked, and these domains could not answer.
-    Unavailable {
-        domains: Vec<String>,
-    },
-    /// Not found in any domain known, but the membership could not be
-    /// confirmed (just started, or the coordinator is unreachable).
-    NotReady {
-        reason: String,
-    },
-}
+/// A routed search in flight, shared by the lookups of its ID.
+pub(super) type Flight = futures::future::Shared<futures::future::BoxFuture<'static, Remote>>;
 
+/// How a lookup ended, and what it did on the way.
 #[derive(Debug)]
 pub struct Lookup {
     pub outcome: Outcome,
-    pub route: Route,
-}
-
-/// A peer's answer to one call.
-enum Answer<T> {
-    Got(T),
-    Unreachable(String),
+    pub trace: Trace,
 }
 
 async fn fetch(cluster: &Cluster, name: &str, address: &str, id: &str) -> Answer<Option<Record>> {
@@ -91,7 +75,7 @@ async fn fetch_any(
     cluster: &Cluster,
     id: &str,
     targets: &[(String, String)],
-    route: &mut Route,
+    trace: &mut Trace,
 ) -> Option<(Record, String)> {
     let mut calls: FuturesUnordered<_> =
         targets
@@ -100,16 +84,13 @@ async fn fetch_any(
                 (name.clone(), fetch(cluster, name, address, id).await)
             })
             .collect();
-    route.remote_calls += targets.len();
-    route.asked.extend(targets.iter().map(|(n, _)| n.clone()));
+    trace.remote_calls += targets.len();
+    trace.asked.extend(targets.iter().map(|(n, _)| n.clone()));
     while let Some((name, answer)) = calls.next().await {
         match answer {
             Answer::Got(Some(record)) => return Some((record, name)),
-            Answer::Got(None) => route.false_positive_hops += 1,
-            Answer::Unreachable(e) => {
-                route.errors.insert(name.clone(), e);
-                route.unreachable.push(name);
-            }
+            Answer::Got(None) => trace.false_positive_hops += 1,
+            Answer::Unreachable(e) => trace.unreachable(name, e),
         }
     }
     None
@@ -121,11 +102,11 @@ async fn broadcast(
     cluster: &Cluster,
     id: &str,
     targets: Vec<(String, String)>,
-    route: &mut Route,
+    trace: &mut Trace,
 ) -> Option<(Record, String)> {
-    route.broadcast = true;
-    route.remote_calls += targets.len();
-    route.probed.extend(targets.iter().map(|(n, _)| n.clone()));
+    trace.broadcast = true;
+    trace.remote_calls += targets.len();
+    trace.probed.extend(targets.iter().map(|(n, _)| n.clone()));
     let answers = futures::future::join_all(targets.iter().map(|(name, address)| async move {
         (
             name.clone(),
@@ -139,85 +120,120 @@ async fn broadcast(
         match answer {
             Answer::Got(true) => maybe.push((name, address)),
             Answer::Got(false) => {}
-            Answer::Unreachable(e) => {
-                route.errors.insert(name.clone(), e);
-                route.unreachable.push(name);
-            }
+            Answer::Unreachable(e) => trace.unreachable(name, e),
         }
     }
-    let found = fetch_any(cluster, id, &maybe, route).await;
+    let found = fetch_any(cluster, id, &maybe, trace).await;
     // Probed domains that said "maybe" but lacked it are not replica hops.
-    route.false_positive_hops -= route.false_positive_hops.min(maybe.len());
+    trace.false_positive_hops -= trace.false_positive_hops.min(maybe.len());
     found
 }
 
-/// When a lookup began, and how it is being made: what [`Cluster::find`]
+/// When a lookup began, and how it is being made: what [`Cluster::find_any`]
 /// continues after the local store said no.
 pub struct Started {
     pub at: Instant,
-    pub route: Route,
+    pub trace: Trace,
 }
 
 impl Started {
     pub fn new(strategy: Strategy) -> Self {
         Started {
             at: Instant::now(),
-            route: Route {
-                strategy,
-                ..Route::default()
-            },
+            trace: Trace::new(strategy),
         }
     }
 
-    /// The answer, with the route's time and its unreachable domains
-    /// sorted once.
-    pub fn finish(self, outcome: Outcome, mut route: Route) -> Lookup {
-        route.elapsed_ms = self.at.elapsed().as_secs_f64() * 1e3;
-        route.unreachable.sort();
-        route.unreachable.dedup();
-        Lookup { outcome, route }
+    /// The answer, with the trace's time.
+    pub fn finish(&self, outcome: Outcome, mut trace: Trace) -> Lookup {
+        trace.elapsed = self.at.elapsed();
+        Lookup { outcome, trace }
     }
 }
 
 impl Cluster {
-    /// The candidates for `id` and the positions of the copies they came
-    /// from, read together: a copy updated after its candidates were read
-    /// must not then pass as current, or an ID it gained would be missed.
-    fn routed_by_copies(&self, id: &str) -> (Vec<String>, Vec<PeerInfo>) {
+    /// The candidates for each of `ids` and the positions of the copies
+    /// they came from, read together: a copy updated after its candidates
+    /// were read must not then pass as current, or an ID it gained would
+    /// be missed.
+    fn routed_by_copies(&self, ids: &[ArchiveId]) -> (Vec<Vec<String>>, Vec<PeerInfo>) {
         let replicas = self.replicas.read();
-        (replicas.candidates(id), replicas.infos())
+        let candidates = ids
+            .iter()
+            .map(|id| replicas.candidates(id.as_str()))
+            .collect();
+        (candidates, replicas.infos())
+    }
+
+    /// Finds the first of `forms` (an ID's typed forms, in order) that any
+    /// other domain holds: the copies are read once for all forms. Of
+    /// forms found nowhere, the least certain answer is given ([`doubt`]).
+    /// A later form's search uses copies read before it began, which is
+    /// safe: an older copy covers less, so it rules out fewer domains, and
+    /// each search reads the ledger after it began.
+    pub async fn find_any(self: &Arc<Self>, forms: &[ArchiveId], started: Started) -> Lookup {
+        let (candidates, peers) = if started.trace.strategy == Strategy::Broadcast {
+            (vec![Vec::new(); forms.len()], Vec::new())
+        } else {
+            self.routed_by_copies(forms)
+        };
+        let mut kept: Option<Lookup> = None;
+        for (id, candidates) in forms.iter().zip(candidates) {
+            let this = self.find_by(id, candidates, &peers, &started).await;
+            let found = matches!(this.outcome, Outcome::Found { .. });
+            kept = Some(match kept {
+                Some(kept) if doubt(&kept.outcome) >= doubt(&this.outcome) && !found => kept,
+                _ => this,
+            });
+            if found {
+                break;
+            }
+        }
+        // With no form, nothing was asked: that is no "not found".
+        kept.unwrap_or_else(|| {
+            let outcome = Outcome::NotReady {
+                reason: "no form of the ID to look up".into(),
+            };
+            started.finish(outcome, started.trace.clone())
+        })
     }
 
     /// Finds `id` in the other domains (this one's store said no): by the
     /// replicas, a cached copy, then the domains the replicas cannot rule
-    /// out; or, for [`Strategy::Broadcast`], by asking every domain.
-    pub async fn find(self: &Arc<Self>, id: &ArchiveId, started: Started) -> Lookup {
+    /// out; or, for [`Strategy::Broadcast`], by asking every domain. By
+    /// its `candidates` and the copies' positions `peers` read with them.
+    async fn find_by(
+        self: &Arc<Self>,
+        id: &ArchiveId,
+        candidates: Vec<String>,
+        peers: &[PeerInfo],
+        started: &Started,
+    ) -> Lookup {
         let cluster = self;
-        let mut route = started.route.clone();
-        if route.strategy == Strategy::Broadcast {
+        let mut trace = started.trace.clone();
+        if trace.strategy == Strategy::Broadcast {
             let (targets, unconfirmed) = cluster.everyone_now().await;
-            route.unconfirmed = unconfirmed;
-            let found = broadcast(cluster, id.as_str(), targets, &mut route).await;
-            return started.finish(conclude(found, &route), route);
+            trace.unconfirmed = unconfirmed;
+            let found = broadcast(cluster, id.as_str(), targets, &mut trace).await;
+            return started.finish(conclude(found, &trace), trace);
         }
 
-        let (candidates, peers) = cluster.routed_by_copies(id.as_str());
-        route.candidates = candidates;
+        trace.candidates = candidates;
         // A cached copy from a domain that may hold the ID needs no call,
         // if the owner's copy here is confirmed current (`copy_confirmed`).
         let cache = &cluster.cache;
         cache.seen(id.as_str());
         let mut stale = false;
-        for owner in &route.candidates {
+        for owner in &trace.candidates {
             let held = peers.iter().find(|p| p.name == *owner);
             let current = cluster.copy_confirmed(owner, held.and_then(|p| p.position));
             match cache.get(owner, id.as_str(), current).await {
                 Cached::Fresh(bytes) => match StoredRecord::decode(&bytes) {
                     Ok(stored) => {
-                        route.cache = Some(CacheRoute::Hit);
+                        trace.cache = Some(CacheRoute::Hit);
                         let record = stored.into_record(id.clone(), owner);
                         let owner = owner.clone();
-                        return started.finish(Outcome::Found { record, owner }, route);
+                        return started.finish(Outcome::Found { record, owner }, trace);
                     }
                     Err(e) => tracing::warn!(owner, error = %e, "unreadable cached record ignored"),
                 },
@@ -228,30 +244,76 @@ impl Cluster {
 
         // Lookups of one ID in flight at once share one remote search; a
         // joiner keeps only a "found" (a miss may predate its own start).
-        let (flight, leader) = cluster.flight(id, route.candidates.clone(), peers.clone());
+        let (flight, leader) = cluster.flight(id, trace.candidates.clone(), peers.to_vec());
         let mut result = flight.await;
         if !leader {
             if result.found.is_some() {
-                result.route.coalesced = true;
-                result.route.remote_calls = 0;
+                result.trace.coalesced = true;
+                result.trace.remote_calls = 0;
             } else {
-                result = routed(cluster.clone(), id.clone(), route.candidates.clone(), peers).await;
+                result = routed(
+                    cluster.clone(),
+                    id.clone(),
+                    trace.candidates.clone(),
+                    peers.to_vec(),
+                )
+                .await;
             }
         }
         let Remote {
             found,
-            route: remote,
+            trace: remote,
         } = result;
-        let route = Route {
-            candidates: route.candidates,
+        let trace = Trace {
+            candidates: trace.candidates,
             cache: match (cache.enabled(), stale) {
                 (false, _) => None,
                 (true, false) => Some(CacheRoute::Miss),
                 (true, true) => Some(CacheRoute::Stale),
             },
+            local: trace.local,
             ..remote
         };
-        started.finish(conclude(found, &route), route)
+        started.finish(conclude(found, &trace), trace)
+    }
+
+    /// The routed search for `id` in flight, or a new one; true when new.
+    /// The search runs as its own task, so it finishes (and leaves the
+    /// table) even if every lookup waiting on it goes away.
+    fn flight(
+        self: &Arc<Self>,
+        id: &ArchiveId,
+        candidates: Vec<String>,
+        peers: Vec<PeerInfo>,
+    ) -> (Flight, bool) {
+        use futures::FutureExt;
+        let mut flights = self.flights.lock();
+        if let Some(f) = flights.get(id.as_str()) {
+            return (f.clone(), false);
+        }
+        let (cluster, key) = (self.clone(), id.clone());
+        let task = self.tasks.spawn(async move {
+            let remote = routed(cluster.clone(), key.clone(), candidates, peers).await;
+            cluster.flights.lock().remove(key.as_str());
+            remote
+        });
+        let flight = async move {
+            task.await.unwrap_or_else(|e| Remote {
+                found: None,
+                trace: Trace {
+                    failed: Some(if e.is_panic() {
+                        TaskFailure::Panicked
+                    } else {
+                        TaskFailure::Cancelled
+                    }),
+                    ..Trace::new(Strategy::Routed)
+                },
+            })
+        }
+        .boxed()
+        .shared();
+        flights.insert(id.as_str().to_owned(), flight.clone());
+        (flight, true)
     }
 }
 
@@ -259,7 +321,7 @@ impl Cluster {
 #[derive(Clone, Debug)]
 pub struct Remote {
     pub found: Option<(Record, String)>,
-    pub route: Route,
+    pub trace: Trace,
 }
 
 /// The remote part of a routed lookup: the candidates asked directly,
@@ -267,27 +329,26 @@ pub struct Remote {
 /// are the copies' positions read with `candidates`. A record found is
 /// offered to the cache (kept if admitted and no eviction from its owner
 /// came in since the search began).
-pub(crate) async fn routed(
+async fn routed(
     cluster: Arc<Cluster>,
     id: ArchiveId,
     candidates: Vec<String>,
     peers: Vec<PeerInfo>,
 ) -> Remote {
     let ticket = cluster.cache.ticket();
-    let mut route = Route {
-        strategy: Strategy::Routed,
+    let mut trace = Trace {
         candidates: candidates.clone(),
-        ..Route::default()
+        ..Trace::new(Strategy::Routed)
     };
     let targets = addressed(&candidates, &peers);
-    let mut found = fetch_any(&cluster, id.as_str(), &targets, &mut route).await;
+    let mut found = fetch_any(&cluster, id.as_str(), &targets, &mut trace).await;
 
     if found.is_none() {
         // Nobody asked had it. Every other domain that the copies cannot
         // rule out is settled (asked, or its copy waited for); while the
         // coordinator cannot be read, every domain known is asked, and the
         // answer cannot be "not found".
-        let asked: BTreeSet<String> = route.asked.iter().cloned().collect();
+        let asked: BTreeSet<String> = trace.asked.iter().cloned().collect();
         // While writes flow, copies behind a write in flight are likely:
         // the relay followers read now, while the ledger is read (a
         // follower in a long poll, when changes are few, is not woken).
@@ -297,22 +358,19 @@ pub(crate) async fn routed(
                 // A candidate retired since its copy was read here: its
                 // silence is not a 503 (`cluster forget`).
                 let retired = cluster.retire(&roster);
-                route.unreachable.retain(|n| !retired.contains(n));
-                route.errors.retain(|n, _| !retired.contains(n));
-                let mut stale = not_ruled_out(&roster, &peers, &cluster.me);
-                stale.retain(|(name, _)| !asked.contains(name));
-                if !stale.is_empty() {
-                    let behind = catching_up(&roster, &peers, &stale);
-                    found = settle(&cluster, &id, &roster, stale, &behind, asked, &mut route).await;
+                trace.unreachable.retain(|n, _| !retired.contains(n));
+                let settle = Settle::new(&roster, &peers, &cluster.me, asked);
+                if !settle.is_empty() {
+                    found = drive(&cluster, &id, settle, &mut trace).await;
                 }
             }
             Err(e) => {
                 tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
-                route.unconfirmed = Some(e.to_string());
+                trace.unconfirmed = Some(e.to_string());
                 let mut everyone = everyone_known(&cluster, &peers);
                 everyone.retain(|(name, _)| !asked.contains(name));
                 if !everyone.is_empty() {
-                    found = broadcast(&cluster, id.as_str(), everyone, &mut route).await;
+                    found = broadcast(&cluster, id.as_str(), everyone, &mut trace).await;
                 }
             }
         }
@@ -326,203 +384,76 @@ pub(crate) async fn routed(
             Err(e) => tracing::error!(owner, error = %e, "a record found is not cached"),
         }
     }
-    Remote { found, route }
+    Remote { found, trace }
 }
 
-/// A domain a "not found" must still settle, as [`settle`] holds it.
-struct Open {
-    address: String,
-    /// What the ledger read says it last published: its copy here settles
-    /// it once it covers this.
-    published: Option<Position>,
-    /// Asked already (a probe in flight or answered).
-    asked: bool,
-    /// Why its probe failed, while its copy may still come to settle it.
-    failed: Option<String>,
-}
-
-/// What one of [`settle`]'s calls answered.
+/// What one of [`drive`]'s calls answered.
 enum Settled {
     Probe(String, Answer<bool>),
-    /// A record read, and whether a probe's "maybe" led to it (else the
-    /// domain's copy did).
     Fetch(String, Answer<Option<Record>>, bool),
 }
 
-/// Settles each of `stale` (name, address: the domains the copies read
-/// with the candidates could not rule out, not asked yet) by whichever
-/// comes first:
-/// - its answer: a probe of its live filter, then, on "maybe", a read of
-///   the record; its live filter holds every write it acknowledged before
-///   this lookup began (the filter changes with the store, under the
-///   writer lock, before a write is acknowledged);
-/// - its copy here, once that covers the position `roster` (a ledger read
-///   begun after this lookup began) gives for it, read together with the
-///   copies' candidates for `id`: such a copy holds every write the domain
-///   acknowledged before this lookup began (`not_ruled_out`), so its "no"
-///   rules the domain out and its "maybe" has the record read from it.
-///
-/// The domains in `behind` (copies of the published epoch only behind its
-/// version: a write in flight the relay brings) are asked at once if they
-/// are a handful, else waited for, with the relay asked to read now, as
-/// long as asking them would take ([`ask_now`]); the others are asked at
-/// once. A domain neither answering nor covered by its copy within
-/// [`LONGEST_WAIT`] is unreachable: the lookup answers 503, never "not
-/// found". So nothing acknowledged before the lookup began is missed,
-/// whichever way each domain is settled.
-async fn settle(
+/// Runs `settle` ([`Settle`]: who a "not found" must still settle, and
+/// how): makes the calls it asks for, reads the copies it watches (with
+/// the candidates, under one lock) each time they move, wakes the relay
+/// followers when it waits for copies, and sleeps as long as it says.
+async fn drive(
     cluster: &Cluster,
     id: &ArchiveId,
-    roster: &Roster,
-    stale: Vec<(String, String)>,
-    behind: &[(String, Position)],
-    mut fetched: BTreeSet<String>,
-    route: &mut Route,
+    mut settle: Settle,
+    trace: &mut Trace,
 ) -> Option<(Record, String)> {
     let id = id.as_str();
-    let waiting: BTreeSet<&str> = behind.iter().map(|(name, _)| name.as_str()).collect();
-    let mut open: BTreeMap<String, Open> = stale
-        .into_iter()
-        .map(|(name, address)| {
-            let published = roster
-                .known
-                .get(&name)
-                .filter(|known| !known.retired)
-                .map(|known| known.member.position());
-            let asked = !waiting.contains(name.as_str());
-            let open = Open {
-                address,
-                published,
-                asked,
-                failed: None,
-            };
-            (name, open)
-        })
-        .collect();
-    let behind_at_first = waiting.len();
     let mut moved = cluster.replicas.read().moved();
-    let woken = !ask_now(behind_at_first, std::time::Duration::ZERO, LONGEST_WAIT);
-    if woken {
+    if settle.woken() {
         cluster.relay_wanted.notify_waiters();
     }
     let began = tokio::time::Instant::now();
     let mut calls: FuturesUnordered<futures::future::BoxFuture<'_, Settled>> =
         FuturesUnordered::new();
-    let probe_each = |names: Vec<(String, String)>,
-                      calls: &mut FuturesUnordered<_>,
-                      route: &mut Route| {
-        route.broadcast |= !names.is_empty();
-        route.remote_calls += names.len();
-        for (name, address) in names {
-            route.probed.push(name.clone());
-            calls.push(Box::pin(async move {
-                let answer = probe(cluster, &address, id).await;
-                Settled::Probe(name, answer)
-            }) as futures::future::BoxFuture<'_, Settled>);
-        }
-    };
-    let fetch_from = |name: String,
-                      address: String,
-                      after_probe: bool,
-                      calls: &mut FuturesUnordered<_>,
-                      route: &mut Route| {
-        route.remote_calls += 1;
-        route.asked.push(name.clone());
-        calls.push(Box::pin(async move {
-            let answer = fetch(cluster, &name, &address, id).await;
-            Settled::Fetch(name, answer, after_probe)
-        }) as futures::future::BoxFuture<'_, Settled>);
-    };
-    let at_once: Vec<(String, String)> = open
-        .iter()
-        .filter(|(_, o)| o.asked)
-        .map(|(n, o)| (n.clone(), o.address.clone()))
-        .collect();
-    probe_each(at_once, &mut calls, route);
+    let mut record: Option<Record> = None;
     loop {
         // Copies that came to cover what their domains published settle
         // them, with their candidates read under the same lock.
-        let covered: Vec<(String, String, bool)> = {
+        {
             let replicas = cluster.replicas.read();
-            let covered: Vec<&String> = open
-                .iter()
-                .filter(|(name, o)| {
-                    o.published.is_some()
-                        && covers(
-                            replicas.peer(name).and_then(|p| p.copy_position()),
-                            o.published,
-                        )
-                })
-                .map(|(name, _)| name)
-                .collect();
-            let candidates = if covered.is_empty() {
-                Vec::new()
-            } else {
-                replicas.candidates(id)
-            };
-            covered
-                .into_iter()
+            let positions: Vec<(String, Option<Position>)> = settle
+                .watched()
                 .map(|name| {
-                    let maybe = candidates.contains(name);
-                    (name.clone(), open[name].address.clone(), maybe)
+                    let at = replicas.peer(name).and_then(|p| p.copy_position());
+                    (name.to_owned(), at)
                 })
-                .collect()
-        };
-        for (name, address, maybe) in covered {
-            open.remove(&name);
-            if maybe && fetched.insert(name.clone()) {
-                fetch_from(name, address, false, &mut calls, route);
+                .collect();
+            if settle.any_covered(&positions) {
+                let candidates = replicas.candidates(id);
+                drop(replicas);
+                settle.copies(&positions, &candidates);
             }
         }
-        // Those still waited for are asked once it is time.
         let waited = began.elapsed();
-        let still: Vec<(String, String)> = open
-            .iter()
-            .filter(|(_, o)| !o.asked)
-            .map(|(n, o)| (n.clone(), o.address.clone()))
-            .collect();
-        let mut ask_at = None;
-        if !still.is_empty() {
-            let mut asking = cluster.call_times.lock().slowest_of(still.len());
-            if woken {
-                asking += super::relay::WOKEN_SPACING;
-            }
-            if ask_now(behind_at_first, waited, asking) {
-                for (name, _) in &still {
-                    if let Some(o) = open.get_mut(name) {
-                        o.asked = true;
-                    }
+        let ready = settle.ready(waited, |n| cluster.call_times.lock().slowest_of(n), trace);
+        let until = match ready {
+            Ready::Done { found } => return found.and_then(|owner| Some((record?, owner))),
+            Ready::Wait { calls: new, until } => {
+                for call in new {
+                    calls.push(match call {
+                        Call::Probe { name, address } => Box::pin(async move {
+                            let answer = probe(cluster, &address, id).await;
+                            Settled::Probe(name, answer)
+                        }),
+                        Call::Fetch {
+                            name,
+                            address,
+                            after_probe,
+                        } => Box::pin(async move {
+                            let answer = fetch(cluster, &name, &address, id).await;
+                            Settled::Fetch(name, answer, after_probe)
+                        }),
+                    });
                 }
-                probe_each(still, &mut calls, route);
-            } else {
-                ask_at = Some(began + asking.min(LONGEST_WAIT));
+                until.map(|d| began + d)
             }
-        }
-        // A probe that failed waits for its copy until the longest wait.
-        let failed: Vec<String> = open
-            .iter()
-            .filter(|(_, o)| o.failed.is_some())
-            .map(|(n, _)| n.clone())
-            .collect();
-        if !failed.is_empty() {
-            if waited >= LONGEST_WAIT {
-                for name in failed {
-                    if let Some(Open {
-                        failed: Some(e), ..
-                    }) = open.remove(&name)
-                    {
-                        route.errors.insert(name.clone(), e);
-                        route.unreachable.push(name);
-                    }
-                }
-            } else {
-                let until = began + LONGEST_WAIT;
-                ask_at = Some(ask_at.map_or(until, |at: tokio::time::Instant| at.min(until)));
-            }
-        }
-        if open.is_empty() && calls.is_empty() {
-            return None;
-        }
+        };
         let next = tokio::select! {
             Some(settled) = calls.next() => Some(settled),
             changed = moved.changed() => {
@@ -532,45 +463,158 @@ async fn settle(
                 }
                 None
             }
-            _ = sleep_until_some(ask_at) => None,
+            _ = sleep_until_some(until) => None,
         };
         match next {
-            Some(Settled::Probe(name, answer)) => {
-                let Some(o) = open.get_mut(&name) else {
-                    continue; // settled by its copy meanwhile
+            Some(Settled::Probe(name, answer)) => settle.step(Event::Probed(name, answer), trace),
+            Some(Settled::Fetch(name, answer, after_probe)) => {
+                let answer = match answer {
+                    Answer::Got(Some(found)) => {
+                        record = Some(found);
+                        Answer::Got(true)
+                    }
+                    Answer::Got(None) => Answer::Got(false),
+                    Answer::Unreachable(e) => Answer::Unreachable(e),
                 };
-                match answer {
-                    Answer::Got(false) => {
-                        open.remove(&name);
-                    }
-                    Answer::Got(true) => {
-                        let address = o.address.clone();
-                        open.remove(&name);
-                        if fetched.insert(name.clone()) {
-                            fetch_from(name, address, true, &mut calls, route);
-                        }
-                    }
-                    Answer::Unreachable(e) if o.published.is_some() => o.failed = Some(e),
-                    Answer::Unreachable(e) => {
-                        open.remove(&name);
-                        route.errors.insert(name.clone(), e);
-                        route.unreachable.push(name);
-                    }
-                }
+                settle.step(Event::Fetched(name, answer, after_probe), trace);
             }
-            Some(Settled::Fetch(name, answer, after_probe)) => match answer {
-                Answer::Got(Some(record)) => return Some((record, name)),
-                // A probe's "maybe" is not a replica's false positive.
-                Answer::Got(None) if !after_probe => route.false_positive_hops += 1,
-                Answer::Got(None) => {}
-                Answer::Unreachable(e) => {
-                    route.errors.insert(name.clone(), e);
-                    route.unreachable.push(name);
-                }
-            },
             None => {}
         }
     }
+}
+
+impl Cluster {
+    /// Every domain's last published position, read after this call began
+    /// (shared with the lookups and searches waiting at the same time).
+    pub(super) async fn confirmed(&self) -> Result<Arc<Roster>, super::CoordError> {
+        let roster = self
+            .confirmations
+            .confirm(|| self.coordinator.read_current())
+            .await?;
+        // Positions move only forward, so the same read taken twice changes
+        // nothing: a read shared by a hundred lookups is taken once.
+        let mut taken = self.positions_taken.lock();
+        if !taken.as_ref().is_some_and(|t| Arc::ptr_eq(t, &roster)) {
+            self.replicas.write().take_positions(&roster);
+            *taken = Some(roster.clone());
+        }
+        Ok(roster)
+    }
+
+    /// Whether the copy of `owner` held here (at `held`) covers what the
+    /// coordinator said `owner` had published, in a read begun less than
+    /// the cache's `max_lag` ago (one read, shared, serves every lookup
+    /// meanwhile). A cached record of `owner` is served only then.
+    ///
+    /// Why this bounds a cached record's staleness by `max_lag`: a write
+    /// `owner` acknowledged before that read began is within the position
+    /// read (it is acknowledged only once published); a copy covering that
+    /// position took it in, and evicted what it replaced or deleted first
+    /// (`Cluster::on_changed` before a delta is applied; a whole copy
+    /// renews `owner`'s cache generation). A retired owner, or one the
+    /// ledger does not know, is never confirmed.
+    pub(super) async fn copy_confirmed(&self, owner: &str, held: Option<Position>) -> bool {
+        let coordinator = self.coordinator.clone();
+        let read = self
+            .confirmations
+            .recent(self.cache.max_lag(), move || async move {
+                coordinator.read_current().await
+            })
+            .await;
+        match read {
+            Ok(roster) => roster
+                .known
+                .get(owner)
+                .is_some_and(|known| !known.retired && covers(held, Some(known.member.position()))),
+            Err(e) => {
+                tracing::debug!(error = %e, "positions unconfirmed: cached records not served");
+                false
+            }
+        }
+    }
+
+    /// Drops the copies of the domains `roster` says were retired, and
+    /// returns those names.
+    pub(super) fn retire(&self, roster: &Roster) -> Vec<String> {
+        let retired: Vec<String> = roster
+            .known
+            .iter()
+            .filter(|(_, k)| k.retired)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if retired
+            .iter()
+            .any(|n| self.replicas.read().peer(n).is_some())
+        {
+            let mut replicas = self.replicas.write();
+            for name in &retired {
+                if replicas.retire(name) {
+                    tracing::info!(domain = %name, "dropped the copy of a retired domain");
+                }
+            }
+        }
+        retired
+    }
+
+    /// Every other domain, with its address: the membership read from the
+    /// coordinator and the copies held here; while the coordinator cannot
+    /// be read, every domain known here, and why it could not be read
+    /// (then a domain not known here may exist).
+    pub(super) async fn everyone_now(&self) -> (Vec<(String, String)>, Option<String>) {
+        let peers = self.replicas.read().infos();
+        match self.confirmed().await {
+            Ok(roster) => (ruled_out::everyone(&roster, &peers, &self.me), None),
+            Err(e) => (everyone_known(self, &peers), Some(e.to_string())),
+        }
+    }
+}
+
+impl Cluster {
+    /// The other domains a search by key must ask: `candidates` (whose
+    /// key filter copies may hold the key, read with `peers`), and those
+    /// whose key filter copies cannot rule it out by the membership read
+    /// now (the rule of [`ruled_out::not_ruled_out`]); while the coordinator cannot
+    /// be read, every domain known, and why it could not be read.
+    pub(super) async fn search_targets(
+        &self,
+        candidates: &[String],
+        peers: &[PeerInfo],
+    ) -> (Vec<(String, String)>, Option<String>) {
+        match self.confirmed().await {
+            Ok(roster) => {
+                self.retire(&roster);
+                let mut targets =
+                    ruled_out::not_ruled_out_by(&roster, peers, &self.me, |p| p.key_position);
+                let all = ruled_out::everyone(&roster, peers, &self.me);
+                targets.extend(
+                    all.into_iter()
+                        .filter(|(name, _)| candidates.contains(name)),
+                );
+                targets.sort();
+                targets.dedup();
+                (targets, None)
+            }
+            Err(e) => (everyone_known(self, peers), Some(e.to_string())),
+        }
+    }
+}
+
+/// Every other domain this one knows of without the coordinator: the
+/// last view of the membership and the copies held.
+pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
+    let members = cluster.coordinator.view().borrow().members.clone();
+    let known = members
+        .into_iter()
+        .map(|(name, member)| {
+            let known = Known {
+                member,
+                departed: false,
+                retired: false,
+            };
+            (name, known)
+        })
+        .collect();
+    ruled_out::everyone(&Roster { known }, peers, &cluster.me)
 }
 
 /// Sleeps until `at`, or forever without one.
@@ -590,48 +634,4 @@ fn addressed(names: &[String], peers: &[PeerInfo]) -> Vec<(String, String)> {
             Some((name.clone(), peer.address.clone()))
         })
         .collect()
-}
-
-fn conclude(found: Option<(Record, String)>, route: &Route) -> Outcome {
-    match (found, &route.unconfirmed) {
-        (Some((record, owner)), _) => Outcome::Found { record, owner },
-        (None, _) if !route.unreachable.is_empty() => {
-            let mut domains = route.unreachable.clone();
-            domains.sort();
-            domains.dedup();
-            Outcome::Unavailable { domains }
-        }
-        (None, Some(reason)) => Outcome::NotReady {
-            reason: reason.clone(),
-        },
-        (None, None) => Outcome::NotFound,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn not_found_needs_a_confirmed_membership_and_every_domain_answering() {
-        let unconfirmed = Route {
-            unconfirmed: Some("no ZooKeeper session".into()),
-            ..Route::default()
-        };
-        assert!(matches!(
-            conclude(None, &unconfirmed),
-            Outcome::NotReady { .. }
-        ));
-        let unreachable = Route {
-            unreachable: vec!["C".into()],
-            ..unconfirmed.clone()
-        };
-        assert!(
-            matches!(conclude(None, &unreachable), Outcome::Unavailable { domains } if domains == ["C"])
-        );
-        assert!(matches!(
-            conclude(None, &Route::default()),
-            Outcome::NotFound
-        ));
-    }
 }

@@ -16,8 +16,10 @@ pub(crate) mod relay;
 pub(crate) mod replicas;
 mod ruled_out;
 pub(crate) mod search;
+pub(crate) mod settle;
 mod sliced;
 pub(crate) mod sync;
+pub(crate) mod trace;
 pub(crate) mod zookeeper;
 
 use std::collections::{BTreeMap, HashMap};
@@ -185,9 +187,6 @@ pub fn coordinator_for(
     }
 }
 
-/// A routed search in flight, shared by the lookups of its ID.
-type Flight = futures::future::Shared<futures::future::BoxFuture<'static, lookup::Remote>>;
-
 pub struct Cluster {
     /// This domain's name.
     pub(crate) me: String,
@@ -198,7 +197,7 @@ pub struct Cluster {
     pub(crate) cache: Arc<Cache>,
     /// Where the peers known are kept between runs.
     remembered: Option<PathBuf>,
-    flights: parking_lot::Mutex<std::collections::HashMap<String, Flight>>,
+    flights: parking_lot::Mutex<std::collections::HashMap<String, lookup::Flight>>,
     /// Reads of the positions, shared by the "not found"s waiting on them.
     confirmations: Arc<confirm::Confirmations>,
     /// The last read whose positions the replicas took.
@@ -226,7 +225,7 @@ pub struct Cluster {
     /// for copies behind a write in flight (`relay/follow.rs`).
     pub(crate) relay_wanted: tokio::sync::Notify,
     /// How long calls to other domains took lately: how long a "not
-    /// found" may wait for a copy instead of asking (`lookup.rs`).
+    /// found" may wait for a copy instead of asking (`settle.rs`).
     pub(crate) call_times: parking_lot::Mutex<call_times::CallTimes>,
 }
 
@@ -541,40 +540,5 @@ impl Cluster {
     /// unknown, so everything cached from it goes.
     pub fn on_snapshot(&self, peer: &str) {
         self.cache.evict_owner(peer);
-    }
-
-    /// The routed search for `id` in flight, or a new one; true when new.
-    /// The search runs as its own task, so it finishes (and leaves the
-    /// table) even if every lookup waiting on it goes away.
-    fn flight(
-        self: &Arc<Self>,
-        id: &ArchiveId,
-        candidates: Vec<String>,
-        peers: Vec<replicas::PeerInfo>,
-    ) -> (Flight, bool) {
-        use futures::FutureExt;
-        let mut flights = self.flights.lock();
-        if let Some(f) = flights.get(id.as_str()) {
-            return (f.clone(), false);
-        }
-        let (cluster, key) = (self.clone(), id.clone());
-        let task = self.tasks.spawn(async move {
-            let remote = lookup::routed(cluster.clone(), key.clone(), candidates, peers).await;
-            cluster.flights.lock().remove(key.as_str());
-            remote
-        });
-        let flight = async move {
-            task.await.unwrap_or_else(|e| lookup::Remote {
-                found: None,
-                route: lookup::Route {
-                    unreachable: vec![format!("(lookup task failed: {e})")],
-                    ..Default::default()
-                },
-            })
-        }
-        .boxed()
-        .shared();
-        flights.insert(id.as_str().to_owned(), flight.clone());
-        (flight, true)
     }
 }

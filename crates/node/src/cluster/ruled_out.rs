@@ -1,15 +1,14 @@
 //! Who can be ruled out: the domains a "not found" or a search must still
 //! ask, because the copies held here do not cover what the coordinator
 //! says they last published. The rule that makes "not found" safe, shared
-//! by lookups (`lookup.rs`) and searches by key (`search.rs`).
+//! by lookups (`settle.rs`) and searches by key (`search.rs`). Pure
+//! rules: what they are applied to is read by the driver (`lookup.rs`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::coordinator::{Known, Roster};
+use super::coordinator::Roster;
 use super::replicas::{covers, PeerInfo};
-use super::Cluster;
 use crate::local::domain::Position;
 
 /// How many copies behind a write in flight a "not found" does not wait
@@ -54,7 +53,7 @@ pub(crate) fn not_ruled_out(
 
 /// [`not_ruled_out`] by the copies whose positions `copy` picks: a peer's
 /// filter or its key filter.
-fn not_ruled_out_by(
+pub(super) fn not_ruled_out_by(
     roster: &Roster,
     peers: &[PeerInfo],
     me: &str,
@@ -124,124 +123,9 @@ pub(crate) fn ask_now(behind_at_first: usize, waited: Duration, asking: Duration
     behind_at_first <= ASK_AT_ONCE || waited >= asking.min(LONGEST_WAIT)
 }
 
-impl Cluster {
-    /// Every domain's last published position, read after this call began
-    /// (shared with the lookups and searches waiting at the same time).
-    pub(super) async fn confirmed(&self) -> Result<Arc<Roster>, super::CoordError> {
-        let roster = self
-            .confirmations
-            .confirm(|| self.coordinator.read_current())
-            .await?;
-        // Positions move only forward, so the same read taken twice changes
-        // nothing: a read shared by a hundred lookups is taken once.
-        let mut taken = self.positions_taken.lock();
-        if !taken.as_ref().is_some_and(|t| Arc::ptr_eq(t, &roster)) {
-            self.replicas.write().take_positions(&roster);
-            *taken = Some(roster.clone());
-        }
-        Ok(roster)
-    }
-
-    /// Whether the copy of `owner` held here (at `held`) covers what the
-    /// coordinator said `owner` had published, in a read begun less than
-    /// the cache's `max_lag` ago (one read, shared, serves every lookup
-    /// meanwhile). A cached record of `owner` is served only then.
-    ///
-    /// Why this bounds a cached record's staleness by `max_lag`: a write
-    /// `owner` acknowledged before that read began is within the position
-    /// read (it is acknowledged only once published); a copy covering that
-    /// position took it in, and evicted what it replaced or deleted first
-    /// (`Cluster::on_changed` before a delta is applied; a whole copy
-    /// renews `owner`'s cache generation). A retired owner, or one the
-    /// ledger does not know, is never confirmed.
-    pub(super) async fn copy_confirmed(&self, owner: &str, held: Option<Position>) -> bool {
-        let coordinator = self.coordinator.clone();
-        let read = self
-            .confirmations
-            .recent(self.cache.max_lag(), move || async move {
-                coordinator.read_current().await
-            })
-            .await;
-        match read {
-            Ok(roster) => roster
-                .known
-                .get(owner)
-                .is_some_and(|known| !known.retired && covers(held, Some(known.member.position()))),
-            Err(e) => {
-                tracing::debug!(error = %e, "positions unconfirmed: cached records not served");
-                false
-            }
-        }
-    }
-
-    /// Drops the copies of the domains `roster` says were retired, and
-    /// returns those names.
-    pub(super) fn retire(&self, roster: &Roster) -> Vec<String> {
-        let retired: Vec<String> = roster
-            .known
-            .iter()
-            .filter(|(_, k)| k.retired)
-            .map(|(n, _)| n.clone())
-            .collect();
-        if retired
-            .iter()
-            .any(|n| self.replicas.read().peer(n).is_some())
-        {
-            let mut replicas = self.replicas.write();
-            for name in &retired {
-                if replicas.retire(name) {
-                    tracing::info!(domain = %name, "dropped the copy of a retired domain");
-                }
-            }
-        }
-        retired
-    }
-
-    /// Every other domain, with its address: the membership read from the
-    /// coordinator and the copies held here; while the coordinator cannot
-    /// be read, every domain known here, and why it could not be read
-    /// (then a domain not known here may exist).
-    pub(super) async fn everyone_now(&self) -> (Vec<(String, String)>, Option<String>) {
-        let peers = self.replicas.read().infos();
-        match self.confirmed().await {
-            Ok(roster) => (everyone(&roster, &peers, &self.me), None),
-            Err(e) => (everyone_known(self, &peers), Some(e.to_string())),
-        }
-    }
-}
-
-impl Cluster {
-    /// The other domains a search by key must ask: `candidates` (whose
-    /// key filter copies may hold the key, read with `peers`), and those
-    /// whose key filter copies cannot rule it out by the membership read
-    /// now (the rule of [`not_ruled_out`]); while the coordinator cannot
-    /// be read, every domain known, and why it could not be read.
-    pub(super) async fn search_targets(
-        &self,
-        candidates: &[String],
-        peers: &[PeerInfo],
-    ) -> (Vec<(String, String)>, Option<String>) {
-        match self.confirmed().await {
-            Ok(roster) => {
-                self.retire(&roster);
-                let mut targets = not_ruled_out_by(&roster, peers, &self.me, |p| p.key_position);
-                let all = everyone(&roster, peers, &self.me);
-                targets.extend(
-                    all.into_iter()
-                        .filter(|(name, _)| candidates.contains(name)),
-                );
-                targets.sort();
-                targets.dedup();
-                (targets, None)
-            }
-            Err(e) => (everyone_known(self, peers), Some(e.to_string())),
-        }
-    }
-}
-
 /// Every other domain in the roster or held as a copy, with its address,
 /// but those retired: the seed paper's broadcast asks them all.
-fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
+pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
     let mut all: std::collections::BTreeMap<String, String> = peers
         .iter()
         .map(|p| (p.name.clone(), p.address.clone()))
@@ -254,27 +138,10 @@ fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, Strin
     all.into_iter().collect()
 }
 
-/// Every other domain this one knows of without the coordinator: the
-/// last view of the membership and the copies held.
-pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
-    let members = cluster.coordinator.view().borrow().members.clone();
-    let known = members
-        .into_iter()
-        .map(|(name, member)| {
-            let known = Known {
-                member,
-                departed: false,
-                retired: false,
-            };
-            (name, known)
-        })
-        .collect();
-    everyone(&Roster { known }, peers, &cluster.me)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::coordinator::Known;
     use crate::cluster::coordinator::Member;
     use crate::local::filter::FilterKind;
 

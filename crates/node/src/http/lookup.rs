@@ -10,8 +10,7 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::extract::{Params, PathId};
-use crate::cluster::lookup::{Lookup, Outcome, Strategy};
-use crate::local::id::ArchiveId;
+use crate::cluster::lookup::{Outcome, Strategy};
 use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{ClusterView, ErrorBody, ErrorCode, LookupBody, RouteBody};
@@ -48,31 +47,10 @@ pub async fn lookup(
     PathId(typed): PathId,
     Params(params): Params<LookupParams>,
 ) -> Result<Response, ApiError> {
-    // The forms the cluster's ID profile reads from what was typed: the
-    // normalised one, then the one typed (an ID stored before the profile).
-    let profile = &node.config.ids;
-    let forms: Vec<ArchiveId> = profile
-        .forms(typed.as_str())
-        .iter()
-        .filter_map(|form| ArchiveId::parse(form).ok())
-        .collect();
-    let mut result: Option<Lookup> = None;
-    for id in forms.iter().chain(forms.is_empty().then_some(&typed)) {
-        let this = node.lookup(id, params.strategy).await?;
-        let found = matches!(this.outcome, Outcome::Found { .. });
-        result = Some(match result {
-            Some(kept) if doubt(&kept.outcome) >= doubt(&this.outcome) && !found => kept,
-            _ => this,
-        });
-        if found {
-            break;
-        }
-    }
-    let Some(result) = result else {
-        return Err(ApiError::internal("a lookup tried no form"));
-    };
+    let result = node.lookup(&typed, params.strategy).await?;
     node.metrics.observe_lookup(&result);
-    let route = serde_json::to_value(&result.route).map_err(ApiError::internal)?;
+    let route = result.trace.into_route();
+    let route_json = serde_json::to_value(&route).map_err(ApiError::internal)?;
     // An identity number typed where an archive number goes is neither
     // said back nor used to suggest anything.
     let private = node.reads_as_private_key(typed.as_str());
@@ -92,7 +70,7 @@ pub async fn lookup(
         Outcome::Found { record, owner } => Json(LookupBody {
             record: Some(node.as_read_by(&who.map_or(Principal::Anonymous, |w| w.0), record)),
             owner: Some(owner),
-            route: result.route,
+            route,
             ..LookupBody::default()
         })
         .into_response(),
@@ -100,6 +78,7 @@ pub async fn lookup(
             let suggestions = if private {
                 Vec::new()
             } else {
+                let forms = node.id_forms(&typed);
                 let query = forms.first().unwrap_or(&typed).as_str().to_owned();
                 super::blocking(&node, move |node| {
                     Ok(node.domain.nearest(&node.config.ids, &query)?)
@@ -127,7 +106,7 @@ pub async fn lookup(
             if !suggestions.is_empty() {
                 e = e.with("suggestions", suggestions);
             }
-            e.with("route", route).into_response()
+            e.with("route", route_json).into_response()
         }
         Outcome::Unavailable { domains } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -138,7 +117,7 @@ pub async fn lookup(
             ),
         ))
         .with("unavailable", domains)
-        .with("route", route)
+        .with("route", route_json)
         .into_response(),
         Outcome::NotReady { reason } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -148,19 +127,9 @@ pub async fn lookup(
                  the cluster's membership ({reason}), so a domain it does not know of may hold it"
             ),
         ))
-        .with("route", route)
+        .with("route", route_json)
         .into_response(),
     })
-}
-
-/// How far an answer that found nothing is from a certain "not found":
-/// of the forms tried, the least certain answer is given.
-fn doubt(outcome: &Outcome) -> u8 {
-    match outcome {
-        Outcome::Found { .. } | Outcome::NotFound => 0,
-        Outcome::NotReady { .. } => 1,
-        Outcome::Unavailable { .. } => 2,
-    }
 }
 
 /// `GET /v1/route/{id}`: the domains whose replicas may hold the ID, from

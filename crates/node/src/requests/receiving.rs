@@ -289,8 +289,10 @@ impl Node {
                     }
                     let id = ArchiveId::parse(&id)?;
                     match self.lookup(&id, Strategy::Routed).await?.outcome {
-                        Outcome::Found { owner, .. } => {
-                            held.entry(owner).or_default().push(id.to_string());
+                        // The form it is held by (`Node::lookup` tries
+                        // the ID's typed forms): the holder reads it so.
+                        Outcome::Found { owner, record } => {
+                            held.entry(owner).or_default().push(record.id.to_string());
                         }
                         Outcome::NotFound => not_found.push(id.to_string()),
                         Outcome::Unavailable { domains } => {

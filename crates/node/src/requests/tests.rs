@@ -463,3 +463,36 @@ async fn a_holding_archive_and_its_records_are_named_to_the_clerk_only_once_it_h
         assert!(!shown.contains(hidden), "{hidden} in {shown}");
     }
 }
+
+#[tokio::test]
+async fn a_record_asked_for_in_another_typed_form_is_asked_of_its_holder_as_it_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node(dir.path());
+    let held = "J201-CW·2010-Y-00042";
+    let body = RecordBody {
+        title: "婚姻登记".into(),
+        metadata: serde_json::Map::new(),
+        content: None,
+        keys: Default::default(),
+    };
+    let id = ArchiveId::parse(held).unwrap();
+    node.domain.apply(&[Write::Put(id, body)]).unwrap();
+    let new = crate::wire::NewRequest {
+        applicant_id: crate::wire::IdentityNumber("110101199003071233".into()),
+        applicant_name: "张三".into(),
+        purpose: "贷款".into(),
+        records: Some(vec!["J201-CW.2010-Y-00042".into()]),
+    };
+    let view = node.submit_request(new, clerk()).await.unwrap();
+    let (_, bytes) = node
+        .requests
+        .book
+        .unfinished(Side::Outgoing)
+        .unwrap()
+        .into_iter()
+        .find(|(key, _)| *key == view.id)
+        .unwrap();
+    let kept = decode::<Outgoing>(&bytes).unwrap();
+    assert!(kept.not_found.is_empty());
+    assert_eq!(kept.parts["A"].records, [held]);
+}
