@@ -65,7 +65,8 @@ impl LoopbackLink {
     }
 
     /// How many frames led by a 4-byte big-endian length (ZooKeeper's
-    /// framing: one per request) the clients have sent through the link.
+    /// framing: one per request) the clients have sent through the link,
+    /// pings left out.
     pub fn frames_sent(&self) -> u64 {
         self.frames.load(Ordering::SeqCst)
     }
@@ -128,34 +129,56 @@ fn pump(
     });
 }
 
+/// ZooKeeper's `xid` of a ping: the session's keep-alive, sent every
+/// third of its timeout whatever the client reads, so not counted.
+const PING_XID: [u8; 4] = (-2i32).to_be_bytes();
+
 /// Finds where frames led by a 4-byte big-endian length end in a stream
-/// read in pieces of any size.
+/// read in pieces of any size, and counts those that are not pings.
 #[derive(Default)]
 struct FrameCounter {
-    /// The length bytes read so far of the next frame.
+    /// The length bytes read so far of the next frame, then the first four
+    /// bytes of its body (ZooKeeper's `xid`).
     header: Vec<u8>,
     /// Bytes left of the frame being read.
     left: u64,
 }
 
 impl FrameCounter {
-    /// Takes in the next bytes; returns how many frames began in them.
+    /// Takes in the next bytes; returns how many frames other than pings
+    /// began in them.
     fn take(&mut self, mut bytes: &[u8]) -> u64 {
         let mut began = 0;
         while !bytes.is_empty() {
-            if self.left > 0 {
+            if self.header.is_empty() && self.left > 0 {
                 let n = self.left.min(bytes.len() as u64);
                 self.left -= n;
                 bytes = &bytes[n as usize..];
                 continue;
             }
-            let n = (4 - self.header.len()).min(bytes.len());
+            let wanted = if self.header.len() < 4 { 4 } else { 8 };
+            let n = (wanted - self.header.len()).min(bytes.len());
             self.header.extend_from_slice(&bytes[..n]);
             bytes = &bytes[n..];
-            if let Ok(length) = <[u8; 4]>::try_from(self.header.as_slice()) {
-                self.left = u64::from(u32::from_be_bytes(length));
+            if self.header.len() > 4 {
+                self.left -= n as u64;
+            }
+            if self.header.len() == 4 {
+                let length = u32::from_be_bytes([
+                    self.header[0],
+                    self.header[1],
+                    self.header[2],
+                    self.header[3],
+                ]);
+                self.left = u64::from(length);
+                if self.left < 4 {
+                    // Too short to be a ping.
+                    began += 1;
+                    self.header.clear();
+                }
+            } else if self.header.len() == 8 {
+                began += u64::from(self.header[4..] != PING_XID);
                 self.header.clear();
-                began += 1;
             }
         }
         began
@@ -173,16 +196,17 @@ mod tests {
     use super::FrameCounter;
 
     #[test]
-    fn frames_are_counted_however_the_stream_is_cut_into_reads() {
+    fn frames_but_pings_are_counted_however_the_stream_is_cut_into_reads() {
+        let ping = [&(-2i32).to_be_bytes()[..], &11i32.to_be_bytes()].concat();
         let mut stream = Vec::new();
-        for body in [&b"abc"[..], b"", b"0123456789"] {
+        for body in [&b"abc"[..], b"", &ping, b"0123456789", &ping, b"wxyz"] {
             stream.extend_from_slice(&(body.len() as u32).to_be_bytes());
             stream.extend_from_slice(body);
         }
         for piece in 1..=stream.len() {
             let mut counter = FrameCounter::default();
             let counted: u64 = stream.chunks(piece).map(|c| counter.take(c)).sum();
-            assert_eq!(counted, 3, "read {piece} bytes at a time");
+            assert_eq!(counted, 4, "read {piece} bytes at a time");
         }
     }
 }
