@@ -11,7 +11,7 @@ use futures::FutureExt;
 use serde_json::json;
 use tokio::sync::watch;
 use xarchive_node::cluster::{
-    CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
+    AuditAnchor, CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
 };
 use xarchive_node::config::RemoteSearch;
 use xarchive_node::shutdown::CancellationToken;
@@ -800,7 +800,9 @@ impl Coordinator for Blinkered {
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<xarchive_seal::ArchiveEntry>, CoordError>> {
         self.inner.trust_entries()
     }
+}
 
+impl AuditAnchor for Blinkered {
     fn anchor_audit<'a>(
         &'a self,
         name: &'a str,
