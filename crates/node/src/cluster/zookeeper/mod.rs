@@ -12,7 +12,9 @@
 //! tree, and the ledger is read on demand (a "not found", a search, a
 //! cached record, `/v1/cluster`), so ZooKeeper's events and reads do not
 //! grow with domains × writes (docs/SCALING.md, "ZooKeeper"). What a
-//! registered session does at each event is in `session.rs`.
+//! registered session does at each event is in `session.rs`; the folders,
+//! their ACLs and the check that they are sealed in `folders.rs`; the
+//! audit anchor in `anchor.rs`; the trust entries in `trust.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
