@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use xarchive_node::Client;
+use xarchive_node::ApiClient;
 
 /// How long a start or a stop may take before the benchmark gives up.
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -177,7 +177,7 @@ impl ServeChild {
         // the in-process one) has confirmed the membership, so every piece
         // a serving domain holds is in place; /healthz would only say that
         // the HTTP server answers.
-        let client = Client::new(&this.url, Duration::from_secs(10))?;
+        let client = ApiClient::new(&this.url, Duration::from_secs(10))?;
         while client.ready().await.is_err() {
             this.check_alive()?;
             if Instant::now() > deadline {

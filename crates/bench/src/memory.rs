@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
 use xarchive_filter::{BloomFilter, CountingBloomFilter, CuckooFilter};
-use xarchive_node::{sample, Client, FilterSettings};
+use xarchive_node::{sample, ApiClient, FilterSettings};
 
 use super::child::{ProcMemory, ServeChild};
 use crate::svg::{Chart, Series};
@@ -276,7 +276,7 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
         ];
         bar.set_message(format!("starting a domain for {n}"));
         let domain = ServeChild::start(DOMAIN, &data, &settings, &log).await?;
-        let client = Client::new(&domain.url, Duration::from_secs(300))?;
+        let client = ApiClient::new(&domain.url, Duration::from_secs(300))?;
         while held < n {
             let end = (held + args.chunk).min(n);
             bar.set_message(format!("importing up to {n}"));
@@ -304,7 +304,7 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
         // first sync round) run right after readiness; let them.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let memory = domain.memory()?;
-        let stats = Client::new(&domain.url, Duration::from_secs(30))?
+        let stats = ApiClient::new(&domain.url, Duration::from_secs(30))?
             .stats()
             .await
             .context("asking the restarted domain for its stats")?

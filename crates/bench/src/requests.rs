@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use xarchive_node::cluster::client::Client;
 use xarchive_node::cluster::{Coordinator, Hub};
 use xarchive_node::wire::RequestStatus;
+use xarchive_node::ApiClient;
 use xarchive_seal::Algorithm;
 
 use crate::child::xarchive_beside;
@@ -69,8 +69,8 @@ async fn run_one(algorithm: Algorithm, samples: usize) -> anyhow::Result<Timings
     })
     .await?;
     let timeout = Duration::from_secs(10);
-    let a = Client::new(cluster.nodes[0].address(), timeout)?;
-    let b = Client::new(cluster.nodes[1].address(), timeout)?;
+    let a = ApiClient::new(cluster.nodes[0].address(), timeout)?;
+    let b = ApiClient::new(cluster.nodes[1].address(), timeout)?;
     for i in 0..samples {
         let record = json!({
             "title": "婚姻登记",

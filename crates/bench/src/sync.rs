@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
-use xarchive_node::cluster::client::Client;
 use xarchive_node::cluster::{ClusterConfig, Coordinator, ZkSettings, ZooKeeperCoordinator};
+use xarchive_node::ApiClient;
 
 use crate::quantile;
 use xarchive::local::{LocalCluster, Plan};
@@ -48,7 +48,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
     })
     .await?;
     cluster.converged(Duration::from_secs(30)).await?;
-    let a = Client::new(cluster.nodes[0].address(), Duration::from_secs(10))?;
+    let a = ApiClient::new(cluster.nodes[0].address(), Duration::from_secs(10))?;
     let b = cluster.nodes[1].clone();
     let bar = ProgressBar::new(args.samples as u64);
     let mut from_ack = Vec::new();

@@ -11,7 +11,8 @@
 use std::process::ExitCode;
 
 use xarchive_node::security::auth::Role;
-use xarchive_node::ClientError;
+use xarchive_node::wire::ErrorCode;
+use xarchive_node::{code_text, ClientError};
 
 use crate::output;
 
@@ -80,9 +81,9 @@ pub fn explain(e: &anyhow::Error) -> Failure {
             code,
             message,
         } => {
-            let said = format!("{url}: {status} {code}: {message}");
-            let (hint, exit) = match (*status, code.as_str()) {
-                (_, "route_not_found") => (
+            let said = format!("{url}: {status} {}: {message}", code_text(*code));
+            let (hint, exit) = match (*status, *code) {
+                (_, Some(ErrorCode::RouteNotFound)) => (
                     Some("the server has no such route: --server is a domain's base address, such as http://127.0.0.1:7700"),
                     EXIT_ERROR,
                 ),
@@ -93,14 +94,22 @@ pub fn explain(e: &anyhow::Error) -> Failure {
                 (403, _) => (Some(roles_hint()), EXIT_ERROR),
                 // What the domain says is not there, of a request, a
                 // review or a certificate: as sure as a record's absence.
-                (404, "not_found" | "request_not_found" | "review_not_found" | "certificate_not_found") => {
+                (
+                    404,
+                    Some(
+                        ErrorCode::NotFound
+                        | ErrorCode::RequestNotFound
+                        | ErrorCode::ReviewNotFound
+                        | ErrorCode::CertificateNotFound,
+                    ),
+                ) => {
                     (None, EXIT_NOT_FOUND)
                 }
-                (409, "not_answered") => (
+                (409, Some(ErrorCode::NotAnswered)) => (
                     Some("a certificate is issued once every holding archive has answered and one released a copy: `xarchive request show ID` says where it stands"),
                     EXIT_ERROR,
                 ),
-                (422, "certificate_invalid") => (
+                (422, Some(ErrorCode::CertificateInvalid)) => (
                     Some("do not rely on this certificate: the copy kept under its code no longer matches its holding archive's signature"),
                     EXIT_ERROR,
                 ),
@@ -108,7 +117,7 @@ pub fn explain(e: &anyhow::Error) -> Failure {
                 (503, _) => (None, EXIT_UNAVAILABLE),
                 _ => (None, EXIT_ERROR),
             };
-            Failure::new(code, said, hint, exit)
+            Failure::new(code_text(*code), said, hint, exit)
         }
         ClientError::Transport { url, source } => {
             if speaks_plain_http(source) {

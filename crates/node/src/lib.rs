@@ -8,6 +8,8 @@
 //!   the `testsuite` feature);
 //! - [`node`], [`config`], [`metrics`]: a domain put together: its local
 //!   part, its place in the cluster, its tokens and its counters;
+//!   [`ApiClient`]: the public API's client, for the CLI, the benchmarks
+//!   and the tests;
 //!   [`requests`]: cross-archive requests between archives, sealed and
 //!   certified;
 //! - [`cluster`]: membership (coordinators), replicas of peers' filters,
@@ -19,6 +21,7 @@
 //!   (crate-private; what the CLI and tests need is re-exported here);
 //! - [`shutdown`]: the stop signal every background task follows.
 
+mod api_client;
 pub mod cluster;
 pub mod config;
 mod http;
@@ -31,7 +34,8 @@ pub mod server;
 pub mod shutdown;
 pub mod wire;
 
-pub use cluster::client::{Client, ClientError};
+pub use api_client::ApiClient;
+pub use cluster::client::{code_text, Client, ClientError};
 pub use config::{Limits, NodeConfig, PageConfig};
 pub use http::router;
 /// The answers of the routes peers call, built as the router builds them,

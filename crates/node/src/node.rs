@@ -11,7 +11,7 @@ use crate::cluster::client::ClientError;
 use crate::cluster::lookup::{Lookup, Outcome, Started, Strategy};
 use crate::cluster::relay::OwnFilters;
 use crate::cluster::CoordError;
-use crate::cluster::{Cluster, Coordinator, Hub};
+use crate::cluster::{AuditAnchor, Cluster, Coordinator, Hub};
 use crate::config::NodeConfig;
 use crate::local::audit::{AuditEntry, AuditError, AuditIntegrity, AuditLog, Requester};
 use crate::local::backup::{self, BackupError, BackupHeader};
@@ -80,6 +80,9 @@ pub struct Node {
     pub(crate) audit: AuditLog,
     /// Cross-archive requests, both sides (`requests/`).
     pub(crate) requests: Requests,
+    /// Where the audit log's head is kept outside this disk: the
+    /// coordinator, seen only as an anchor.
+    audit_anchor: Arc<dyn AuditAnchor>,
     /// The audit log was checked against its anchor (once the coordinator
     /// answered): only then is its head anchored.
     anchor_checked: tokio::sync::Mutex<bool>,
@@ -142,6 +145,7 @@ impl Node {
         address: &str,
     ) -> Result<Arc<Node>, NodeError> {
         let key_types = KeyTypes::new(config.keys.clone())?;
+        let audit_anchor: Arc<dyn AuditAnchor> = coordinator.clone();
         let auth = Authority::new(&config.auth, &config.cluster.name)?;
         let trust = config.tls.trust()?;
         let cache = Cache::new(&config.cache, &config.cluster.name, &config.name)?;
@@ -186,6 +190,7 @@ impl Node {
             metrics,
             audit,
             requests: Requests::new(book, seal, trust),
+            audit_anchor,
             anchor_checked: tokio::sync::Mutex::new(false),
         }))
     }
@@ -214,11 +219,7 @@ impl Node {
     /// Checks the audit log's chain and, if the coordinator answers, that
     /// the log still holds the head anchored there for this domain.
     pub async fn verify_audit(self: &Arc<Self>) -> Result<AuditIntegrity, AuditError> {
-        let anchor = self
-            .cluster
-            .coordinator
-            .audit_anchor(&self.cluster.me)
-            .await;
+        let anchor = self.audit_anchor.audit_anchor(&self.cluster.me).await;
         let node = self.clone();
         let anchored = anchor.as_ref().ok().cloned().flatten();
         let mut found = tokio::task::spawn_blocking(move || node.audit.verify(anchored.as_ref()))
@@ -248,7 +249,7 @@ impl Node {
     /// whoever polled `exists` learned that this domain holds the person
     /// just searched for. Now a timer started at the check writes at each
     /// tick, the head changed or not, always `ANCHOR_BYTES` long
-    /// (`cluster/zookeeper/mod.rs`): the version grows by one a tick, the
+    /// (`cluster/zookeeper/anchor.rs`): the version grows by one a tick, the
     /// time is the tick's and the size never changes, so the stat is a
     /// function of the time since the domain started and of ZooKeeper's
     /// outages (which the outsider sees anyway), not of the searches. A
@@ -291,12 +292,7 @@ impl Node {
         // The anchor first: while the coordinator does not answer (or the
         // cluster's folder is refused), the whole log is not read for
         // nothing at each try.
-        let anchor = match self
-            .cluster
-            .coordinator
-            .audit_anchor(&self.cluster.me)
-            .await
-        {
+        let anchor = match self.audit_anchor.audit_anchor(&self.cluster.me).await {
             Ok(anchor) => anchor,
             Err(e) => {
                 tracing::debug!(error = %e, "the audit anchor cannot be read yet");
@@ -326,8 +322,7 @@ impl Node {
         }
         let head = self.audit.head();
         match self
-            .cluster
-            .coordinator
+            .audit_anchor
             .anchor_audit(&self.cluster.me, &head)
             .await
         {

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["local"],
     &["wire", "security"],
     &["cluster"],
-    &["config", "metrics", "node", "requests"],
+    &["config", "metrics", "node", "requests", "api_client"],
     &["http"],
     &["server"],
     &["lib"],

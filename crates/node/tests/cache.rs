@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use xarchive_node::cluster::Hub;
 use xarchive_node::shutdown::CancellationToken;
-use xarchive_node::wire::{CacheRoute, LookupBody};
-use xarchive_node::Client;
+use xarchive_node::wire::{CacheRoute, LookupBody, Strategy};
+use xarchive_node::ApiClient;
 use xarchive_node::{Node, NodeConfig};
 use xarchive_testkit::{LoopbackLink, RedisServer};
 
@@ -19,8 +19,8 @@ use xarchive_testkit::{LoopbackLink, RedisServer};
 struct Pair {
     a: Arc<Node>,
     b: Arc<Node>,
-    at_a: Client,
-    at_b: Client,
+    at_a: ApiClient,
+    at_b: ApiClient,
     link: LoopbackLink,
     _stop: CancellationToken,
     _dir: tempfile::TempDir,
@@ -65,8 +65,9 @@ impl Pair {
                 listener,
                 async move { shutdown.cancelled().await },
             ));
-            clients
-                .push(Client::new(&format!("http://{direct}"), Duration::from_secs(10)).unwrap());
+            clients.push(
+                ApiClient::new(&format!("http://{direct}"), Duration::from_secs(10)).unwrap(),
+            );
             nodes.push(node);
         }
         let pair = Pair {
@@ -104,7 +105,7 @@ impl Pair {
     }
 
     async fn lookup(&self, id: &str) -> (u16, LookupBody) {
-        self.at_a.lookup(id, false).await.unwrap()
+        self.at_a.lookup(id, Strategy::Routed).await.unwrap()
     }
 
     /// Times B served the record itself (GET /v1/archives/{id}).

@@ -11,21 +11,21 @@ use futures::FutureExt;
 use serde_json::json;
 use tokio::sync::watch;
 use xarchive_node::cluster::{
-    CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
+    AuditAnchor, CoordError, Coordinator, Hub, InProcessCoordinator, Member, Roster, View,
 };
 use xarchive_node::config::RemoteSearch;
 use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::wire::{
     AuditHead, CacheRoute, Decision, Delivery, ErrorCode, HoldingState, LookupBody, PageBudget,
-    RequestStatus, RequestView, SearchBody, SearchRequest,
+    RequestStatus, RequestView, SearchBody, SearchRequest, Strategy,
 };
-use xarchive_node::Client;
+use xarchive_node::ApiClient;
 use xarchive_node::Position;
 use xarchive_node::{FilterKind, Node, NodeConfig};
 
 struct Domain {
     node: Arc<Node>,
-    client: Client,
+    client: ApiClient,
     stop: CancellationToken,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -96,7 +96,7 @@ impl Cluster {
                 }
             });
         self.domains.push(Domain {
-            client: Client::new(&address, Duration::from_secs(10)).unwrap(),
+            client: ApiClient::new(&address, Duration::from_secs(10)).unwrap(),
             node,
             stop,
             server: Some(server),
@@ -150,7 +150,7 @@ impl Cluster {
 }
 
 async fn lookup(d: &Domain, id: &str) -> (u16, LookupBody) {
-    d.client.lookup(id, false).await.unwrap()
+    d.client.lookup(id, Strategy::Routed).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +193,11 @@ async fn a_record_put_anywhere_is_found_everywhere_with_one_call() {
     assert_eq!(answer.route.remote_calls, 0);
 
     // The seed paper's way asks everyone.
-    let (status, answer) = b.client.lookup("档案/2024/001", true).await.unwrap();
+    let (status, answer) = b
+        .client
+        .lookup("档案/2024/001", Strategy::Broadcast)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     assert_eq!(answer.route.probed.len(), 2);
 }
@@ -286,7 +290,7 @@ async fn the_cluster_view_tells_the_page_its_budget_and_every_filter_s_size_befo
     // table, the published bytes less their envelope (docs/FORMAT.md).
     let mut held = BTreeMap::new();
     for d in &c.domains {
-        let filter = d.client.filter().await.unwrap();
+        let filter = d.client.peer().filter().await.unwrap();
         let envelope = if filter.kind == FilterKind::Cuckoo {
             60
         } else {
@@ -800,7 +804,9 @@ impl Coordinator for Blinkered {
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<xarchive_seal::ArchiveEntry>, CoordError>> {
         self.inner.trust_entries()
     }
+}
 
+impl AuditAnchor for Blinkered {
     fn anchor_audit<'a>(
         &'a self,
         name: &'a str,
@@ -1099,12 +1105,12 @@ async fn a_request_the_policy_does_not_release_waits_for_a_reviewer_who_approves
         .decide("A", &second.id, &approve)
         .await
         .unwrap_err();
-    assert_eq!(again.code(), Some("already_decided"));
+    assert_eq!(again.code(), Some(ErrorCode::AlreadyDecided));
     let approved = request_until(a, &first.id, |r| r.status == RequestStatus::Answered).await;
     assert_eq!(approved.holdings[0].copies[0].archive_number, "C-1");
     let refused = request_until(a, &second.id, |r| r.status == RequestStatus::Refused).await;
     let nothing_to_certify = a.client.issue_certificate(&second.id).await.unwrap_err();
-    assert_eq!(nothing_to_certify.code(), Some("not_answered"));
+    assert_eq!(nothing_to_certify.code(), Some(ErrorCode::NotAnswered));
     assert_eq!(
         refused.holdings[0].reason.as_deref(),
         Some("涉及第三人隐私")
@@ -1130,8 +1136,8 @@ async fn a_part_delivered_twice_is_taken_in_once_and_answered_the_same() {
         purpose: "贷款".into(),
         records: vec!["M-1".into(), "M-404".into()],
     };
-    let once = b.client.deliver_request(&delivery).await.unwrap();
-    let twice = b.client.deliver_request(&delivery).await.unwrap();
+    let once = b.client.peer().deliver_request(&delivery).await.unwrap();
+    let twice = b.client.peer().deliver_request(&delivery).await.unwrap();
     assert_eq!(once.state, HoldingState::Released);
     assert_eq!(once.missing, vec!["M-404".to_owned()]);
     // The same answer, sealed afresh.

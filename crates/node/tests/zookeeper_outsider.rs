@@ -19,7 +19,7 @@ use xarchive_node::security::auth::{sha256_hex, AuthConfig, Authority, Role, Tok
 use xarchive_node::security::member::Admission;
 use xarchive_node::shutdown::CancellationToken;
 use xarchive_node::wire::{AuditHead, SearchRequest};
-use xarchive_node::{Client, Node, NodeConfig};
+use xarchive_node::{ApiClient, Node, NodeConfig};
 use xarchive_testkit::ZooKeeperServer;
 use zookeeper_client as zk;
 
@@ -32,8 +32,8 @@ const PERSON: &str = "11010519491231002X";
 struct Domain {
     node: Arc<Node>,
     coordinator: Arc<ZooKeeperCoordinator>,
-    writer: Client,
-    searcher: Client,
+    writer: ApiClient,
+    searcher: ApiClient,
     _stop: StopOnDrop,
 }
 
@@ -105,7 +105,7 @@ impl Setup {
             }
         });
         let client = |token: &str| {
-            Client::with_options(&address, Duration::from_secs(10), Some(token), None)
+            ApiClient::with_options(&address, Duration::from_secs(10), Some(token), None)
                 .expect("a client")
         };
         Domain {

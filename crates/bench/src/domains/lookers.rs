@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
-use xarchive_node::Client;
+use xarchive_node::wire::Strategy;
+use xarchive_node::ApiClient;
 
 use crate::quantile;
 
@@ -107,7 +108,7 @@ pub fn start(
 ) -> anyhow::Result<tokio::task::JoinHandle<Looked>> {
     let mut lookers = tokio::task::JoinSet::new();
     for k in 0..count {
-        let client = Client::new(&urls[k % urls.len()], Duration::from_secs(10))?;
+        let client = ApiClient::new(&urls[k % urls.len()], Duration::from_secs(10))?;
         let (acknowledged, stop) = (acknowledged.clone(), stop.clone());
         lookers.spawn(look(client, acknowledged, stop));
     }
@@ -122,13 +123,13 @@ pub fn start(
 }
 
 /// One looker: an absent ID, then a held one, one after the other.
-async fn look(client: Client, acknowledged: Acknowledged, stop: CancellationToken) -> Looked {
+async fn look(client: ApiClient, acknowledged: Acknowledged, stop: CancellationToken) -> Looked {
     let mut rng = rand::rngs::StdRng::from_os_rng();
     let mut looked = Looked::default();
     while !stop.is_cancelled() {
         let absent = format!("absent-{:016x}", rng.random::<u64>());
         let started = Instant::now();
-        let answer = client.lookup(&absent, false).await;
+        let answer = client.lookup(&absent, Strategy::Routed).await;
         looked
             .absent
             .add(elapsed_ms(started), answer.map_err(|e| e.to_string()));
@@ -136,7 +137,7 @@ async fn look(client: Client, acknowledged: Acknowledged, stop: CancellationToke
             continue;
         };
         let started = Instant::now();
-        let answer = client.lookup(&held, false).await;
+        let answer = client.lookup(&held, Strategy::Routed).await;
         looked
             .held
             .add(elapsed_ms(started), answer.map_err(|e| e.to_string()));

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use xarchive_node::wire::RouteBody;
-use xarchive_node::{Client, FilterSettings};
+use xarchive_node::wire::{RouteBody, Strategy};
+use xarchive_node::{ApiClient, FilterSettings};
 
 use crate::child::ServeChild;
 use crate::nation::cluster::{cpu_seconds, figure, mntr};
@@ -169,9 +169,9 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         domains.push(start.start().await?);
     }
     let urls: Vec<String> = domains.iter().map(|d| d.url.clone()).collect();
-    let clients: Vec<Client> = urls
+    let clients: Vec<ApiClient> = urls
         .iter()
-        .map(|url| Client::new(url, Duration::from_secs(10)))
+        .map(|url| ApiClient::new(url, Duration::from_secs(10)))
         .collect::<Result<_, _>>()?;
     let deadline = Instant::now() + Duration::from_secs(600);
     for c in &clients {
@@ -444,8 +444,8 @@ struct Pair {
     acknowledged: lookers::Acknowledged,
     id: String,
     owner: String,
-    writer: Client,
-    reader: Client,
+    writer: ApiClient,
+    reader: ApiClient,
     route: Option<(reqwest::Client, String)>,
 }
 
@@ -475,7 +475,7 @@ impl Pair {
         }
         let acked = Instant::now();
         self.acknowledged.add(self.id.clone());
-        let status = match self.reader.lookup(&self.id, false).await {
+        let status = match self.reader.lookup(&self.id, Strategy::Routed).await {
             Ok((status, _)) => status,
             Err(_) => 0,
         };

@@ -20,7 +20,8 @@ use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::task::AbortOnDropHandle;
 use xarchive_node::cluster::pause_after;
-use xarchive_node::{Client, FilterSettings};
+use xarchive_node::wire::Strategy;
+use xarchive_node::{ApiClient, Client, FilterSettings};
 use zookeeper_client as zk;
 
 use super::light::{light_id, Nation, MEASURED};
@@ -231,7 +232,7 @@ fn bar(len: u64, message: String) -> anyhow::Result<ProgressBar> {
 
 /// Waits until the measured domain's view holds every domain, each copy
 /// current.
-async fn converged(client: &Client, domains: usize, child: &ServeChild) -> anyhow::Result<()> {
+async fn converged(client: &ApiClient, domains: usize, child: &ServeChild) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30 * 60);
     loop {
         if let Ok(view) = client.cluster().await {
@@ -474,7 +475,7 @@ pub async fn measure(
         &dir.path().join("measured.log"),
     )
     .await?;
-    let client = Client::new(&child.url, Duration::from_secs(60))?;
+    let client = ApiClient::new(&child.url, Duration::from_secs(60))?;
     converged(&client, n, &child).await?;
     row.join_seconds = started.elapsed().as_secs_f64();
     row.join_bytes = nation.sent.bytes() - before;
@@ -622,7 +623,7 @@ pub async fn measure(
         // The measured domain routes the new IDs.
         for i in 0..20 {
             let id = light_id(d, first_new + i * (args.import / 20));
-            match client.lookup(&id, false).await {
+            match client.lookup(&id, Strategy::Routed).await {
                 Ok((200, _)) => {}
                 other => bail!("the measured domain does not find imported {id}: {other:?}"),
             }
@@ -704,7 +705,7 @@ pub async fn measure(
 /// is ruled out by a copy covering its last publication).
 async fn with_some_killed(
     args: &NationBenchArgs,
-    client: &Client,
+    client: &ApiClient,
     nation: &Nation,
     rng: &mut impl Rng,
     row: &mut ClusterRow,
@@ -731,7 +732,7 @@ async fn with_some_killed(
     row.killed = count;
     for i in 0..args.cluster_lookups {
         let id = format!("absent-{}-{i}", rng.random::<u64>());
-        match client.lookup(&id, false).await {
+        match client.lookup(&id, Strategy::Routed).await {
             Ok((404, _)) => row.killed_absent_404 += 1,
             Ok((503, body)) if body.unavailable.iter().all(|n| names.contains(n)) => {
                 row.killed_absent_503 += 1
@@ -805,7 +806,7 @@ struct Looked {
 /// Looks `ids` up through the measured domain one after the other, each
 /// expected to answer `right`.
 async fn lookups(
-    client: &Client,
+    client: &ApiClient,
     nation: &Nation,
     zk_meter: &Meter,
     ids: &[String],
@@ -816,7 +817,7 @@ async fn lookups(
     let mut ms = Vec::with_capacity(ids.len());
     for id in ids {
         let started = Instant::now();
-        let answer = client.lookup(id, false).await;
+        let answer = client.lookup(id, Strategy::Routed).await;
         ms.push(started.elapsed().as_secs_f64() * 1e3);
         row.count(answer, right);
     }

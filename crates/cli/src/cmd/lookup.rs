@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use super::ServerArgs;
 use xarchive::failure::{EXIT_NOT_FOUND, EXIT_UNAVAILABLE};
+use xarchive_node::wire::Strategy;
 
 #[derive(clap::Args)]
 pub struct LookupArgs {
@@ -25,7 +26,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
     let (status, answer) = args
         .server
         .client()?
-        .lookup(&args.id, args.broadcast)
+        .lookup(&args.id, strategy(args.broadcast))
         .await?;
     let json = super::json(args.json);
     if json {
@@ -70,5 +71,14 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::from(EXIT_UNAVAILABLE))
         }
+    }
+}
+
+/// The strategy `--broadcast` asks for.
+fn strategy(broadcast: bool) -> Strategy {
+    if broadcast {
+        Strategy::Broadcast
+    } else {
+        Strategy::Routed
     }
 }

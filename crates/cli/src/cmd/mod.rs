@@ -24,7 +24,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use xarchive::logging::LogFormat;
 use xarchive::output::Output;
-use xarchive_node::cluster::client::Client;
+use xarchive_node::ApiClient;
 
 #[derive(Parser)]
 #[command(
@@ -201,13 +201,13 @@ mod tests {
 }
 
 impl ServerArgs {
-    fn client(&self) -> anyhow::Result<Client> {
+    fn client(&self) -> anyhow::Result<ApiClient> {
         let trust = xarchive_node::security::tls::TlsConfig {
             ca: self.tls_ca.clone(),
             ..Default::default()
         }
         .trust()?;
-        Ok(Client::with_options(
+        Ok(ApiClient::with_options(
             &base_address(&self.server),
             Duration::from_secs(self.timeout),
             self.token.as_deref(),

@@ -172,7 +172,7 @@ impl Cluster {
     async fn wait_converged(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         for d in [&self.a, &self.c] {
-            let client = xarchive_node::Client::with_options(
+            let client = xarchive_node::ApiClient::with_options(
                 &d.url,
                 Duration::from_secs(30),
                 Some(&self.tokens["read-A"]),

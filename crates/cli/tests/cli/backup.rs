@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use xarchive_node::wire::SearchBody;
-use xarchive_node::{id_card_number, Client, Record};
+use xarchive_node::{id_card_number, ApiClient, Record};
 use xarchive_testkit::{tempdir, wait_until, Acknowledged, Spawn, Tmpfs};
 
 /// The identity number of the `i`-th keyed record.
@@ -97,7 +97,7 @@ fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_f
         let (acked, stop, url) = (acked.clone(), stop.clone(), a.url.clone());
         std::thread::spawn(move || {
             runtime().block_on(async {
-                let client = Client::new(&url, Duration::from_secs(30)).unwrap();
+                let client = ApiClient::new(&url, Duration::from_secs(30)).unwrap();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Acquire) {
                     let id = format!("W-{n:06}");
@@ -165,8 +165,8 @@ fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_f
 
     runtime().block_on(async {
         let (at_a, at_b) = (
-            Client::new(&a.url, Duration::from_secs(30)).unwrap(),
-            Client::new(&b.url, Duration::from_secs(30)).unwrap(),
+            ApiClient::new(&a.url, Duration::from_secs(30)).unwrap(),
+            ApiClient::new(&b.url, Duration::from_secs(30)).unwrap(),
         );
         let report = at_b.verify().await.unwrap();
         assert!(report.consistent, "{report:?}");
@@ -469,7 +469,7 @@ fn a_backup_changed_by_hand_or_made_under_another_clusters_secret_is_refused_and
         .start();
     runtime().block_on(async {
         let client =
-            Client::with_options(&b.url, Duration::from_secs(30), Some(&write), None).unwrap();
+            ApiClient::with_options(&b.url, Duration::from_secs(30), Some(&write), None).unwrap();
         let record: Record = client
             .get("J001-WS·2023-Y-00003")
             .await

@@ -260,7 +260,7 @@ fn a_csv_export_runs_no_formula_and_imports_back_to_the_same_records() {
     let target = Spawn::new(bin(), "B", &dir.path().join("B")).start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client =
-        xarchive_node::Client::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
+        xarchive_node::ApiClient::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
     let case = std::cell::Cell::new(0u32);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(12));
     let cases = (

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use xarchive_node::wire::{ErrorCode, LookupBody, RequestStatus, SearchBody, SearchRequest};
-use xarchive_node::Client;
+use xarchive_node::wire::{
+    ErrorCode, LookupBody, RequestStatus, SearchBody, SearchRequest, Strategy,
+};
+use xarchive_node::ApiClient;
 use xarchive_testkit::{
     free_port, tempdir, Acknowledged, DomainProcess, Spawn, TempDir, ZooKeeperServer,
 };
@@ -58,8 +60,8 @@ impl Cluster {
         cluster
     }
 
-    fn client(&self, i: usize) -> Client {
-        Client::new(&self.domains[i].url, Duration::from_secs(30)).unwrap()
+    fn client(&self, i: usize) -> ApiClient {
+        ApiClient::new(&self.domains[i].url, Duration::from_secs(30)).unwrap()
     }
 
     /// Waits until every running domain sees the others up, connected,
@@ -84,8 +86,8 @@ impl Cluster {
     }
 }
 
-async fn lookup(c: &Client, id: &str) -> (u16, LookupBody) {
-    c.lookup(id, false).await.unwrap()
+async fn lookup(c: &ApiClient, id: &str) -> (u16, LookupBody) {
+    c.lookup(id, Strategy::Routed).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,7 +284,7 @@ async fn a_domain_started_without_zookeeper_never_answers_not_found() {
     let b = cluster.client(1);
     let refused = b.ready().await;
     assert!(
-        matches!(&refused, Err(e) if e.code() == Some("not_ready")),
+        matches!(&refused, Err(e) if e.code() == Some(ErrorCode::NotReady)),
         "{refused:?}"
     );
     let (status, answer) = lookup(&b, "A-19").await;
@@ -380,7 +382,7 @@ async fn lookups_stay_correct_through_a_zookeeper_outage() {
         .put("OUTAGE-1", &json!({"title": "t"}))
         .await;
     assert!(
-        matches!(&refused, Err(e) if e.code() == Some("coordinator_unavailable")),
+        matches!(&refused, Err(e) if e.code() == Some(ErrorCode::CoordinatorUnavailable)),
         "{refused:?}"
     );
     cluster.zk.start_again();
@@ -519,7 +521,7 @@ async fn refuses_to_join_with(settings: &str) {
     // Not a member: the others do not see it, and it is not ready.
     let view = cluster.client(0).cluster().await.unwrap();
     assert!(view.get("D").is_none(), "{view:?}");
-    let d = Client::new(&other.url, Duration::from_secs(5)).unwrap();
+    let d = ApiClient::new(&other.url, Duration::from_secs(5)).unwrap();
     assert!(d.ready().await.is_err());
     cluster.wait_converged().await;
 }

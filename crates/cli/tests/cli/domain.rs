@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use xarchive_node::wire::ErrorBody;
-use xarchive_node::Client;
+use xarchive_node::wire::{ErrorBody, ErrorCode, Strategy};
+use xarchive_node::ApiClient;
 use xarchive_node::VerifyReport;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
 
@@ -20,8 +20,8 @@ fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-fn client(d: &DomainProcess) -> Client {
-    Client::new(&d.url, Duration::from_secs(60)).unwrap()
+fn client(d: &DomainProcess) -> ApiClient {
+    ApiClient::new(&d.url, Duration::from_secs(60)).unwrap()
 }
 
 fn id(i: usize) -> String {
@@ -30,7 +30,7 @@ fn id(i: usize) -> String {
 
 /// Every ID in the store, read a page at a time.
 async fn all_ids(url: &str) -> HashSet<String> {
-    let client = Client::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
     let mut ids = HashSet::new();
     let mut after: Option<String> = None;
     loop {
@@ -44,13 +44,13 @@ async fn all_ids(url: &str) -> HashSet<String> {
 }
 
 async fn verify(url: &str) -> VerifyReport {
-    let client = Client::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
     client.verify().await.unwrap()
 }
 
 /// The filter's answers for `ids`, in batches.
 async fn contains_all(url: &str, ids: &[String]) -> Vec<(String, bool)> {
-    let client = Client::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
     let mut out = Vec::new();
     for batch in ids.chunks(10_000) {
         let reply = client.contains_many(batch).await.unwrap();
@@ -335,7 +335,7 @@ async fn a_full_disk_refuses_writes_with_507_changing_nothing_and_writes_resume_
                 let id = format!("W{writer}-{n:05}");
                 match c.put(&id, &scan(100_000)).await {
                     Ok(_) => acknowledged.extend([id]),
-                    Err(e) if e.code() == Some("insufficient_storage") => {
+                    Err(e) if e.code() == Some(ErrorCode::InsufficientStorage) => {
                         assert!(e.to_string().contains("nothing was changed"), "{e}");
                         refused.extend([id]);
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -363,7 +363,7 @@ async fn a_full_disk_refuses_writes_with_507_changing_nothing_and_writes_resume_
                 };
                 let record = c.get(&id).await.unwrap();
                 assert!(record.is_some(), "acknowledged {id} not readable");
-                let (status, _) = c.lookup(&id, false).await.unwrap();
+                let (status, _) = c.lookup(&id, Strategy::Routed).await.unwrap();
                 assert_eq!(status, 200, "acknowledged {id} not found by a lookup");
                 reads.fetch_add(1, Ordering::Relaxed);
             }

@@ -496,7 +496,7 @@ fn an_export_imported_into_a_fresh_domain_gives_the_same_records_in_every_format
     let source = keyed_domain(dir.path(), "A");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client =
-        xarchive_node::Client::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
+        xarchive_node::ApiClient::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
     for (id, body) in originals() {
         runtime.block_on(client.put(id, &body)).unwrap();
     }
@@ -566,7 +566,7 @@ fn an_export_imported_into_a_fresh_domain_gives_the_same_records_in_every_format
             assert!(now.keys_withheld.is_empty(), "{file}");
         }
         let target_client =
-            xarchive_node::Client::new(&target.url, std::time::Duration::from_secs(10)).unwrap();
+            xarchive_node::ApiClient::new(&target.url, std::time::Duration::from_secs(10)).unwrap();
         let verified = runtime.block_on(target_client.verify()).unwrap();
         assert!(verified.consistent, "{file}: {verified:?}");
         assert_eq!(verified.store_records, 4, "{file}");
@@ -579,7 +579,7 @@ fn an_export_filtered_by_a_metadata_field_has_only_the_records_with_it() {
     let source = keyed_domain(dir.path(), "A");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client =
-        xarchive_node::Client::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
+        xarchive_node::ApiClient::new(&source.url, std::time::Duration::from_secs(10)).unwrap();
     for (id, body) in originals() {
         runtime.block_on(client.put(id, &body)).unwrap();
     }

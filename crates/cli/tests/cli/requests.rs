@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use xarchive_node::wire::AuditEntry;
-use xarchive_node::Client;
+use xarchive_node::wire::{AuditEntry, ErrorCode};
+use xarchive_node::ApiClient;
 use xarchive_testkit::{tempdir, DomainProcess, Spawn, TempDir, ZooKeeperServer};
 
 /// The applicant's identity number: it must never appear in anything the
@@ -111,8 +111,8 @@ impl Archives {
         archives
     }
 
-    fn client(&self, d: &DomainProcess, token: &str) -> Client {
-        Client::with_options(&d.url, Duration::from_secs(30), Some(token), None).unwrap()
+    fn client(&self, d: &DomainProcess, token: &str) -> ApiClient {
+        ApiClient::with_options(&d.url, Duration::from_secs(30), Some(token), None).unwrap()
     }
 
     /// Waits until each archive sees the others up with a current copy.
@@ -511,12 +511,12 @@ async fn a_certificate_issued_at_one_archive_checks_at_every_archive_and_offline
     assert_eq!(verify_offline(&junk, &trust, None).status.code(), Some(7));
 
     // Online, the payload checks at any archive; a bad one gets its code.
-    let client = Client::new(&s.c.url, Duration::from_secs(10)).unwrap();
+    let client = ApiClient::new(&s.c.url, Duration::from_secs(10)).unwrap();
     let check = client.verify_certificate(payload.trim_end()).await.unwrap();
     assert_eq!(check.code, code);
     for (bad, code) in [
-        (forged.as_str(), "certificate_key_unknown"),
-        ("XA1:%%", "certificate_malformed"),
+        (forged.as_str(), ErrorCode::CertificateKeyUnknown),
+        ("XA1:%%", ErrorCode::CertificateMalformed),
     ] {
         let e = client.verify_certificate(bad).await.unwrap_err();
         assert_eq!(e.code(), Some(code), "{e}");
@@ -1068,7 +1068,7 @@ async fn openssl_verifies_a_holding_archive_s_sm2_seal_under_the_key_its_ca_cert
     // A copy B sealed, from the certificate: OpenSSL verifies its seal
     // with the public key in B's certificate.
     let (code, _) = s.certify(&id);
-    let check = Client::new(&s.a.url, Duration::from_secs(10)).unwrap();
+    let check = ApiClient::new(&s.a.url, Duration::from_secs(10)).unwrap();
     assert_eq!(
         check.check_certificate(&code).await.unwrap().copies.len(),
         1

@@ -1,37 +1,37 @@
-//! A typed client of a domain's HTTP API: used by peers (filters, deltas,
-//! records) and by the command line.
+//! The peer client: what one domain asks another over HTTP (a probe, a
+//! record, a search, filters, deltas, snapshots, relay pages, a request's
+//! delivery), presenting its member credential, and the transport and
+//! typed errors the public API's client (`api_client.rs`) shares.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use xarchive_filter::Delta;
 
-use crate::local::domain::{Position, VerifyReport};
+use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::security::member::MemberKey;
 use crate::wire::{
-    decode_relay_page, split_delta_with_ids, ArchiveList, AuditIntegrity, AuditPage, BulkReport,
-    ClusterView, Contains, ContainsMany, LookupBody, RelayEntry, SearchBody, SearchRequest,
-    DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER, RELAY_HEADER, RELAY_NEXT_HEADER,
-    RELAY_WAITED_HEADER, VERSION_HEADER,
+    decode_relay_page, split_delta_with_ids, Contains, ErrorBody, ErrorCode, RelayEntry,
+    SearchBody, SearchRequest, DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER,
+    RELAY_HEADER, RELAY_NEXT_HEADER, RELAY_WAITED_HEADER, VERSION_HEADER,
 };
-use crate::wire::{ErrorCode, KeyTypesBody, Stats};
 
 /// Why a call failed: the server said no (with its JSON error), or the
 /// call never got a usable answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("{url}: {status} {code}: {message}")]
+    #[error("{url}: {status} {}: {message}", code_text(*.code))]
     Api {
         url: String,
         status: u16,
-        code: String,
+        /// The API's code; `None` when the answer was not the API's
+        /// error body (a proxy's page, say).
+        code: Option<ErrorCode>,
         message: String,
     },
     #[error("{url}: {source}")]
@@ -47,17 +47,23 @@ pub enum ClientError {
 }
 
 /// Turns a reqwest failure on `url` into [`ClientError::Transport`].
-fn transport(url: &str) -> impl FnOnce(reqwest::Error) -> ClientError + '_ {
+pub(crate) fn transport(url: &str) -> impl FnOnce(reqwest::Error) -> ClientError + '_ {
     move |source| ClientError::Transport {
         url: url.to_owned(),
         source,
     }
 }
 
+/// A code as the error says it: the API's, or `http_error` for an answer
+/// that was not the API's error body.
+pub fn code_text(code: Option<ErrorCode>) -> &'static str {
+    code.map_or("http_error", ErrorCode::as_str)
+}
+
 impl ClientError {
-    pub fn code(&self) -> Option<&str> {
+    pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            ClientError::Api { code, .. } => Some(code),
+            ClientError::Api { code, .. } => *code,
             _ => None,
         }
     }
@@ -66,7 +72,14 @@ impl ClientError {
     /// `not_found`, never another 404 (a wrong path, `route_not_found`),
     /// since "no such record" is the one answer never to give wrongly.
     pub fn record_absent(&self) -> bool {
-        matches!(self, ClientError::Api { status: 404, code, .. } if code == "not_found")
+        matches!(
+            self,
+            ClientError::Api {
+                status: 404,
+                code: Some(ErrorCode::NotFound),
+                ..
+            }
+        )
     }
 }
 
@@ -110,7 +123,7 @@ pub enum DeltaAnswer {
 
 #[derive(Clone, Debug)]
 pub struct Client {
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     base: String,
     /// Added before each request and after each answer: a simulated
     /// one-way network delay, for benchmarks.
@@ -121,12 +134,6 @@ pub struct Client {
     /// This domain's name and the cluster's member key: each request
     /// carries a credential naming it, of the current window.
     member: Option<Arc<(MemberKey, String)>>,
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    code: String,
-    message: String,
 }
 
 /// What stays literal in a path segment: RFC 3986's unreserved marks but
@@ -228,12 +235,12 @@ impl Client {
         self
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// Sends, adding the simulated delay; any HTTP status is returned.
-    async fn send_raw(
+    pub(crate) async fn send_raw(
         &self,
         request: reqwest::RequestBuilder,
         url: &str,
@@ -255,7 +262,7 @@ impl Client {
     }
 
     /// Sends; a status other than 2xx becomes [`ClientError::Api`].
-    async fn send(
+    pub(crate) async fn send(
         &self,
         request: reqwest::RequestBuilder,
         url: &str,
@@ -267,13 +274,13 @@ impl Client {
         Err(Self::api_error(response, url).await)
     }
 
-    async fn api_error(response: reqwest::Response, url: &str) -> ClientError {
+    pub(crate) async fn api_error(response: reqwest::Response, url: &str) -> ClientError {
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap_or_default();
         let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
-            Ok(e) => (e.code, e.message),
+            Ok(e) => (Some(e.code), e.message),
             Err(_) => (
-                "http_error".to_owned(),
+                None,
                 String::from_utf8_lossy(&body).chars().take(300).collect(),
             ),
         };
@@ -285,7 +292,7 @@ impl Client {
         }
     }
 
-    async fn json<T: DeserializeOwned>(
+    pub(crate) async fn json<T: DeserializeOwned>(
         response: reqwest::Response,
         url: &str,
     ) -> Result<T, ClientError> {
@@ -296,18 +303,6 @@ impl Client {
         })
     }
 
-    /// Creates or replaces a record; `true` when it was created.
-    pub async fn put(
-        &self,
-        id: &str,
-        body: &serde_json::Value,
-    ) -> Result<(bool, Record), ClientError> {
-        let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
-        let response = self.send(self.http.put(&url).json(body), &url).await?;
-        let created = response.status() == StatusCode::CREATED;
-        Ok((created, Self::json(response, &url).await?))
-    }
-
     pub async fn get(&self, id: &str) -> Result<Option<Record>, ClientError> {
         let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
         match self.send(self.http.get(&url), &url).await {
@@ -315,86 +310,6 @@ impl Client {
             Err(e) if e.record_absent() => Ok(None),
             Err(e) => Err(e),
         }
-    }
-
-    /// Deletes a record; `false` when there was none.
-    pub async fn delete(&self, id: &str) -> Result<bool, ClientError> {
-        let url = self.url(&format!("/v1/archives/{}", encode_id(id)));
-        match self.send(self.http.delete(&url), &url).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.record_absent() => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `GET /v1/stats`: the domain's figures and its cache's.
-    pub async fn stats(&self) -> Result<Stats, ClientError> {
-        let url = self.url("/v1/stats");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/cluster`: the domains this one knows, and its copies of
-    /// their filters.
-    pub async fn cluster(&self) -> Result<ClusterView, ClientError> {
-        let url = self.url("/v1/cluster");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/archives`: a page of IDs in order, from after `after`.
-    pub async fn list(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<ArchiveList, ClientError> {
-        let mut url = self.url(&format!("/v1/archives?limit={limit}"));
-        if let Some(after) = after {
-            url.push_str(&format!("&after={}", encode_id(after)));
-        }
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/keys`: the key types the domain declares.
-    pub async fn key_types(&self) -> Result<KeyTypesBody, ClientError> {
-        let url = self.url("/v1/keys");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/backup`: the domain's online backup, to be read as it
-    /// streams (`Response::chunk`). No overall time limit (a large domain
-    /// takes minutes): the caller bounds each wait for a piece instead.
-    pub async fn backup(&self) -> Result<reqwest::Response, ClientError> {
-        let url = self.url("/v1/backup");
-        let request = self
-            .http
-            .get(&url)
-            .timeout(Duration::from_secs(7 * 24 * 3600));
-        self.send(request, &url).await
-    }
-
-    /// `GET /v1/filter/verify`: the filter against one rebuilt from the store.
-    pub async fn verify(&self) -> Result<VerifyReport, ClientError> {
-        let url = self.url("/v1/filter/verify");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `POST /v1/contains`: the filter's answers for `ids`, in order.
-    pub async fn contains_many(&self, ids: &[String]) -> Result<ContainsMany, ClientError> {
-        let url = self.url("/v1/contains");
-        let response = self.send(self.http.post(&url).json(ids), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /readyz`: `Ok` once the domain can answer every lookup
-    /// ("not found" included); [`ClientError::Api`] with code `not_ready`
-    /// before.
-    pub async fn ready(&self) -> Result<(), ClientError> {
-        let url = self.url("/readyz");
-        self.send(self.http.get(&url), &url).await.map(drop)
     }
 
     /// `GET /healthz` within `timeout`: `Ok` when the domain's process
@@ -414,43 +329,6 @@ impl Client {
         Ok(answer.maybe)
     }
 
-    /// `GET /v1/lookup/{id}`: the answer and its status (200 found, 404
-    /// not found anywhere, 503 some domain unreachable or membership not
-    /// confirmed).
-    pub async fn lookup(
-        &self,
-        id: &str,
-        broadcast: bool,
-    ) -> Result<(u16, LookupBody), ClientError> {
-        let strategy = if broadcast { "broadcast" } else { "routed" };
-        let url = self.url(&format!("/v1/lookup/{}?strategy={strategy}", encode_id(id)));
-        let response = self.send_raw(self.http.get(&url), &url).await?;
-        let status = response.status().as_u16();
-        if !matches!(status, 200 | 404 | 503) {
-            return Err(Self::api_error(response, &url).await);
-        }
-        let body: LookupBody = Self::json(response, &url).await?;
-        // Only the lookup's own answers: a 404 from another route (a
-        // server URL ending in /v1) is not "in no domain".
-        let expected = match status {
-            200 => body.record.is_some(),
-            404 => body.code == Some(ErrorCode::NotFound),
-            _ => matches!(
-                body.code,
-                Some(ErrorCode::Unavailable | ErrorCode::NotReady)
-            ),
-        };
-        if !expected {
-            return Err(ClientError::Api {
-                url,
-                status,
-                code: body.code.map_or("http_error", ErrorCode::as_str).to_owned(),
-                message: body.message.unwrap_or_default(),
-            });
-        }
-        Ok((status, body))
-    }
-
     /// `POST /v1/search`: the records with a key and the status (200
     /// every domain that could hold one answered, 503 some could not).
     pub async fn search(&self, request: &SearchRequest) -> Result<(u16, SearchBody), ClientError> {
@@ -465,75 +343,6 @@ impl Client {
         Err(Self::api_error(response, &url).await)
     }
 
-    /// `POST /v1/requests`: registers a cross-archive request (`body` as
-    /// [`NewRequest`](crate::wire::NewRequest) reads it).
-    pub async fn submit_request(
-        &self,
-        body: &serde_json::Value,
-    ) -> Result<crate::wire::RequestView, ClientError> {
-        let url = self.url("/v1/requests");
-        let response = self.send(self.http.post(&url).json(body), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/requests`: every request registered here, newest first.
-    pub async fn requests(&self) -> Result<crate::wire::RequestList, ClientError> {
-        let url = self.url("/v1/requests");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/requests/{id}`.
-    pub async fn request(&self, id: &str) -> Result<crate::wire::RequestView, ClientError> {
-        let url = self.url(&format!("/v1/requests/{}", encode_id(id)));
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/reviews`: the requests waiting for a reviewer here.
-    pub async fn reviews(&self) -> Result<crate::wire::ReviewQueue, ClientError> {
-        let url = self.url("/v1/reviews");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `POST /v1/reviews/{receiving}/{request}`: a reviewer's decision.
-    pub async fn decide(
-        &self,
-        receiving: &str,
-        request: &str,
-        decision: &crate::wire::Decision,
-    ) -> Result<crate::wire::Answer, ClientError> {
-        let url = self.url(&format!(
-            "/v1/reviews/{}/{}",
-            encode_id(receiving),
-            encode_id(request)
-        ));
-        let response = self.send(self.http.post(&url).json(decision), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `POST /v1/requests/{id}/certificate`: issues an answered request's
-    /// certificate (again: the same one).
-    pub async fn issue_certificate(
-        &self,
-        request: &str,
-    ) -> Result<crate::wire::Certificate, ClientError> {
-        let url = self.url(&format!("/v1/requests/{}/certificate", encode_id(request)));
-        let response = self.send(self.http.post(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/requests/{id}/certificate.pdf`: the certificate's PDF.
-    pub async fn certificate_pdf(&self, request: &str) -> Result<Bytes, ClientError> {
-        let url = self.url(&format!(
-            "/v1/requests/{}/certificate.pdf",
-            encode_id(request)
-        ));
-        let response = self.send(self.http.get(&url), &url).await?;
-        response.bytes().await.map_err(transport(&url))
-    }
-
     /// `GET /v1/certificates/{code}`: checks a certificate by its
     /// verification code.
     pub async fn check_certificate(
@@ -541,26 +350,6 @@ impl Client {
         code: &str,
     ) -> Result<crate::wire::CertificateCheck, ClientError> {
         let url = self.url(&format!("/v1/certificates/{}", encode_id(code)));
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `POST /v1/certificates/verify`: checks a certificate's payload.
-    pub async fn verify_certificate(
-        &self,
-        payload: &str,
-    ) -> Result<crate::wire::CertificateCheck, ClientError> {
-        let url = self.url("/v1/certificates/verify");
-        let body = crate::wire::VerifyRequest {
-            payload: payload.to_owned(),
-        };
-        let response = self.send(self.http.post(&url).json(&body), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/trust-list`: the cluster's trust list, signed.
-    pub async fn trust_list(&self) -> Result<crate::wire::TrustListBody, ClientError> {
-        let url = self.url("/v1/trust-list");
         let response = self.send(self.http.get(&url), &url).await?;
         Self::json(response, &url).await
     }
@@ -574,36 +363,6 @@ impl Client {
     ) -> Result<crate::wire::Answer, ClientError> {
         let url = self.url("/v1/peer/requests");
         let response = self.send(self.http.post(&url).json(delivery), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/audit`: a page of the searches by private key logged, from
-    /// `since` (RFC 3339, or the `next` of the page before).
-    pub async fn audit(&self, since: Option<&str>) -> Result<AuditPage, ClientError> {
-        let mut url = self.url("/v1/audit");
-        if let Some(since) = since {
-            url.push_str(&format!("?since={}", encode_id(since)));
-        }
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// `GET /v1/audit/verify`: whether the log of searches is intact.
-    pub async fn audit_verify(&self) -> Result<AuditIntegrity, ClientError> {
-        let url = self.url("/v1/audit/verify");
-        let response = self.send(self.http.get(&url), &url).await?;
-        Self::json(response, &url).await
-    }
-
-    /// Sends NDJSON lines to `_bulk`; returns the server's report.
-    pub async fn bulk(&self, body: impl Into<reqwest::Body>) -> Result<BulkReport, ClientError> {
-        let url = self.url("/v1/archives/_bulk");
-        let request = self
-            .http
-            .post(&url)
-            .header("content-type", "application/x-ndjson")
-            .body(body);
-        let response = self.send(request, &url).await?;
         Self::json(response, &url).await
     }
 

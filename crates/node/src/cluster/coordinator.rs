@@ -325,6 +325,31 @@ pub(crate) fn refuse_to_join(
     }
 }
 
+/// Keeps each domain's audit head outside its disk, so that a log later
+/// cut short, rolled back or replaced is caught. Every coordinator is one
+/// (the anchor lives in the folder the cluster sealed); the node holds it
+/// through this trait alone, and calls it on a fixed cadence.
+pub trait AuditAnchor: Send + Sync + 'static {
+    /// Records `head` as where `name`'s audit log has reached, outside
+    /// that domain's disk, so that a log later cut short, rolled back or
+    /// replaced is caught; refused ([`CoordError::AnchorDisagrees`]) when
+    /// the head recorded is not behind it or the same
+    /// ([`anchor_moves_forward`]). Written at every call, even unchanged,
+    /// in as many bytes: the caller calls it on a fixed cadence, so that
+    /// what an outsider sees of it does not follow the searches.
+    fn anchor_audit<'a>(
+        &'a self,
+        name: &'a str,
+        head: &'a AuditHead,
+    ) -> BoxFuture<'a, Result<(), CoordError>>;
+
+    /// The audit head last anchored for `name`, if any.
+    fn audit_anchor<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>>;
+}
+
 /// Joins a domain to its cluster.
 ///
 /// A write is acknowledged only once the position that includes it has
@@ -333,7 +358,7 @@ pub(crate) fn refuse_to_join(
 /// ([`Coordinator::read_current`]): together these mean that a replica
 /// whose position equals the one read is known to include every write
 /// acknowledged before the lookup began, so it can answer "not here".
-pub trait Coordinator: Send + Sync + 'static {
+pub trait Coordinator: AuditAnchor + Send + Sync + 'static {
     /// Registers `name` as `member`, republishes as `positions` moves
     /// (throttled), follows the membership into [`view`](Self::view),
     /// registers again after losing its session, and deregisters when
@@ -370,25 +395,6 @@ pub trait Coordinator: Send + Sync + 'static {
     /// ([`CoordError::StillRegistered`]): a running domain would hold
     /// records nobody asked for. It takes part again if it registers.
     fn forget<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), CoordError>>;
-
-    /// Records `head` as where `name`'s audit log has reached, outside
-    /// that domain's disk, so that a log later cut short, rolled back or
-    /// replaced is caught; refused ([`CoordError::AnchorDisagrees`]) when
-    /// the head recorded is not behind it or the same
-    /// ([`anchor_moves_forward`]). Written at every call, even unchanged,
-    /// in as many bytes: the caller calls it on a fixed cadence, so that
-    /// what an outsider sees of it does not follow the searches.
-    fn anchor_audit<'a>(
-        &'a self,
-        name: &'a str,
-        head: &'a AuditHead,
-    ) -> BoxFuture<'a, Result<(), CoordError>>;
-
-    /// The audit head last anchored for `name`, if any.
-    fn audit_anchor<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>>;
 
     /// Sets this domain's entry in the cluster's trust list (its real
     /// name, address and seal keys), published sealed with the cluster

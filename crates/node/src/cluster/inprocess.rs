@@ -10,7 +10,8 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::coordinator::{
-    anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
+    anchor_moves_forward, refuse_to_join, AuditAnchor, CoordError, Coordinator, Known, Member,
+    Roster, View,
 };
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
@@ -143,6 +144,17 @@ impl Coordinator for InProcessCoordinator {
         async move { result }.boxed()
     }
 
+    fn set_trust_entry(&self, entry: ArchiveEntry) {
+        self.hub.trust.lock().insert(entry.domain.clone(), entry);
+    }
+
+    fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {
+        let entries = self.hub.trust.lock().values().cloned().collect();
+        async move { Ok(entries) }.boxed()
+    }
+}
+
+impl AuditAnchor for InProcessCoordinator {
     fn anchor_audit<'a>(
         &'a self,
         name: &'a str,
@@ -161,14 +173,5 @@ impl Coordinator for InProcessCoordinator {
     ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>> {
         let anchor = self.hub.anchors.lock().get(name).cloned();
         async move { Ok(anchor) }.boxed()
-    }
-
-    fn set_trust_entry(&self, entry: ArchiveEntry) {
-        self.hub.trust.lock().insert(entry.domain.clone(), entry);
-    }
-
-    fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {
-        let entries = self.hub.trust.lock().values().cloned().collect();
-        async move { Ok(entries) }.boxed()
     }
 }

@@ -31,7 +31,9 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub use coordinator::{CoordError, Coordinator, Known, Member, MemberChange, Roster, View};
+pub use coordinator::{
+    AuditAnchor, CoordError, Coordinator, Known, Member, MemberChange, Roster, View,
+};
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use ledger::lines::{Described, Line};
 pub use ledger::valid_group;

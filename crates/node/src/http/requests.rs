@@ -95,8 +95,7 @@ impl From<RequestsError> for ApiError {
                     ..
                 },
             ) => {
-                let code = serde_json::from_value(serde_json::Value::String(code))
-                    .unwrap_or(ErrorCode::Unavailable);
+                let code = code.unwrap_or(ErrorCode::Unavailable);
                 let s = StatusCode::from_u16(s).unwrap_or(StatusCode::BAD_GATEWAY);
                 ApiError::new(s, code, message)
             }

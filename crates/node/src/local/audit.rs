@@ -14,7 +14,7 @@
 //! [`AuditLog::verify`]. A log cut short or rolled back to an older copy
 //! keeps a whole chain: that is caught by comparing its head with the one
 //! the domain last anchored outside its own disk (the coordinator, see
-//! `cluster::Coordinator::anchor_audit`).
+//! `cluster::AuditAnchor::anchor_audit`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

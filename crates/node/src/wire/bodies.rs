@@ -102,6 +102,16 @@ pub enum Strategy {
     Broadcast,
 }
 
+impl Strategy {
+    /// The strategy as a query string names it (`?strategy=`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Routed => "routed",
+            Strategy::Broadcast => "broadcast",
+        }
+    }
+}
+
 /// How a lookup went, returned with its answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct Route {

@@ -620,7 +620,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
 /// stops (an error saying where and what was committed).
 async fn feed(
     rx: &Arc<Mutex<Receiver<Message>>>,
-    client: &xarchive_node::Client,
+    client: &xarchive_node::ApiClient,
     bar: &ProgressBar,
     tally: &mut Tally,
     rejects: &mut Option<RejectsFile>,

@@ -12,7 +12,9 @@
 //! tree, and the ledger is read on demand (a "not found", a search, a
 //! cached record, `/v1/cluster`), so ZooKeeper's events and reads do not
 //! grow with domains × writes (docs/SCALING.md, "ZooKeeper"). What a
-//! registered session does at each event is in `session.rs`.
+//! registered session does at each event is in `session.rs`; the folders,
+//! their ACLs and the check that they are sealed in `folders.rs`; the
+//! audit anchor in `anchor.rs`; the trust entries in `trust.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,9 +29,7 @@ use tokio::time::{sleep, timeout, Instant};
 use zookeeper_client as zk;
 
 use super::backoff::Backoff;
-use super::coordinator::{
-    anchor_moves_forward, refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View,
-};
+use super::coordinator::{refuse_to_join, CoordError, Coordinator, Known, Member, Roster, View};
 use super::ledger::lines::{Described, Lines};
 use super::ledger::{Entries, LedgerError};
 use crate::local::audit::AuditHead;
@@ -129,78 +129,17 @@ const MAX_RETRY: Duration = Duration::from_millis(500);
 /// ID profile) tries to join again.
 const REFUSED_RETRY: Duration = Duration::from_secs(10);
 
-/// The size of every audit anchor written: its JSON padded with spaces
-/// (JSON's own white space), so that the znode's `dataLength`, which
-/// anyone may read with `exists`, does not grow with the log.
-const ANCHOR_BYTES: usize = 128;
-
-/// `head` as its anchor znode holds it: [`ANCHOR_BYTES`] long.
-fn anchor_bytes(head: &AuditHead) -> Result<Vec<u8>, CoordError> {
-    let mut data = serde_json::to_vec(head).map_err(|e| CoordError::Encode(e.to_string()))?;
-    if data.len() < ANCHOR_BYTES {
-        data.resize(ANCHOR_BYTES, b' ');
-    }
-    Ok(data)
-}
-
-/// Where creating `path` was refused for want of permission: its deepest
-/// ancestor that exists (whose ACL a create checks), with that ACL as
-/// text; `None` when `path` exists after all (ZooKeeper checks the
-/// parent's ACL before whether the node is there).
-async fn locked_parent(client: &zk::Client, path: &str) -> Option<(String, String)> {
-    if matches!(client.check_stat(path).await, Ok(Some(_))) {
-        return None;
-    }
-    let mut parent = path;
-    loop {
-        parent = match parent.rfind('/') {
-            Some(0) | None => "/",
-            Some(i) => &parent[..i],
-        };
-        if parent == "/" || matches!(client.check_stat(parent).await, Ok(Some(_))) {
-            break;
-        }
-    }
-    let acl = match client.get_acl(parent).await {
-        Ok((acl, _)) => acl_text(&acl),
-        Err(e) => format!("unreadable here ({e}: it gives this domain neither READ nor ADMIN)"),
-    };
-    Some((parent.to_owned(), acl))
-}
-
-/// An ACL as `zkCli.sh getAcl` prints it: `scheme:id:cdrwa`, one a line.
-fn acl_text(acl: &[zk::Acl]) -> String {
-    let letters = |p: zk::Permission| {
-        [
-            (zk::Permission::CREATE, 'c'),
-            (zk::Permission::DELETE, 'd'),
-            (zk::Permission::READ, 'r'),
-            (zk::Permission::WRITE, 'w'),
-            (zk::Permission::ADMIN, 'a'),
-        ]
-        .into_iter()
-        .filter(|(bit, _)| p.has(*bit))
-        .map(|(_, c)| c)
-        .collect::<String>()
-    };
-    let text: Vec<String> = acl
-        .iter()
-        .map(|a| format!("{}:{}:{}", a.scheme(), a.id(), letters(a.permission())))
-        .collect();
-    if text.is_empty() {
-        "none".into()
-    } else {
-        text.join(", ")
-    }
-}
-
 mod admitted;
+mod anchor;
 mod apart;
+mod folders;
 mod ledger_znodes;
 mod session;
+mod trust;
 
 use admitted::Admitted;
 use apart::Apart;
+use folders::locked_parent;
 use ledger_znodes::Holders;
 pub use ledger_znodes::LedgerWrites;
 use session::Session;
@@ -311,27 +250,8 @@ fn failed(e: zk::Error) -> CoordError {
 
 impl ZooKeeperCoordinator {
     pub fn new(settings: ZkSettings) -> Arc<Self> {
-        let acl = match &settings.credentials {
-            // ZooKeeper's digest id: user:base64(sha1(user:password)).
-            Some((user, password)) => {
-                use base64::Engine;
-                use sha1::Digest;
-                let digest = sha1::Sha1::digest(format!("{user}:{password}").as_bytes());
-                let id = format!(
-                    "{user}:{}",
-                    base64::engine::general_purpose::STANDARD.encode(digest)
-                );
-                vec![zk::Acl::new(
-                    zk::Permission::ALL,
-                    zk::AuthId::new("digest", &id),
-                )]
-            }
-            None => zk::Acls::anyone_all().to_vec(),
-        };
-        let shared = vec![zk::Acl::new(
-            zk::Permission::CREATE | zk::Permission::READ | zk::Permission::DELETE,
-            zk::AuthId::anyone(),
-        )];
+        let acl = folders::cluster_acl(settings.credentials.as_ref());
+        let shared = folders::shared_acl();
         Arc::new(ZooKeeperCoordinator {
             settings,
             acl,
@@ -413,41 +333,6 @@ impl ZooKeeperCoordinator {
         self.refusal.subscribe()
     }
 
-    pub fn folder(&self) -> String {
-        format!("/xarchive/{}/domains", self.settings.cluster)
-    }
-
-    /// `path` as ZooKeeper names it: under the connect string's chroot.
-    fn full_path(&self, path: &str) -> String {
-        match self.settings.connect.split_once('/') {
-            Some((_, chroot)) if !chroot.trim_matches('/').is_empty() => {
-                let path = if path == "/" { "" } else { path };
-                format!("/{}{path}", chroot.trim_matches('/'))
-            }
-            _ => path.to_owned(),
-        }
-    }
-
-    /// The positions ledger: a znode per group.
-    fn ledger_folder(&self) -> String {
-        format!("/xarchive/{}/positions", self.settings.cluster)
-    }
-
-    /// This domain's group's znode in the ledger.
-    fn ledger_path(&self) -> String {
-        format!("{}/{}", self.ledger_folder(), self.settings.group)
-    }
-
-    /// Where each domain anchors its audit log's head.
-    fn audit_folder(&self) -> String {
-        format!("/xarchive/{}/audit", self.settings.cluster)
-    }
-
-    /// Where each domain's entry in the trust list is.
-    fn trust_folder(&self) -> String {
-        format!("/xarchive/{}/seals", self.settings.cluster)
-    }
-
     /// `known` as `name`'s entry in the ledger, sealed.
     fn entry(&self, name: &str, known: &Known) -> Result<serde_json::Value, CoordError> {
         let bytes = self.sealed(name, known)?;
@@ -497,100 +382,6 @@ impl ZooKeeperCoordinator {
             fields.insert("proof".into(), proof.into());
         }
         serde_json::to_vec(&json).map_err(unencodable)
-    }
-
-    /// Writes this domain's trust entry (sealed) in the cluster's `seals/`
-    /// folder, if one is set: before registering, so that whoever finds
-    /// the domain registered finds its keys.
-    async fn put_trust_entry(&self, client: &zk::Client, name: &str) -> Result<(), CoordError> {
-        let Some(entry) = self.trust_entry.lock().clone() else {
-            return Ok(());
-        };
-        let path = format!("{}/{name}", self.trust_folder());
-        let data = self.sealed(name, &entry)?;
-        match client.set_data(&path, &data, None).await {
-            Ok(_) => Ok(()),
-            Err(zk::Error::NoNode) => match client
-                .create(&path, &data, &self.options(zk::CreateMode::Persistent))
-                .await
-            {
-                Ok(_) => Ok(()),
-                // Created meanwhile by an earlier session of this domain.
-                Err(zk::Error::NodeExists) => client
-                    .set_data(&path, &data, None)
-                    .await
-                    .map(drop)
-                    .map_err(failed),
-                Err(e) => Err(failed(e)),
-            },
-            Err(e) => Err(failed(e)),
-        }
-    }
-
-    /// Refuses a cluster folder whose ACL is not the cluster's: with a
-    /// cluster secret, one created open by someone else before the
-    /// cluster's first start (or while a rotation had it deleted) would
-    /// let anyone register there, read the members and delete them.
-    async fn check_acls(&self, client: &zk::Client, paths: &[String]) -> Result<(), CoordError> {
-        if self.settings.credentials.is_none() {
-            return Ok(());
-        }
-        for path in paths {
-            let (acl, _) = client.get_acl(path).await.map_err(failed)?;
-            if acl != self.acl {
-                return Err(CoordError::OpenFolder {
-                    path: self.full_path(path),
-                    acl: acl_text(&acl),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Options for the cluster's own znodes (its ACL).
-    fn options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
-        mode.with_acls(zk::Acls::new(&self.acl))
-    }
-
-    /// Options for shared parents (a chroot, `/xarchive`): anyone may
-    /// create in them, since other clusters make their folders there too,
-    /// but not change their ACL ([`ZooKeeperCoordinator::shared`]).
-    fn shared(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
-        mode.with_acls(zk::Acls::new(&self.shared))
-    }
-
-    /// Creates the folder `path` (and its missing parents) with `options`.
-    /// Refused for want of permission above the cluster's own folder, it
-    /// names the parent and the ACL someone set on it: that is not about
-    /// the cluster secret, and saying so would send the operator after the
-    /// wrong thing.
-    async fn make_folder(
-        &self,
-        client: &zk::Client,
-        path: &str,
-        options: &zk::CreateOptions<'_>,
-    ) -> Result<(), CoordError> {
-        match client.mkdir(path, options).await {
-            Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(zk::Error::NoAuth) => {
-                let Some((parent, acl)) = locked_parent(client, path).await else {
-                    return Ok(());
-                };
-                let cluster = format!("/xarchive/{}", self.settings.cluster);
-                let shown = self.full_path(&parent);
-                if parent == cluster || parent.starts_with(&format!("{cluster}/")) {
-                    // The cluster's own folder: made under another secret.
-                    Err(CoordError::NoAuth)
-                } else {
-                    Err(CoordError::ParentLocked {
-                        folder: self.full_path(path),
-                        path: shown,
-                        acl,
-                    })
-                }
-            }
-            Err(e) => Err(failed(e)),
-        }
     }
 
     /// Every domain's position, read after a `sync` (so that every
@@ -945,20 +736,6 @@ fn admit<T: Registered>(admission: &Admission, folder: &str, name: &str, data: &
     }
 }
 
-/// `name`'s trust entry, if readable and sealed with the cluster secret
-/// (or the cluster has none): an entry anyone could have written would
-/// make a forger's key trusted.
-fn admit_trust_entry(admission: &Admission, name: &str, data: &[u8]) -> Option<ArchiveEntry> {
-    let entry = serde_json::from_slice::<ArchiveEntry>(data).ok()?;
-    let proof = serde_json::from_slice::<Proof>(data).map_or_else(|_| String::new(), |p| p.proof);
-    let bytes = serde_json::to_vec(&entry).ok()?;
-    if entry.domain != name || !admission.seal_holds(name, &bytes, &proof) {
-        tracing::warn!(domain = %name, "ignoring its trust entry: it is not sealed with the cluster secret");
-        return None;
-    }
-    Some(entry)
-}
-
 impl Coordinator for ZooKeeperCoordinator {
     fn run(
         self: Arc<Self>,
@@ -1082,114 +859,11 @@ impl Coordinator for ZooKeeperCoordinator {
         .boxed()
     }
 
-    fn anchor_audit<'a>(
-        &'a self,
-        name: &'a str,
-        head: &'a AuditHead,
-    ) -> BoxFuture<'a, Result<(), CoordError>> {
-        let client = self.client.lock().clone();
-        let path = format!("{}/{name}", self.audit_folder());
-        async move {
-            let client = client.ok_or(CoordError::NoSession)?;
-            // Always written, even unchanged, and always as many bytes: the
-            // caller anchors on a fixed cadence, so the znode's version,
-            // size and time, which anyone may read with `exists`, move the
-            // same whatever searches reach this domain (node.rs says why).
-            let data = anchor_bytes(head)?;
-            // Compare and set on the znode's version: two writers (an old
-            // and a new session of the same domain) cannot interleave. The
-            // head and version written last are kept, so a tick is one write.
-            let known = self.anchored.lock().clone();
-            if let Some((anchored_name, old, version)) = known.filter(|(n, ..)| n == name) {
-                anchor_moves_forward(Some(&old), head)?;
-                match client.set_data(&path, &data, Some(version)).await {
-                    Ok(stat) => {
-                        *self.anchored.lock() = Some((anchored_name, head.clone(), stat.version));
-                        return Ok(());
-                    }
-                    // Written or deleted by someone else since: read it.
-                    Err(zk::Error::BadVersion | zk::Error::NoNode) => {}
-                    Err(e) => return Err(failed(e)),
-                }
-            }
-            *self.anchored.lock() = None;
-            let written = match client.get_data(&path).await {
-                Ok((old, stat)) => {
-                    let old = serde_json::from_slice::<AuditHead>(&old).ok();
-                    anchor_moves_forward(old.as_ref(), head)?;
-                    client
-                        .set_data(&path, &data, Some(stat.version))
-                        .await
-                        .map_err(failed)?
-                }
-                Err(zk::Error::NoNode) => {
-                    client
-                        .create(&path, &data, &self.options(zk::CreateMode::Persistent))
-                        .await
-                        .map_err(failed)?
-                        .0
-                }
-                Err(e) => return Err(failed(e)),
-            };
-            *self.anchored.lock() = Some((name.to_owned(), head.clone(), written.version));
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn audit_anchor<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<AuditHead>, CoordError>> {
-        let client = self.client.lock().clone();
-        let path = format!("{}/{name}", self.audit_folder());
-        async move {
-            let client = client.ok_or(CoordError::NoSession)?;
-            client.sync(&path).await.or_else(|e| match e {
-                zk::Error::NoNode => Ok(()),
-                e => Err(failed(e)),
-            })?;
-            match client.get_data(&path).await {
-                Ok((data, _)) => Ok(serde_json::from_slice(&data).ok()),
-                Err(zk::Error::NoNode) => Ok(None),
-                Err(e) => Err(failed(e)),
-            }
-        }
-        .boxed()
-    }
-
     fn set_trust_entry(&self, entry: ArchiveEntry) {
         *self.trust_entry.lock() = Some(entry);
     }
 
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<ArchiveEntry>, CoordError>> {
-        let client = self.client.lock().clone();
-        let folder = self.trust_folder();
-        async move {
-            let client = client.ok_or(CoordError::NoSession)?;
-            let names = match client.list_children(&folder).await {
-                Ok(names) => names,
-                Err(zk::Error::NoNode) => return Ok(Vec::new()),
-                Err(e) => return Err(failed(e)),
-            };
-            // Read together, pipelined on the session's connection.
-            let reads = names.iter().map(|name| {
-                let client = client.clone();
-                let path = format!("{folder}/{name}");
-                async move { (name.clone(), client.get_data(&path).await) }
-            });
-            let mut entries = Vec::new();
-            for (name, read) in futures::future::join_all(reads).await {
-                match read {
-                    Ok((data, _)) => {
-                        entries.extend(admit_trust_entry(&self.settings.admission, &name, &data));
-                    }
-                    Err(zk::Error::NoNode) => {}
-                    Err(e) => return Err(failed(e)),
-                }
-            }
-            Ok(entries)
-        }
-        .boxed()
+        self.read_trust_entries()
     }
 }
