@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 use crate::cluster::lookup::Lookup;
 use crate::cluster::Cluster;
 use crate::local::domain::DomainStats;
-use crate::local::store::Outcome;
+use crate::local::store::WriteOutcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -407,12 +407,12 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    pub fn count_write(&self, outcome: Outcome) {
+    pub fn count_write(&self, outcome: WriteOutcome) {
         let outcome = match outcome {
-            Outcome::Created => "created",
-            Outcome::Replaced => "replaced",
-            Outcome::Deleted => "deleted",
-            Outcome::NotFound => "not_found",
+            WriteOutcome::Created => "created",
+            WriteOutcome::Replaced => "replaced",
+            WriteOutcome::Deleted => "deleted",
+            WriteOutcome::NotFound => "not_found",
         };
         self.writes.get_or_create(&OutcomeLabels { outcome }).inc();
     }

@@ -18,7 +18,7 @@ use super::cache::Cached;
 use super::coordinator::{Known, Roster};
 use super::replicas::{covers, PeerInfo};
 use super::ruled_out;
-use super::settle::{conclude, Answer, Call, Event, Ready, Settle};
+use super::settle::{conclude, Call, Event, Ready, Reply, Settle};
 pub use super::settle::{doubt, Outcome};
 use super::trace::TaskFailure;
 pub use super::trace::Trace;
@@ -39,34 +39,34 @@ pub struct Lookup {
     pub trace: Trace,
 }
 
-async fn fetch(cluster: &Cluster, name: &str, address: &str, id: &str) -> Answer<Option<Record>> {
+async fn fetch(cluster: &Cluster, name: &str, address: &str, id: &str) -> Reply<Option<Record>> {
     let began = Instant::now();
     match cluster.peer_client(address) {
         Ok(client) => match client.get(id).await {
             Ok(record) => {
                 cluster.call_times.lock().record(began.elapsed());
-                Answer::Got(record)
+                Reply::Got(record)
             }
             Err(e) => {
                 tracing::debug!(peer = name, error = %e, "fetch failed");
-                Answer::Unreachable(e.to_string())
+                Reply::Unreachable(e.to_string())
             }
         },
-        Err(e) => Answer::Unreachable(e.to_string()),
+        Err(e) => Reply::Unreachable(e.to_string()),
     }
 }
 
-async fn probe(cluster: &Cluster, address: &str, id: &str) -> Answer<bool> {
+async fn probe(cluster: &Cluster, address: &str, id: &str) -> Reply<bool> {
     let began = Instant::now();
     match cluster.peer_client(address) {
         Ok(client) => match client.contains(id).await {
             Ok(maybe) => {
                 cluster.call_times.lock().record(began.elapsed());
-                Answer::Got(maybe)
+                Reply::Got(maybe)
             }
-            Err(e) => Answer::Unreachable(e.to_string()),
+            Err(e) => Reply::Unreachable(e.to_string()),
         },
-        Err(e) => Answer::Unreachable(e.to_string()),
+        Err(e) => Reply::Unreachable(e.to_string()),
     }
 }
 
@@ -88,9 +88,9 @@ async fn fetch_any(
     trace.asked.extend(targets.iter().map(|(n, _)| n.clone()));
     while let Some((name, answer)) = calls.next().await {
         match answer {
-            Answer::Got(Some(record)) => return Some((record, name)),
-            Answer::Got(None) => trace.false_positive_hops += 1,
-            Answer::Unreachable(e) => trace.unreachable(name, e),
+            Reply::Got(Some(record)) => return Some((record, name)),
+            Reply::Got(None) => trace.false_positive_hops += 1,
+            Reply::Unreachable(e) => trace.unreachable(name, e),
         }
     }
     None
@@ -118,9 +118,9 @@ async fn broadcast(
     let mut maybe = Vec::new();
     for (name, address, answer) in answers {
         match answer {
-            Answer::Got(true) => maybe.push((name, address)),
-            Answer::Got(false) => {}
-            Answer::Unreachable(e) => trace.unreachable(name, e),
+            Reply::Got(true) => maybe.push((name, address)),
+            Reply::Got(false) => {}
+            Reply::Unreachable(e) => trace.unreachable(name, e),
         }
     }
     let found = fetch_any(cluster, id, &maybe, trace).await;
@@ -389,8 +389,8 @@ async fn routed(
 
 /// What one of [`drive`]'s calls answered.
 enum Settled {
-    Probe(String, Answer<bool>),
-    Fetch(String, Answer<Option<Record>>, bool),
+    Probe(String, Reply<bool>),
+    Fetch(String, Reply<Option<Record>>, bool),
 }
 
 /// Runs `settle` ([`Settle`]: who a "not found" must still settle, and
@@ -469,12 +469,12 @@ async fn drive(
             Some(Settled::Probe(name, answer)) => settle.step(Event::Probed(name, answer), trace),
             Some(Settled::Fetch(name, answer, after_probe)) => {
                 let answer = match answer {
-                    Answer::Got(Some(found)) => {
+                    Reply::Got(Some(found)) => {
                         record = Some(found);
-                        Answer::Got(true)
+                        Reply::Got(true)
                     }
-                    Answer::Got(None) => Answer::Got(false),
-                    Answer::Unreachable(e) => Answer::Unreachable(e),
+                    Reply::Got(None) => Reply::Got(false),
+                    Reply::Unreachable(e) => Reply::Unreachable(e),
                 };
                 settle.step(Event::Fetched(name, answer, after_probe), trace);
             }

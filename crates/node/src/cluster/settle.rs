@@ -69,7 +69,7 @@ pub fn conclude(found: Option<(Record, String)>, trace: &Trace) -> Outcome {
 
 /// A peer's answer to one call.
 #[derive(Clone, Debug)]
-pub enum Answer<T> {
+pub enum Reply<T> {
     Got(T),
     Unreachable(String),
 }
@@ -91,9 +91,9 @@ pub enum Call {
 /// What came of a call.
 #[derive(Clone, Debug)]
 pub enum Event {
-    Probed(String, Answer<bool>),
+    Probed(String, Reply<bool>),
     /// Whether the domain held the record.
-    Fetched(String, Answer<bool>, bool),
+    Fetched(String, Reply<bool>, bool),
 }
 
 /// What the driver does next.
@@ -269,10 +269,10 @@ impl Settle {
                     return; // settled by its copy meanwhile
                 };
                 match answer {
-                    Answer::Got(false) => {
+                    Reply::Got(false) => {
                         self.open.remove(&name);
                     }
-                    Answer::Got(true) => {
+                    Reply::Got(true) => {
                         let address = open.address.clone();
                         self.open.remove(&name);
                         if self.fetched.insert(name.clone()) {
@@ -281,19 +281,19 @@ impl Settle {
                     }
                     // A probe that failed waits for its copy until the
                     // longest wait.
-                    Answer::Unreachable(e) if open.published.is_some() => open.failed = Some(e),
-                    Answer::Unreachable(e) => {
+                    Reply::Unreachable(e) if open.published.is_some() => open.failed = Some(e),
+                    Reply::Unreachable(e) => {
                         self.open.remove(&name);
                         trace.unreachable(name, e);
                     }
                 }
             }
             Event::Fetched(name, answer, after_probe) => match answer {
-                Answer::Got(true) => self.found = Some(name),
+                Reply::Got(true) => self.found = Some(name),
                 // A probe's "maybe" is not a replica's false positive.
-                Answer::Got(false) if !after_probe => trace.false_positive_hops += 1,
-                Answer::Got(false) => {}
-                Answer::Unreachable(e) => trace.unreachable(name, e),
+                Reply::Got(false) if !after_probe => trace.false_positive_hops += 1,
+                Reply::Got(false) => {}
+                Reply::Unreachable(e) => trace.unreachable(name, e),
             },
         }
     }
@@ -492,7 +492,7 @@ mod tests {
                 until: None
             }
         );
-        settle.step(Event::Probed("B".into(), Answer::Got(false)), &mut trace);
+        settle.step(Event::Probed("B".into(), Reply::Got(false)), &mut trace);
         assert_eq!(
             settle.ready(ms(1), no_wait, &mut trace),
             Ready::Done { found: None }
@@ -544,7 +544,7 @@ mod tests {
             }]
         );
         settle.step(
-            Event::Fetched("C".into(), Answer::Got(false), false),
+            Event::Fetched("C".into(), Reply::Got(false), false),
             &mut trace,
         );
         assert_eq!(trace.false_positive_hops, 1);
@@ -553,7 +553,7 @@ mod tests {
             panic!("waits");
         };
         assert_eq!(calls, [probe("F")]);
-        settle.step(Event::Probed("F".into(), Answer::Got(true)), &mut trace);
+        settle.step(Event::Probed("F".into(), Reply::Got(true)), &mut trace);
         let Ready::Wait { calls, .. } = settle.ready(ms(50), |_| ms(40), &mut trace) else {
             panic!("waits");
         };
@@ -565,7 +565,7 @@ mod tests {
             }]
         ));
         settle.step(
-            Event::Fetched("F".into(), Answer::Got(true), true),
+            Event::Fetched("F".into(), Reply::Got(true), true),
             &mut trace,
         );
         assert_eq!(
@@ -583,7 +583,7 @@ mod tests {
         let mut trace = Trace::new(Strategy::Routed);
         settle.ready(ms(0), no_wait, &mut trace);
         settle.step(
-            Event::Probed("B".into(), Answer::Unreachable("refused".into())),
+            Event::Probed("B".into(), Reply::Unreachable("refused".into())),
             &mut trace,
         );
         assert_eq!(
@@ -649,22 +649,22 @@ mod tests {
             let answer_of = |call: Call, how: u8, said_no: &mut BTreeSet<String>| match call {
                 Call::Probe { name, .. } => {
                     let answer = match how % 3 {
-                        0 => Answer::Got(false),
-                        1 => Answer::Got(true),
-                        _ => Answer::Unreachable("down".into()),
+                        0 => Reply::Got(false),
+                        1 => Reply::Got(true),
+                        _ => Reply::Unreachable("down".into()),
                     };
-                    if matches!(answer, Answer::Got(false)) {
+                    if matches!(answer, Reply::Got(false)) {
                         said_no.insert(name.clone());
                     }
                     Event::Probed(name, answer)
                 }
                 Call::Fetch { name, after_probe, .. } => {
                     let answer = match how % 3 {
-                        0 => Answer::Got(false),
-                        1 => Answer::Got(true),
-                        _ => Answer::Unreachable("down".into()),
+                        0 => Reply::Got(false),
+                        1 => Reply::Got(true),
+                        _ => Reply::Unreachable("down".into()),
                     };
-                    if matches!(answer, Answer::Got(false)) {
+                    if matches!(answer, Reply::Got(false)) {
                         said_no.insert(name.clone());
                     }
                     Event::Fetched(name, answer, after_probe)

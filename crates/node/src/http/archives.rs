@@ -16,7 +16,7 @@ use super::extract::{Params, PathId};
 use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::local::record::{BulkLine, RecordInput};
-use crate::local::store::{Outcome, Write};
+use crate::local::store::{Write, WriteOutcome};
 use crate::node::Node;
 use crate::security::auth::Principal;
 use crate::wire::{ArchiveList, BulkReport, BulkSummary, ErrorBody, ErrorCode, LineResult};
@@ -88,7 +88,7 @@ pub async fn put(
     node.metrics.count_write(outcome);
     published(&node).await?;
     let status = match outcome {
-        Outcome::Created => StatusCode::CREATED,
+        WriteOutcome::Created => StatusCode::CREATED,
         _ => StatusCode::OK,
     };
     Ok((status, Json(record)).into_response())
@@ -155,7 +155,7 @@ pub async fn delete(
     node.metrics.count_write(outcome);
     published(&node).await?;
     match outcome {
-        Outcome::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
+        WriteOutcome::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
         _ => Err(ApiError::not_found(id.as_str())),
     }
 }
@@ -251,7 +251,7 @@ impl Bulk {
         for ((line, write), outcome) in lines.into_iter().zip(writes).zip(outcomes) {
             self.node.metrics.count_write(outcome);
             let status = match outcome {
-                Outcome::Created => {
+                WriteOutcome::Created => {
                     self.report.summary.created += 1;
                     201
                 }

@@ -93,7 +93,7 @@ pub enum Write {
 
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum WriteOutcome {
     Created,
     Replaced,
     Deleted,
@@ -105,7 +105,7 @@ pub enum Outcome {
 /// filter removes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
-    pub outcome: Outcome,
+    pub outcome: WriteOutcome,
     pub old_keys: BTreeMap<String, String>,
 }
 
@@ -245,10 +245,10 @@ impl Store {
                     Write::Put(id, body) => {
                         let (outcome, created_at) = match &previous {
                             Some(old) => (
-                                Outcome::Replaced,
+                                WriteOutcome::Replaced,
                                 old.as_ref().map_or(now_ms, |r| r.created_at_ms),
                             ),
-                            None => (Outcome::Created, now_ms),
+                            None => (WriteOutcome::Created, now_ms),
                         };
                         let stored = StoredRecord::new(body, created_at, now_ms);
                         let bytes = stored.encode().map_err(|source| StoreError::Unencodable {
@@ -261,9 +261,9 @@ impl Store {
                     }
                     Write::Delete(id) => {
                         if table.remove(id.as_str())?.is_some() {
-                            Outcome::Deleted
+                            WriteOutcome::Deleted
                         } else {
-                            Outcome::NotFound
+                            WriteOutcome::NotFound
                         }
                     }
                 };
@@ -273,7 +273,7 @@ impl Store {
                 };
                 outcomes.push(Applied { outcome, old_keys });
             }
-            if outcomes.iter().all(|a| a.outcome == Outcome::NotFound) {
+            if outcomes.iter().all(|a| a.outcome == WriteOutcome::NotFound) {
                 // Nothing changed: leave the file exactly as it was.
                 drop((table, keys));
                 txn.abort()?;
@@ -535,10 +535,14 @@ pub(crate) mod tests {
                 10,
             )
             .unwrap();
-        let outcomes: Vec<Outcome> = out.iter().map(|a| a.outcome).collect();
+        let outcomes: Vec<WriteOutcome> = out.iter().map(|a| a.outcome).collect();
         assert_eq!(
             outcomes,
-            [Outcome::Created, Outcome::Replaced, Outcome::NotFound]
+            [
+                WriteOutcome::Created,
+                WriteOutcome::Replaced,
+                WriteOutcome::NotFound
+            ]
         );
         store
             .apply(&[Write::Put(a.clone(), body("three"))], 20)
@@ -555,7 +559,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             store.apply(&[Write::Delete(a.clone())], 30).unwrap()[0].outcome,
-            Outcome::Deleted
+            WriteOutcome::Deleted
         );
         assert!(store.get(&a).unwrap().is_none());
     }

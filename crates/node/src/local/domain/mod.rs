@@ -30,7 +30,7 @@ use crate::local::id_profile::{self, IdProfile};
 use crate::local::keys::Keying;
 use crate::local::record::{now_ms, Record, RecordBody};
 use crate::local::space::{DiskSpace, SpaceStats};
-use crate::local::store::{Outcome, Store, StoreError, Write};
+use crate::local::store::{Store, StoreError, Write, WriteOutcome};
 
 mod snapshot;
 
@@ -355,7 +355,7 @@ impl Domain {
     }
 
     /// Applies `writes` in order, durably, then updates the filter to match.
-    pub fn apply(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
+    pub fn apply(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>, DomainError> {
         let _writer = self.writer.lock();
         self.apply_holding_the_writer(writes)
     }
@@ -363,14 +363,18 @@ impl Domain {
     /// Puts one record and reads it back as stored, with no other write
     /// between the two: the PUT's answer is the record it wrote, never
     /// one a concurrent writer replaced or deleted in the meantime.
-    pub fn put(&self, id: ArchiveId, body: RecordBody) -> Result<(Outcome, Record), DomainError> {
+    pub fn put(
+        &self,
+        id: ArchiveId,
+        body: RecordBody,
+    ) -> Result<(WriteOutcome, Record), DomainError> {
         let _writer = self.writer.lock();
         let outcome = self.apply_holding_the_writer(&[Write::Put(id.clone(), body)])?[0];
         let record = self.get(&id)?.ok_or(DomainError::PutNotReadBack(id))?;
         Ok((outcome, record))
     }
 
-    fn apply_holding_the_writer(&self, writes: &[Write]) -> Result<Vec<Outcome>, DomainError> {
+    fn apply_holding_the_writer(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>, DomainError> {
         self.heal()?;
         let applied = match self.store.apply(writes, now_ms()) {
             Ok(applied) => applied,
@@ -386,24 +390,24 @@ impl Domain {
         let no_keys = BTreeMap::new();
         for (write, applied) in writes.iter().zip(&applied) {
             let new_keys = match (write, applied.outcome) {
-                (Write::Put(_, body), Outcome::Created | Outcome::Replaced) => &body.keys,
+                (Write::Put(_, body), WriteOutcome::Created | WriteOutcome::Replaced) => &body.keys,
                 _ => &no_keys,
             };
             state.change_keys(&self.keying, &applied.old_keys, new_keys);
             match (write, &applied.outcome) {
-                (Write::Put(id, _), Outcome::Created) => {
+                (Write::Put(id, _), WriteOutcome::Created) => {
                     // Full: the rebuild below reads this ID from the store.
                     rebuild = state.filter.insert(id.as_str()).is_err();
                     if rebuild {
                         break;
                     }
                 }
-                (Write::Put(id, _), Outcome::Replaced) => {
+                (Write::Put(id, _), WriteOutcome::Replaced) => {
                     state.filter.touch();
                     let version = state.filter.version();
                     state.feed.push(version, id.clone());
                 }
-                (Write::Delete(id), Outcome::Deleted) => {
+                (Write::Delete(id), WriteOutcome::Deleted) => {
                     if state.filter.remove(id.as_str()).is_err() {
                         tracing::error!(domain = %self.name, %id, "deleted record was not in the filter");
                     }
