@@ -312,6 +312,7 @@ mod tests {
             Value::String(s) if s == "memory" => "none".into(),
             Value::String(s) if s == "summary" => "full".into(),
             Value::String(s) if s == "sm2-sm3" => "ed25519".into(),
+            Value::String(s) if s == "auto" => "both".into(),
             // One character (the archive numbers' separator).
             Value::String(s) if s.chars().count() == 1 => "-".into(),
             Value::String(s) => format!("x{s}"),
