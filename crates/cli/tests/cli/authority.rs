@@ -8,12 +8,11 @@
 //! and name no holding archive before it answers; one token cannot take
 //! every request slot of a domain.
 
-use crate::common::{bin, text};
+use crate::common::{bin, create_token};
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
@@ -27,18 +26,6 @@ const APPLICANT: &str = "11010519491231002X";
 const ROLES: [&str; 7] = [
     "read", "write", "search", "audit", "backup", "clerk", "reviewer",
 ];
-
-/// `xarchive token create` bound to `domain`, appended to `config`.
-fn create_token(config: &Path, role: &str, name: &str, domain: &str) -> String {
-    let out = Command::new(bin())
-        .args(["token", "create", "--role", role, "--name", name])
-        .args(["--domain", domain, "--config"])
-        .arg(config)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 /// Archives A and C of one cluster, a token of every role bound to each
 /// (`tokens["clerk-A"]`), and C holding a record its policy releases by
@@ -72,7 +59,7 @@ impl Cluster {
         for role in ROLES {
             for home in ["A", "C"] {
                 let name = format!("{role}-{home}");
-                tokens.insert(name.clone(), create_token(&config, role, &name, home));
+                tokens.insert(name.clone(), create_token(&config, role, &name, Some(home)));
             }
         }
         let redis = redis.then(RedisServer::start);
@@ -596,8 +583,8 @@ async fn one_token_with_its_limit_of_requests_in_flight_is_refused_more_and_keep
     let dir = tempdir().unwrap();
     let config = dir.path().join("A.toml");
     std::fs::write(&config, "[auth]\nmax_in_flight_per_token = 4\n").unwrap();
-    let busy = create_token(&config, "search", "busy", "A");
-    let other = create_token(&config, "search", "other", "A");
+    let busy = create_token(&config, "search", "busy", Some("A"));
+    let other = create_token(&config, "search", "other", Some("A"));
     let a = Spawn::new(bin(), "A", &dir.path().join("A"))
         .args(["--config", config.to_str().unwrap()])
         .start();

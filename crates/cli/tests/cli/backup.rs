@@ -4,10 +4,10 @@
 //! the backup role may take one; a backup changed by hand (its SHA-256
 //! recomputed) or made under another cluster's secret is refused.
 
-use crate::common::{bin, run, text, xarchive};
+use crate::common::{bin, create_token, run, text, xarchive};
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -249,17 +249,7 @@ fn a_backup_needs_the_backup_role_and_a_restore_a_whole_backup_and_an_empty_dire
     let dir = tempdir().unwrap();
     let config = dir.path().join("domain.toml");
     std::fs::write(&config, "").unwrap();
-    let token = |role: &str| {
-        let out = Command::new(bin())
-            .args([
-                "token", "create", "--role", role, "--name", role, "--config",
-            ])
-            .arg(&config)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let token = |role: &str| create_token(&config, role, role, None);
     let (write, audit, backup) = (token("write"), token("audit"), token("backup"));
     let a = Spawn::new(bin(), "A", &dir.path().join("A"))
         .arg("--config")
@@ -376,17 +366,7 @@ fn a_backup_changed_by_hand_or_made_under_another_clusters_secret_is_refused_and
         ),
     )
     .unwrap();
-    let token = |role: &str| {
-        let out = Command::new(bin())
-            .args([
-                "token", "create", "--role", role, "--name", role, "--config",
-            ])
-            .arg(&config)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let token = |role: &str| create_token(&config, role, role, None);
     let (write, backup) = (token("write"), token("backup"));
     let a = Spawn::new(bin(), "A", &dir.path().join("A"))
         .args(["--config", config.to_str().unwrap()])

@@ -48,3 +48,16 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// `xarchive token create` of `role` named `name` (bound to `domain`, if
+/// given), appended to `config`; returns the token.
+pub fn create_token(config: &Path, role: &str, name: &str, domain: Option<&str>) -> String {
+    let mut command = Command::new(bin());
+    command.args(["token", "create", "--role", role, "--name", name]);
+    if let Some(domain) = domain {
+        command.args(["--domain", domain]);
+    }
+    let out = command.arg("--config").arg(config).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}

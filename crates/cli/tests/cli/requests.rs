@@ -8,7 +8,7 @@
 //! rewrote its answers; a copy changed at rest marked and never certified;
 //! keys rotated and revoked.
 
-use crate::common::{bin, run, text};
+use crate::common::{bin, create_token, run, text};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -30,18 +30,6 @@ const NAMES: [(&str, &str); 3] = [
     ("B", "黔西南州档案馆"),
     ("C", "贵州省档案馆"),
 ];
-
-/// `xarchive token create`, appending to `config`; returns the token.
-fn create_token(config: &Path, role: &str, name: &str) -> String {
-    let out = Command::new(bin())
-        .args(["token", "create", "--role", role, "--name", name])
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 /// Three archives with a token of each role the requests use and of
 /// those they refuse.
@@ -76,12 +64,12 @@ impl Archives {
             "[auth]\nrate_per_second = 1000\nrate_burst = 2000\n",
         )
         .unwrap();
-        let clerk = create_token(&config, "clerk", "window-1");
-        let reviewer = create_token(&config, "reviewer", "reviewer-1");
-        let read = create_token(&config, "read", "reader");
-        let search = create_token(&config, "search", "counter-3");
-        let write = create_token(&config, "write", "archivist");
-        let audit = create_token(&config, "audit", "inspector");
+        let clerk = create_token(&config, "clerk", "window-1", None);
+        let reviewer = create_token(&config, "reviewer", "reviewer-1", None);
+        let read = create_token(&config, "read", "reader", None);
+        let search = create_token(&config, "search", "counter-3", None);
+        let write = create_token(&config, "write", "archivist", None);
+        let audit = create_token(&config, "audit", "inspector", None);
         let spawn = |(name, display): (&str, &str)| {
             let spawn = Spawn::new(bin(), name, &dir.path().join(name))
                 .args(["--config", config.to_str().unwrap()])

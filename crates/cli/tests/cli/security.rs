@@ -3,7 +3,7 @@
 //! search people and read the log of it; every refused request leaves the
 //! store and the filter byte-identical.
 
-use crate::common::bin;
+use crate::common::{bin, create_token};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,23 +19,6 @@ use xarchive_testkit::{digest, tempdir, DomainProcess, Spawn, TempDir, ZooKeeper
 use zookeeper_client as zk;
 
 const CLUSTER: &str = "sec";
-
-/// `xarchive token create`, appending to `config`; returns the token.
-fn create_token(config: &Path, role: &str, name: &str) -> String {
-    let out = Command::new(bin())
-        .args([
-            "token", "create", "--role", role, "--name", name, "--config",
-        ])
-        .arg(config)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 struct Secured {
     zk: ZooKeeperServer,
@@ -66,12 +49,12 @@ impl Secured {
             "[auth]\nrate_per_second = 1000\nrate_burst = 2000\n",
         )
         .unwrap();
-        let read = create_token(&config, "read", "clerk");
-        let write = create_token(&config, "write", "archivist");
-        let search = create_token(&config, "search", "counter-3");
-        let audit = create_token(&config, "audit", "inspector");
+        let read = create_token(&config, "read", "clerk", None);
+        let write = create_token(&config, "write", "archivist", None);
+        let search = create_token(&config, "search", "counter-3", None);
+        let audit = create_token(&config, "audit", "inspector", None);
         let other = dir.path().join("other.toml");
-        let foreign = create_token(&other, "write", "archivist");
+        let foreign = create_token(&other, "write", "archivist", None);
         let ca = tls.then(|| LoopbackCa::create(dir.path()).unwrap());
         let member = credential_of_a(secret.clone());
         let spawn = |name: &str| {
@@ -423,8 +406,8 @@ async fn each_token_has_its_own_rate() {
     let dir = tempdir().unwrap();
     let config = dir.path().join("domain.toml");
     std::fs::write(&config, "[auth]\nrate_per_second = 1\nrate_burst = 3\n").unwrap();
-    let first = create_token(&config, "read", "first");
-    let second = create_token(&config, "read", "second");
+    let first = create_token(&config, "read", "first", None);
+    let second = create_token(&config, "read", "second", None);
     let d = Spawn::new(bin(), "A", &dir.path().join("A"))
         .args(["--config", config.to_str().unwrap()])
         .start();

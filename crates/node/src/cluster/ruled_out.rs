@@ -139,7 +139,7 @@ pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(St
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cluster::coordinator::Known;
     use crate::cluster::coordinator::Member;
@@ -156,7 +156,8 @@ mod tests {
         }
     }
 
-    fn copy(name: &str, version: Option<u64>) -> PeerInfo {
+    /// `name`'s copy here, of epoch 7 at `version` (None: no copy yet).
+    pub(in crate::cluster) fn copy(name: &str, version: Option<u64>) -> PeerInfo {
         PeerInfo {
             name: name.into(),
             address: format!("http://{name}"),
@@ -166,7 +167,7 @@ mod tests {
     }
 
     /// A ledger of these (name, position published, departed, retired).
-    fn roster(entries: &[(&str, u64, bool, bool)]) -> Roster {
+    pub(in crate::cluster) fn roster(entries: &[(&str, u64, bool, bool)]) -> Roster {
         let known = entries
             .iter()
             .map(|&(name, version, departed, retired)| {
@@ -179,6 +180,30 @@ mod tests {
             })
             .collect();
         Roster { known }
+    }
+
+    /// A cluster a property test drew: a ledger of (number, version
+    /// published, departed, retired) and copies of (number, version), the
+    /// domains named `d{number}`, one copy each at the most.
+    pub(in crate::cluster) fn drawn(
+        entries: Vec<(u8, u64, bool, bool)>,
+        copies: Vec<(u8, Option<u64>)>,
+    ) -> (Roster, Vec<PeerInfo>) {
+        let entries: Vec<(String, u64, bool, bool)> = entries
+            .into_iter()
+            .map(|(n, v, departed, retired)| (format!("d{n}"), v, departed, retired))
+            .collect();
+        let borrowed: Vec<(&str, u64, bool, bool)> = entries
+            .iter()
+            .map(|(n, v, d, r)| (n.as_str(), *v, *d, *r))
+            .collect();
+        let mut peers: Vec<PeerInfo> = copies
+            .into_iter()
+            .map(|(n, v)| copy(&format!("d{n}"), v))
+            .collect();
+        peers.sort_by(|a, b| a.name.cmp(&b.name));
+        peers.dedup_by(|a, b| a.name == b.name);
+        (roster(&borrowed), peers)
     }
 
     #[test]
@@ -345,19 +370,7 @@ mod tests {
             entries in proptest::collection::vec((0u8..12, 0u64..4, proptest::bool::ANY, proptest::bool::ANY), 0..12),
             copies in proptest::collection::vec((0u8..12, proptest::option::of(0u64..4)), 0..12),
         ) {
-            let entries: Vec<(String, u64, bool, bool)> = entries
-                .into_iter()
-                .map(|(n, v, departed, retired)| (format!("d{n}"), v, departed, retired))
-                .collect();
-            let borrowed: Vec<(&str, u64, bool, bool)> =
-                entries.iter().map(|(n, v, d, r)| (n.as_str(), *v, *d, *r)).collect();
-            let roster = roster(&borrowed);
-            let mut peers: Vec<PeerInfo> = copies
-                .into_iter()
-                .map(|(n, v)| copy(&format!("d{n}"), v))
-                .collect();
-            peers.sort_by(|a, b| a.name.cmp(&b.name));
-            peers.dedup_by(|a, b| a.name == b.name);
+            let (roster, peers) = drawn(entries, copies);
             let expected: Vec<(String, String)> = everyone(&roster, &peers, "d0")
                 .into_iter()
                 .filter(|(name, _)| {

@@ -395,8 +395,10 @@ impl Settle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::coordinator::{Known, Member};
-    use crate::local::filter::FilterKind;
+    use crate::cluster::ruled_out::{
+        self,
+        tests::{copy, drawn},
+    };
     use crate::wire::Strategy;
 
     fn ms(n: u64) -> Duration {
@@ -409,35 +411,8 @@ mod tests {
 
     /// A ledger of these (name, version published, retired).
     fn roster(entries: &[(&str, u64, bool)]) -> Roster {
-        let known = entries
-            .iter()
-            .map(|&(name, version, retired)| {
-                let member = Member {
-                    address: format!("http://{name}"),
-                    kind: FilterKind::Counting,
-                    epoch: 7,
-                    version,
-                    keys: String::new(),
-                    signing_key: String::new(),
-                };
-                let known = Known {
-                    member,
-                    departed: false,
-                    retired,
-                };
-                (name.to_owned(), known)
-            })
-            .collect();
-        Roster { known }
-    }
-
-    fn copy(name: &str, version: Option<u64>) -> PeerInfo {
-        PeerInfo {
-            name: name.into(),
-            address: format!("http://{name}"),
-            position: version.map(at),
-            key_position: None,
-        }
+        let entries: Vec<_> = entries.iter().map(|&(n, v, r)| (n, v, false, r)).collect();
+        ruled_out::tests::roster(&entries)
     }
 
     fn probe(name: &str) -> Call {
@@ -617,19 +592,8 @@ mod tests {
             script in proptest::collection::vec((0u8..3, 0usize..16, 0u8..255), 0..64),
             finish in 0u8..3,
         ) {
-            let entries: Vec<(String, u64, bool)> = entries
-                .into_iter()
-                .map(|(n, v, retired)| (format!("d{n}"), v, retired))
-                .collect();
-            let borrowed: Vec<(&str, u64, bool)> =
-                entries.iter().map(|(n, v, r)| (n.as_str(), *v, *r)).collect();
-            let roster = roster(&borrowed);
-            let mut peers: Vec<PeerInfo> = copies
-                .into_iter()
-                .map(|(n, v)| copy(&format!("d{n}"), v))
-                .collect();
-            peers.sort_by(|a, b| a.name.cmp(&b.name));
-            peers.dedup_by(|a, b| a.name == b.name);
+            let entries = entries.into_iter().map(|(n, v, r)| (n, v, false, r)).collect();
+            let (roster, peers) = drawn(entries, copies);
             let asked: BTreeSet<String> = asked.into_iter().map(|n| format!("d{n}")).collect();
             let must: Vec<String> = not_ruled_out(&roster, &peers, "d0")
                 .into_iter()
