@@ -610,28 +610,19 @@ mod tests {
             let mut said_no: BTreeSet<String> = BTreeSet::new();
             let mut covered: BTreeSet<String> = BTreeSet::new();
             let mut waited = Duration::ZERO;
-            let answer_of = |call: Call, how: u8, said_no: &mut BTreeSet<String>| match call {
-                Call::Probe { name, .. } => {
-                    let answer = match how % 3 {
-                        0 => Reply::Got(false),
-                        1 => Reply::Got(true),
-                        _ => Reply::Unreachable("down".into()),
-                    };
-                    if matches!(answer, Reply::Got(false)) {
-                        said_no.insert(name.clone());
-                    }
-                    Event::Probed(name, answer)
+            let answer_of = |call: Call, how: u8, said_no: &mut BTreeSet<String>| {
+                let answer = match how % 3 {
+                    0 => Reply::Got(false),
+                    1 => Reply::Got(true),
+                    _ => Reply::Unreachable("down".into()),
+                };
+                let (Call::Probe { name, .. } | Call::Fetch { name, .. }) = &call;
+                if matches!(answer, Reply::Got(false)) {
+                    said_no.insert(name.clone());
                 }
-                Call::Fetch { name, after_probe, .. } => {
-                    let answer = match how % 3 {
-                        0 => Reply::Got(false),
-                        1 => Reply::Got(true),
-                        _ => Reply::Unreachable("down".into()),
-                    };
-                    if matches!(answer, Reply::Got(false)) {
-                        said_no.insert(name.clone());
-                    }
-                    Event::Fetched(name, answer, after_probe)
+                match call {
+                    Call::Probe { name, .. } => Event::Probed(name, answer),
+                    Call::Fetch { name, after_probe, .. } => Event::Fetched(name, answer, after_probe),
                 }
             };
             let script = script.into_iter().map(Some).chain(std::iter::repeat_n(None, 200));

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::local::audit::{self, AuditLog};
-use crate::local::private_file::write_private;
+use crate::local::private_file::{make_private_dir, write_private};
 use crate::local::redb_file::{RedbFailure, Reopening};
 use crate::local::requests::{self, RequestBook};
 use crate::local::space::DiskFull;
@@ -794,14 +794,7 @@ pub fn domain_key(data: &Path) -> Result<[u8; 32], BackupError> {
         path: path.clone(),
         source,
     };
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(data.join(SEAL_DIR))
-            .map_err(io)?;
-    }
+    make_private_dir(&data.join(SEAL_DIR)).map_err(io)?;
     let key: [u8; 32] = rand::random();
     let mut options = std::fs::OpenOptions::new();
     // Never over a key another backup made meanwhile: that one is read.
@@ -880,14 +873,7 @@ pub fn restore(
             )));
         }
     }
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-    }
+    make_private_dir(dir).map_err(io)?;
     let input = std::fs::File::open(backup).map_err(BackupError::Read)?;
     let names = [
         store::STORE_FILE,
@@ -911,25 +897,15 @@ pub fn restore(
         write_private(&dir.join(SIGNING_KEY_FILE), &key).map_err(io)?;
     }
     if !keys.seal_files.is_empty() {
-        use std::os::unix::fs::DirBuilderExt;
         let seal = dir.join(SEAL_DIR);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&seal)
-            .map_err(io)?;
+        make_private_dir(&seal).map_err(io)?;
         for (name, bytes) in keys.seal_files {
             write_private(&seal.join(name), &bytes).map_err(io)?;
         }
     }
     if let Some(key) = verified.domain_key {
-        use std::os::unix::fs::DirBuilderExt;
         let seal = dir.join(SEAL_DIR);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&seal)
-            .map_err(io)?;
+        make_private_dir(&seal).map_err(io)?;
         let hex = format!("{}\n", hex::encode(key));
         write_private(&seal.join(BACKUP_KEY_FILE), hex.as_bytes()).map_err(io)?;
     }

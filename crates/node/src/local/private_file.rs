@@ -1,6 +1,7 @@
 //! A small secret written to the data directory (the signing key): whole
 //! or not at all, readable by its owner alone, durable before its name
-//! points to it. The domain's start and a backup's restore write it alike.
+//! points to it; and the folders such files go in, their owner's alone.
+//! The domain's start and a backup's restore write them alike.
 
 use std::io::Write;
 use std::path::Path;
@@ -24,4 +25,14 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Makes `dir` and its missing parents, readable by their owner alone
+/// (0700) when made here; a folder that exists keeps its mode.
+pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }

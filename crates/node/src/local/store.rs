@@ -13,6 +13,7 @@ use redb::{
 
 use crate::local::id::ArchiveId;
 use crate::local::keys::KeyHasher;
+use crate::local::private_file::make_private_dir;
 use crate::local::record::{RecordBody, StoredRecord, StoredRecordError};
 use crate::local::redb_file::{RedbFailure, RedbFile, Reopening};
 use crate::local::space::{DiskFull, DiskSpace};
@@ -128,15 +129,10 @@ impl Store {
     pub fn open(dir: &Path, space: Arc<DiskSpace>) -> Result<Store, StoreError> {
         // The directory holds personal data: its owner's only (0700) when
         // created here. One that exists keeps its mode (`serve` warns).
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|source| StoreError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+        make_private_dir(dir).map_err(|source| StoreError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
         let path = dir.join(STORE_FILE);
         let file = RedbFile::open(&path, space).map_err(|source| StoreError::Open {
             path: path.clone(),

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use xarchive_seal::trust::format_time;
 use xarchive_seal::{Algorithm, KeyId, KeyRecord, SecretKey};
 
-use crate::local::private_file::write_private;
+use crate::local::private_file::{make_private_dir, write_private};
 
 /// The seal's folder inside the data directory; in it, every key's public
 /// record and the key in use made here (PKCS#8); the Ed25519 key of a
@@ -118,16 +118,11 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), SealKeyError> {
 /// The seal's folder in `data`, made (readable by its owner alone) if
 /// missing.
 fn folder(data: &Path) -> Result<PathBuf, SealKeyError> {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = data.join(SEAL_DIR);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|source| SealKeyError::File {
-            path: dir.clone(),
-            source,
-        })?;
+    make_private_dir(&dir).map_err(|source| SealKeyError::File {
+        path: dir.clone(),
+        source,
+    })?;
     Ok(dir)
 }
 
