@@ -191,6 +191,32 @@ pub fn get_typed<T: DeserializeOwned>(
         .map_err(|e| format!("GET {path}: not the expected body ({e}): {body}"))
 }
 
+/// `GET {base}{path}` for a filter as the peer routes send it (`/v1/filter`,
+/// `/v1/copies/{name}`): its position from the headers and its bytes.
+pub fn filter_at(client: &Client, base: &str, path: &str) -> Result<((u64, u64), Vec<u8>), String> {
+    let response = client
+        .get(format!("{base}{path}"))
+        .send()
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("GET {path}: {status}"));
+    }
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| format!("GET {path}: no {name} header"))
+    };
+    let position = (header("x-xarchive-epoch")?, header("x-xarchive-version")?);
+    let bytes = response
+        .bytes()
+        .map_err(|e| format!("GET {path}: reading the body: {e}"))?;
+    Ok((position, bytes.to_vec()))
+}
+
 /// `POST {base}{path}` with the JSON `body`, read as `T`, or why not.
 pub fn post_typed<T: DeserializeOwned>(
     client: &Client,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use reqwest::blocking::Client;
 use xarchive_node::VerifyReport;
 
 use crate::checker::{check_history_with, Rules, StaleReads, Violation, ViolationKind};
@@ -372,6 +373,11 @@ pub fn run(config: &RunConfig, say: &(dyn Fn(&str) + Sync)) -> Result<RunReport,
             answer,
         });
     }
+    let (compared, differing) = copies_differing(&probe, &names, &urls, rec.now_us());
+    say(&format!(
+        "{compared} copies compared bit for bit with their origins' filters at the same position"
+    ));
+    extra.extend(differing);
     rec.finish()?;
     drop(cluster);
 
@@ -437,4 +443,47 @@ pub fn run_as_test(
     );
     let _ = std::fs::remove_dir_all(&dir);
     report
+}
+
+/// Each copy a domain holds of another, where it is at the position that
+/// domain's filter is at, compared with that filter bit for bit. The final
+/// reads find a copy that claims more than it holds only through a record
+/// it lacks; this finds it by every bit, and before a restart of its
+/// holder wipes it.
+fn copies_differing(
+    probe: &Client,
+    names: &[String],
+    urls: &[String],
+    at_us: u64,
+) -> (usize, Vec<Violation>) {
+    let (mut compared, mut found) = (0, Vec::new());
+    for (origin, origin_url) in names.iter().zip(urls) {
+        let Ok((published, filter)) = http::filter_at(probe, origin_url, "/v1/filter") else {
+            continue;
+        };
+        for (holder, holder_url) in names.iter().zip(urls).filter(|(n, _)| *n != origin) {
+            let path = format!("/v1/copies/{origin}");
+            let Ok((held, copy)) = http::filter_at(probe, holder_url, &path) else {
+                continue;
+            };
+            if held != published {
+                continue;
+            }
+            compared += 1;
+            if copy != filter {
+                let differing = copy.iter().zip(&filter).filter(|(a, b)| a != b).count();
+                found.push(Violation {
+                    kind: ViolationKind::CopyDiffers,
+                    id: format!("{holder}/{origin}"),
+                    at_us,
+                    message: format!(
+                        "{holder}'s copy of {origin} at {origin}'s position {held:?} differs from its filter: {} against {} bytes, {differing} bytes differ",
+                        copy.len(),
+                        filter.len()
+                    ),
+                });
+            }
+        }
+    }
+    (compared, found)
 }

@@ -27,6 +27,11 @@ pub enum ViolationKind {
     LostRecord,
     /// `/v1/filter/verify` said a domain's filter and store disagree.
     FilterInconsistent,
+    /// After the cluster converged, a domain's copy of another's filter,
+    /// at the position that domain's filter is at, was not that filter
+    /// bit for bit: a copy that claims more than it holds rules its
+    /// origin out for the records it lacks.
+    CopyDiffers,
     /// The cluster had not converged long after a fault healed.
     NotConverged,
     /// A search answered 200 without a record of that person whose PUT
@@ -68,13 +73,14 @@ pub enum ViolationKind {
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 17] = [
+    pub const ALL: [ViolationKind; 18] = [
         ViolationKind::AcknowledgedThen404,
         ViolationKind::DeletedThen200,
         ViolationKind::Phantom,
         ViolationKind::WrongOwner,
         ViolationKind::LostRecord,
         ViolationKind::FilterInconsistent,
+        ViolationKind::CopyDiffers,
         ViolationKind::NotConverged,
         ViolationKind::SearchMissed,
         ViolationKind::SearchFoundDeleted,
@@ -98,6 +104,7 @@ impl fmt::Display for ViolationKind {
             ViolationKind::WrongOwner => "wrong-owner",
             ViolationKind::LostRecord => "lost-record",
             ViolationKind::FilterInconsistent => "filter-inconsistent",
+            ViolationKind::CopyDiffers => "copy-differs",
             ViolationKind::NotConverged => "not-converged",
             ViolationKind::SearchMissed => "search-missed",
             ViolationKind::SearchFoundDeleted => "search-found-deleted",
