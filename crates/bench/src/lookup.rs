@@ -331,7 +331,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
         xarchive_node::security::tls::TlsConfig::default()
     };
     let http =
-        xarchive_node::cluster::client::http_client(Duration::from_secs(60), None, tls.trust()?)
+        xarchive_node::cluster::client::http_client(Duration::from_mins(1), None, tls.trust()?)
             .map_err(|e| anyhow::anyhow!(e))?;
     let runs_total = args.cache.len() * args.concurrency.len() * args.strategies.len();
     let bar = ProgressBar::new(runs_total as u64).with_style(
@@ -364,7 +364,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
             coordinator: &|_| hub.coordinator() as Arc<dyn Coordinator>,
         })
         .await?;
-        cluster.converged(Duration::from_secs(120)).await?;
+        cluster.converged(Duration::from_mins(2)).await?;
         let addresses = cluster.addresses();
         let target = Target {
             http: &http,

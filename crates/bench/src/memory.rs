@@ -276,7 +276,7 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
         ];
         bar.set_message(format!("starting a domain for {n}"));
         let domain = ServeChild::start(DOMAIN, &data, &settings, &log).await?;
-        let client = ApiClient::new(&domain.url, Duration::from_secs(300))?;
+        let client = ApiClient::new(&domain.url, Duration::from_mins(5))?;
         while held < n {
             let end = (held + args.chunk).min(n);
             bar.set_message(format!("importing up to {n}"));

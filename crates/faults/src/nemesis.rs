@@ -451,7 +451,7 @@ mod tests {
             deadline: Instant::now(),
             kinds: FaultKind::PROCESS.to_vec(),
             overlap: 0.5,
-            converge_patience: Duration::from_secs(60),
+            converge_patience: Duration::from_mins(1),
             session_timeout: Duration::from_secs(3),
         }
     }

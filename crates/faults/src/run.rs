@@ -19,7 +19,7 @@ use crate::{http, panic_message, Error};
 
 /// How long the cluster may take to converge at the start, after each
 /// fault, and at the end.
-pub const CONVERGE_PATIENCE: Duration = Duration::from_secs(60);
+pub const CONVERGE_PATIENCE: Duration = Duration::from_mins(1);
 
 /// What to run.
 #[derive(Clone, Debug)]

@@ -58,7 +58,7 @@ fn main() {
             let probes = index.geometry().probes(next().as_bytes());
             index.candidates_into(&probes, &mut out);
             black_box(out[0])
-        })
+        });
     });
     group.bench_function(
         BenchmarkId::new("separate_filters_one_hash", DOMAINS),
@@ -70,7 +70,7 @@ fn main() {
                     set |= u64::from(f.contains_probes(&probes)) << d;
                 }
                 black_box(set)
-            })
+            });
         },
     );
     group.bench_function(
@@ -83,7 +83,7 @@ fn main() {
                     set |= u64::from(f.contains(id)) << d;
                 }
                 black_box(set)
-            })
+            });
         },
     );
     group.finish();

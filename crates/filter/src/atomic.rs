@@ -199,7 +199,7 @@ mod tests {
     use super::*;
     use crate::codec::{unhex, FUZZ_FIND_512_COUNTERS};
 
-    /// Fuzz find (decode_atomic): decoding went through a
+    /// Fuzz find (`decode_atomic`): decoding went through a
     /// `CountingBloomFilter` (with its 2 MiB flip log) and then copied its
     /// counters, holding them twice. Now the atomic words are made once from
     /// the input; the fuzz target's counting allocator checks the bound,

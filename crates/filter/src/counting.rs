@@ -405,7 +405,7 @@ mod tests {
         assert_eq!(f.count("A-1"), COUNTER_MAX);
     }
 
-    /// Fuzz find (decode_counting): decoding these 308 bytes (a 512-counter
+    /// Fuzz find (`decode_counting`): decoding these 308 bytes (a 512-counter
     /// filter) allocated the 2 MiB flip-log ring up front, breaking the
     /// rule that decoding allocates no more than its input. The ring is now
     /// allocated by the first change.
@@ -424,7 +424,7 @@ mod tests {
         assert_eq!(copy, f.bit_view());
     }
 
-    /// The version and item count are decoded as they are; at u64::MAX an
+    /// The version and item count are decoded as they are; at `u64::MAX` an
     /// insert saturates them instead of overflowing.
     #[test]
     fn decoded_counts_saturate() {
@@ -438,7 +438,7 @@ mod tests {
         assert_eq!((f.version(), f.items()), (u64::MAX, u64::MAX - 1));
     }
 
-    /// Fuzz find (decode_counting): a filter decoded at version u64::MAX
+    /// Fuzz find (`decode_counting`): a filter decoded at version `u64::MAX`
     /// overflowed in `touch`. The artifact, CRC recomputed.
     #[test]
     fn decode_regression_touch_version() {
@@ -484,7 +484,7 @@ mod tests {
         assert_eq!(f.version(), u64::MAX);
     }
 
-    /// Fuzz find (decode_counting): probe positions may repeat (k = 32 in
+    /// Fuzz find (`decode_counting`): probe positions may repeat (k = 32 in
     /// one block here). A repeated position whose counter was 1 was
     /// decremented twice, the second time from 0, borrowing from the next
     /// counter up: a false negative for other IDs, or at a word's top

@@ -532,7 +532,7 @@ mod tests {
         assert_eq!(f.table_len(), 600 + PADDING);
     }
 
-    /// Fuzz find (decode_cuckoo): decoding these 62 bytes (one bucket of
+    /// Fuzz find (`decode_cuckoo`): decoding these 62 bytes (one bucket of
     /// 4-bit slots) allocated the 2 MiB change-log ring up front; it is now
     /// allocated by the first change.
     #[test]
@@ -552,7 +552,7 @@ mod tests {
         assert!(copy.contains("J001-WS·2023-Y-0001"));
     }
 
-    /// Fuzz find (decode_delta): a delta may set `items` to anything (here
+    /// Fuzz find (`decode_delta`): a delta may set `items` to anything (here
     /// 0) while the filter still holds fingerprints; removing one then
     /// underflowed `items -= 1`. The delta artifact, CRC recomputed.
     #[test]
@@ -579,7 +579,7 @@ mod tests {
         assert_eq!(f.version(), u64::MAX, "and the version at the top");
     }
 
-    /// Fuzz find (decode_cuckoo): a filter decoded at version u64::MAX
+    /// Fuzz find (`decode_cuckoo`): a filter decoded at version `u64::MAX`
     /// overflowed in `touch`. The artifact, CRC recomputed.
     #[test]
     fn decode_regression_touch_version() {

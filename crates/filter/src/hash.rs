@@ -1,4 +1,4 @@
-//! MurmurHash3 x64_128 and the probe positions derived from it.
+//! MurmurHash3 `x64_128` and the probe positions derived from it.
 //!
 //! Written here rather than taken from a crate because every reader of the
 //! formats (this crate, `web/xarchive-filter.js`, third-party readers) must
@@ -9,7 +9,7 @@
 const C1: u64 = 0x87c3_7b91_1142_53d5;
 const C2: u64 = 0x4cf5_ad43_2745_937f;
 
-/// The two 64-bit halves of a MurmurHash3 x64_128 digest.
+/// The two 64-bit halves of a MurmurHash3 `x64_128` digest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Digest {
     pub h1: u64,
@@ -73,7 +73,7 @@ fn last8(data: &[u8], end: usize) -> [u8; 8] {
     out
 }
 
-/// MurmurHash3 x64_128 (Austin Appleby's reference `MurmurHash3_x64_128`).
+/// MurmurHash3 `x64_128` (Austin Appleby's reference `MurmurHash3_x64_128`).
 #[inline]
 pub fn murmur3_x64_128(data: &[u8], seed: u32) -> Digest {
     let mut h1 = u64::from(seed);
@@ -252,7 +252,7 @@ impl Probes {
 /// Iterator over a probe set's offsets (see [`Probes::offsets`]).
 #[derive(Clone, Debug)]
 pub struct Offsets {
-    /// The current word w_j, and what is left of it after the fields read.
+    /// The current word `w_j`, and what is left of it after the fields read.
     word: u64,
     bits: u64,
     step: u64,

@@ -14,7 +14,7 @@
 //! [`ErasableFilter`], and the three that carry an epoch and version for
 //! copies implement [`Versioned`].
 //!
-//! Every filter hashes IDs with MurmurHash3 x64_128 and has a versioned,
+//! Every filter hashes IDs with MurmurHash3 `x64_128` and has a versioned,
 //! CRC32C-checked binary form documented byte by byte in docs/FORMAT.md;
 //! decoding hostile bytes returns an error, never panics.
 //!

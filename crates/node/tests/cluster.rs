@@ -84,17 +84,16 @@ impl Cluster {
         let node = Node::open_in(config, coordinator, &address).unwrap();
         let stop = CancellationToken::new();
         let shutdown = stop.child_token();
-        let server =
-            tokio::spawn({
-                let node = node.clone();
-                async move {
-                    xarchive_node::server::serve(node, listener, async move {
-                        shutdown.cancelled().await
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
+        let server = tokio::spawn({
+            let node = node.clone();
+            async move {
+                xarchive_node::server::serve(node, listener, async move {
+                    shutdown.cancelled().await;
+                })
+                .await
+                .unwrap();
+            }
+        });
         self.domains.push(Domain {
             client: ApiClient::new(&address, Duration::from_secs(10)).unwrap(),
             node,
@@ -768,7 +767,7 @@ impl Coordinator for Blinkered {
                     tokio::select! {
                         changed = hub.changed() => if changed.is_err() { break },
                         changed = hidden.changed() => if changed.is_err() { break },
-                        _ = shutdown.cancelled() => break,
+                        () = shutdown.cancelled() => break,
                     }
                 }
             };
@@ -798,7 +797,7 @@ impl Coordinator for Blinkered {
     }
 
     fn set_trust_entry(&self, entry: xarchive_seal::ArchiveEntry) {
-        self.inner.set_trust_entry(entry)
+        self.inner.set_trust_entry(entry);
     }
 
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<xarchive_seal::ArchiveEntry>, CoordError>> {

@@ -123,7 +123,7 @@ impl DomainProcess {
                 }
             }
         });
-        let url = match rx.recv_timeout(Duration::from_secs(60)) {
+        let url = match rx.recv_timeout(Duration::from_mins(1)) {
             Ok(url) => url,
             Err(_) => {
                 let _ = child.kill();

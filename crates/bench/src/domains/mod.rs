@@ -40,7 +40,7 @@ const LAG_SAMPLES_PER_SECOND: u32 = 50;
 
 #[derive(clap::Args)]
 pub struct DomainsBenchArgs {
-    /// ZooKeeper (`host:port`); scripts/zookeeper.sh sets XARCHIVE_ZK.
+    /// ZooKeeper (`host:port`); scripts/zookeeper.sh sets `XARCHIVE_ZK`.
     #[arg(long, env = "XARCHIVE_ZK")]
     zk: String,
     /// How many domains.
@@ -173,7 +173,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         .iter()
         .map(|url| ApiClient::new(url, Duration::from_secs(10)))
         .collect::<Result<_, _>>()?;
-    let deadline = Instant::now() + Duration::from_secs(600);
+    let deadline = Instant::now() + Duration::from_mins(10);
     for c in &clients {
         while !c.cluster().await.is_ok_and(|v| v.converged(everyone)) {
             anyhow::ensure!(
@@ -502,7 +502,7 @@ async fn routed(http: &reqwest::Client, url: &str, owner: &str, acked: Instant) 
             Err(_) => None,
         };
         if route.is_some_and(|r| r.candidates.iter().any(|c| c == owner)) {
-            return Some((Instant::now() - acked).as_secs_f64() * 1e3);
+            return Some(acked.elapsed().as_secs_f64() * 1e3);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

@@ -233,7 +233,7 @@ fn bar(len: u64, message: String) -> anyhow::Result<ProgressBar> {
 /// Waits until the measured domain's view holds every domain, each copy
 /// current.
 async fn converged(client: &ApiClient, domains: usize, child: &ServeChild) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30 * 60);
+    let deadline = Instant::now() + Duration::from_mins(30);
     loop {
         if let Ok(view) = client.cluster().await {
             if view.converged(domains) {
@@ -266,7 +266,7 @@ impl RelayReaders {
             read: read.clone(),
         };
         for asker in askers {
-            let client = Client::new(base, Duration::from_secs(60))?;
+            let client = Client::new(base, Duration::from_mins(1))?;
             let (asker, read) = (asker.clone(), read.clone());
             readers
                 .tasks
@@ -310,7 +310,7 @@ impl Pullers {
             received: Arc::new(AtomicU64::new(0)),
         };
         for _ in 0..count {
-            let client = Client::new(base, Duration::from_secs(60))?;
+            let client = Client::new(base, Duration::from_mins(1))?;
             let held = Arc::new(parking_lot::Mutex::new(nation.position(d)));
             let (nation, at, received) = (nation.clone(), held.clone(), pullers.received.clone());
             pullers.held.push(held);
@@ -475,7 +475,7 @@ pub async fn measure(
         &dir.path().join("measured.log"),
     )
     .await?;
-    let client = ApiClient::new(&child.url, Duration::from_secs(60))?;
+    let client = ApiClient::new(&child.url, Duration::from_mins(1))?;
     converged(&client, n, &child).await?;
     row.join_seconds = started.elapsed().as_secs_f64();
     row.join_bytes = nation.sent.bytes() - before;
@@ -605,11 +605,11 @@ pub async fn measure(
         // Until the measured domain was sent the whole import (the lags
         // recorded meanwhile are the importer's and, while the steady
         // writes go on, other domains').
-        while !nation.sent_all(d) && acked.elapsed() < Duration::from_secs(120) {
+        while !nation.sent_all(d) && acked.elapsed() < Duration::from_mins(2) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_routed_after_seconds = acked.elapsed().as_secs_f64();
-        while !pullers.hold(nation.position(d)) && acked.elapsed() < Duration::from_secs(120) {
+        while !pullers.hold(nation.position(d)) && acked.elapsed() < Duration::from_mins(2) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_bytes_sent = nation.sent_by(d) - sent0;
@@ -717,7 +717,7 @@ async fn with_some_killed(
         nation.kill(d).await?;
     }
     let names: Vec<String> = killed.iter().map(|d| nation.name(d).to_owned()).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     loop {
         let view = client.cluster().await?;
         if names.iter().all(|n| view.get(n).is_some_and(|p| !p.up)) {
@@ -735,7 +735,7 @@ async fn with_some_killed(
         match client.lookup(&id, Strategy::Routed).await {
             Ok((404, _)) => row.killed_absent_404 += 1,
             Ok((503, body)) if body.unavailable.iter().all(|n| names.contains(n)) => {
-                row.killed_absent_503 += 1
+                row.killed_absent_503 += 1;
             }
             Ok((200 | 503, _)) => row.lookups_wrong += 1,
             _ => row.lookups_unanswered += 1,

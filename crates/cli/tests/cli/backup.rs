@@ -109,7 +109,7 @@ fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_f
                     acked.extend([id]);
                     n += 1;
                 }
-            })
+            });
         })
     };
     wait_until("writes to go on", 60, || acked.len() >= 20);

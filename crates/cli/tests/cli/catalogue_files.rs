@@ -305,7 +305,7 @@ fn a_csv_export_runs_no_formula_and_imports_back_to_the_same_records() {
                 .has_headers(false)
                 .from_reader(written.trim_start_matches('\u{feff}').as_bytes());
             for row in reader.records() {
-                for cell in row.unwrap().iter() {
+                for cell in &row.unwrap() {
                     prop_assert!(
                         !cell.starts_with(['=', '+', '-', '@', '\t', '\r', '＝']),
                         "a cell a spreadsheet would run: {cell:?}"

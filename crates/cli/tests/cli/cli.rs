@@ -256,7 +256,7 @@ fn serve_tells_systemd_it_is_ready_once_it_has_read_the_membership() {
     let socket_path = dir.path().join("notify.sock");
     let socket = UnixDatagram::bind(&socket_path).unwrap();
     socket
-        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .set_read_timeout(Some(std::time::Duration::from_mins(1)))
         .unwrap();
     let _domain = Spawn::new(bin(), "A", &dir.path().join("A"))
         .env("NOTIFY_SOCKET", socket_path.to_str().unwrap())

@@ -67,7 +67,7 @@ impl Cluster {
     /// Waits until every running domain sees the others up, connected,
     /// with current copies.
     async fn wait_converged(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         'polling: loop {
             for i in 0..self.domains.len() {
                 let state = self.client(i).cluster().await;

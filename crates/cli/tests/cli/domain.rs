@@ -21,7 +21,7 @@ fn http() -> reqwest::Client {
 }
 
 fn client(d: &DomainProcess) -> ApiClient {
-    ApiClient::new(&d.url, Duration::from_secs(60)).unwrap()
+    ApiClient::new(&d.url, Duration::from_mins(1)).unwrap()
 }
 
 fn id(i: usize) -> String {
@@ -30,7 +30,7 @@ fn id(i: usize) -> String {
 
 /// Every ID in the store, read a page at a time.
 async fn all_ids(url: &str) -> HashSet<String> {
-    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_mins(1)).unwrap();
     let mut ids = HashSet::new();
     let mut after: Option<String> = None;
     loop {
@@ -44,13 +44,13 @@ async fn all_ids(url: &str) -> HashSet<String> {
 }
 
 async fn verify(url: &str) -> VerifyReport {
-    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_mins(1)).unwrap();
     client.verify().await.unwrap()
 }
 
 /// The filter's answers for `ids`, in batches.
 async fn contains_all(url: &str, ids: &[String]) -> Vec<(String, bool)> {
-    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_mins(1)).unwrap();
     let mut out = Vec::new();
     for batch in ids.chunks(10_000) {
         let reply = client.contains_many(batch).await.unwrap();

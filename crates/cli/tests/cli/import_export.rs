@@ -534,7 +534,7 @@ fn an_export_imported_into_a_fresh_domain_gives_the_same_records_in_every_format
         );
         match file {
             "all.csv" => {
-                assert!(bytes.starts_with(b"\xef\xbb\xbfid,title,metadata,content,key:cert\n"))
+                assert!(bytes.starts_with(b"\xef\xbb\xbfid,title,metadata,content,key:cert\n"));
             }
             "all-gb18030.csv" => {
                 let (text, _, malformed) = encoding_rs::GB18030.decode(&bytes);

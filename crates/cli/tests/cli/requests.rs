@@ -105,7 +105,7 @@ impl Archives {
 
     /// Waits until each archive sees the others up with a current copy.
     async fn wait_converged(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         for d in [&self.a, &self.b, &self.c] {
             loop {
                 let state = self.client(d, &self.read).cluster().await;
@@ -125,7 +125,7 @@ impl Archives {
     /// Waits until A sees `name` gone from the membership (its session
     /// expired).
     async fn wait_gone(&self, name: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         loop {
             let view = self.client(&self.a, &self.read).cluster().await.unwrap();
             if view.get(name).is_none_or(|d| !d.up) {
@@ -724,7 +724,7 @@ impl Proxy {
             mode.clone(),
             seen.clone(),
             format!("http://127.0.0.1:{target_port}"),
-            xarchive_node::cluster::client::http_client(Duration::from_secs(120), None, None)
+            xarchive_node::cluster::client::http_client(Duration::from_mins(2), None, None)
                 .unwrap(),
         );
         async fn forward(

@@ -76,11 +76,11 @@ pub(super) fn corrupt_vectors() -> Value {
         check(decoder, "format version 2", set(valid, 4, &[2]));
         check(decoder, "format version 0", set(valid, 4, &[0]));
         check(decoder, "reserved header byte", set(valid, 6, &[1]));
-        let mut flipped = valid.to_vec();
+        let mut flipped = valid.clone();
         let at = flipped.len() / 2;
         flipped[at] ^= 0x10;
         check(decoder, "one bit flipped in the body", flipped);
-        let mut crc = valid.to_vec();
+        let mut crc = valid.clone();
         let last = crc.len() - 1;
         crc[last] ^= 0x80;
         check(decoder, "CRC damaged", crc);
@@ -180,7 +180,7 @@ pub(super) fn corrupt_vectors() -> Value {
     );
     check("delta", "cell_bits 0", set(d, 16, &[0]));
     check("delta", "cell_bits 17", set(d, 16, &[17]));
-    let mut swapped = d.to_vec();
+    let mut swapped = d.clone();
     swapped[32..40].copy_from_slice(&d[40..48]);
     swapped[40..48].copy_from_slice(&d[32..40]);
     check("delta", "from_version after to_version", reseal(swapped));

@@ -77,7 +77,7 @@ pub(super) fn delta_vectors() -> Value {
     for id in &ids[60..90] {
         f.insert(id);
     }
-    for id in ids[..20].iter() {
+    for id in &ids[..20] {
         f.remove(id).expect("inserted");
     }
     f.insert("档案/2024/001");

@@ -309,7 +309,7 @@ impl Cluster {
             match peers::save(path, &now) {
                 Ok(()) => *last = now,
                 Err(e) => {
-                    tracing::warn!(error = %e, path = %path.display(), "cannot keep the peers known")
+                    tracing::warn!(error = %e, path = %path.display(), "cannot keep the peers known");
                 }
             }
         }

@@ -484,7 +484,7 @@ pub fn take(
                     format: FORMAT,
                     domain: domain.to_owned(),
                     taken_at_ms: now_ms,
-                    sequence: meta.get(store::SEQUENCE)?.map(|v| v.value()).unwrap_or(0),
+                    sequence: meta.get(store::SEQUENCE)?.map_or(0, |v| v.value()),
                     records: records.len()?,
                     key_entries: keys.len()?,
                     audit_entries: entries.len()?,
@@ -710,9 +710,10 @@ impl Ending {
                     h.format
                 )));
             }
-            return match check.required {
-                false => Ok(verified),
-                true => Err(BackupError::Unauthenticated { format: h.format }),
+            return if check.required {
+                Err(BackupError::Unauthenticated { format: h.format })
+            } else {
+                Ok(verified)
             };
         };
         if h.format < FORMAT_MAC {

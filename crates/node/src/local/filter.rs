@@ -257,7 +257,7 @@ impl LocalFilter {
     }
 
     pub fn set_epoch(&mut self, epoch: u64) {
-        self.kept_mut().set_epoch(epoch)
+        self.kept_mut().set_epoch(epoch);
     }
 
     pub fn items(&self) -> u64 {

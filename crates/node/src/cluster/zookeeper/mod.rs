@@ -771,8 +771,8 @@ impl Coordinator for ZooKeeperCoordinator {
                         // Not at once: every domain lost its session at the
                         // same moment as this one.
                         tokio::select! {
-                            _ = sleep(backoff.wait()) => {}
-                            _ = shutdown.cancelled() => break,
+                            () = sleep(backoff.wait()) => {}
+                            () = shutdown.cancelled() => break,
                         }
                     }
                     Err(
@@ -785,15 +785,15 @@ impl Coordinator for ZooKeeperCoordinator {
                         tracing::error!(error = %e, retry_s = REFUSED_RETRY.as_secs(), "not joining the cluster");
                         self.refusal.send_replace(Some(e.to_string()));
                         tokio::select! {
-                            _ = sleep(REFUSED_RETRY) => {}
-                            _ = shutdown.cancelled() => break,
+                            () = sleep(REFUSED_RETRY) => {}
+                            () = shutdown.cancelled() => break,
                         }
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, retry_ms = backoff.current().as_millis() as u64, "ZooKeeper unavailable");
                         tokio::select! {
-                            _ = sleep(backoff.wait()) => {}
-                            _ = shutdown.cancelled() => break,
+                            () = sleep(backoff.wait()) => {}
+                            () = shutdown.cancelled() => break,
                         }
                     }
                 }
