@@ -93,6 +93,8 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
+    // A rounded, non-negative index into `xs`, clamped to its last below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let at = ((xs.len() - 1) as f64 * q).round() as usize;
     xs[at.min(xs.len() - 1)]
 }

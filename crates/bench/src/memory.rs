@@ -286,7 +286,8 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
                 .await
                 .with_context(|| format!("importing records {held}..{end}"))?;
             anyhow::ensure!(
-                report.summary.failed == 0 && report.summary.created == (end - held) as usize,
+                report.summary.failed == 0
+                    && report.summary.created == usize::try_from(end - held)?,
                 "importing records {held}..{end}: {} created, {} failed",
                 report.summary.created,
                 report.summary.failed

@@ -99,6 +99,8 @@ fn main() -> ExitCode {
             .map_or_else(Rules::default, Rules::with_cache);
         return check_only(path, &rules);
     }
+    // A seed from the clock: any 64 bits of it will do.
+    #[allow(clippy::cast_possible_truncation)]
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -38,7 +38,12 @@ fn setup() -> (Vec<BloomFilter>, SlicedIndex, Vec<String>) {
     bar.finish_and_clear();
     // Queries: IDs held by one domain each, spread over all of them.
     let queries = (0..4096u64)
-        .map(|q| id((q % DOMAINS as u64) as usize, (q * 7919) % ITEMS))
+        .map(|q| {
+            id(
+                usize::try_from(q % DOMAINS as u64).unwrap(),
+                (q * 7919) % ITEMS,
+            )
+        })
         .collect();
     (filters, index, queries)
 }

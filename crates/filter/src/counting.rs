@@ -326,6 +326,9 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<(BloomHeader, &[u8]), Decode
 
 /// Word index within a block and bit shift of counter `off` of the block.
 #[inline(always)]
+// PER_WORD is 16, and a block's counter offset divided by it indexes one of
+// its words.
+#[allow(clippy::cast_possible_truncation)]
 pub(crate) fn nibble(off: u32) -> (usize, u32) {
     (
         (off / PER_WORD as u32) as usize,
@@ -539,8 +542,8 @@ mod tests {
             f.remove(&id).unwrap();
             let p = g.probes(id.as_bytes());
             for c in 0..g.num_bits() {
-                let n = (0..g.k()).filter(|&j| p.position(j) == c).count() as u8;
-                let (b, a) = (before[c as usize], f.counter(c));
+                let n = u8::try_from((0..g.k()).filter(|&j| p.position(j) == c).count()).unwrap();
+                let (b, a) = (before[usize::try_from(c).unwrap()], f.counter(c));
                 let ok = if b == COUNTER_MAX {
                     a == b
                 } else {

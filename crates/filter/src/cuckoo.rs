@@ -14,6 +14,8 @@ pub const MAX_KICKS: u32 = 500;
 /// Bytes after the packed table so a bucket can always be read with one
 /// unaligned 16-byte load.
 const PADDING: usize = 16;
+// BUCKET_SLOTS is 4.
+#[allow(clippy::cast_possible_truncation)]
 const SLOTS: u32 = BUCKET_SLOTS as u32;
 
 /// The filter is full: its victim slot holds a fingerprint that found no
@@ -86,6 +88,8 @@ impl CuckooFilter {
 
     /// Home bucket and fingerprint (never 0, which marks an empty slot).
     #[inline(always)]
+    // A fingerprint is below its mask plus one, at most 2^16 - 1: it fits a u16.
+    #[allow(clippy::cast_possible_truncation)]
     fn locate(&self, id: &[u8]) -> (u64, u16) {
         let d = murmur3_x64_128(id, self.geometry.seed());
         let bucket = fast_range(d.h1, self.geometry.num_buckets());
@@ -111,6 +115,9 @@ impl CuckooFilter {
 
     /// The 4 × f bits of bucket `i`.
     #[inline(always)]
+    // A bucket is at most 64 bits wide: after the shift, the mask keeps only
+    // bits of the low word.
+    #[allow(clippy::cast_possible_truncation)]
     fn bucket(&self, i: u64) -> u64 {
         let width = SLOTS * self.bits();
         let bit = i * u64::from(width);
@@ -127,10 +134,14 @@ impl CuckooFilter {
         }
     }
 
+    // Masked to a fingerprint's width, at most 16 bits.
+    #[allow(clippy::cast_possible_truncation)]
     fn slot(&self, i: u64, j: u32) -> u16 {
         ((self.bucket(i) >> (j * self.bits())) & self.fingerprint_mask()) as u16
     }
 
+    // A fingerprint is at most 16 bits, and so is its mask.
+    #[allow(clippy::cast_possible_truncation)]
     fn write_slot(&mut self, i: u64, j: u32, fingerprint: u16) {
         let cell = i * BUCKET_SLOTS + u64::from(j);
         let bit = cell * u64::from(self.bits());
@@ -280,6 +291,8 @@ impl CuckooFilter {
 
     /// Copies of `id`'s fingerprint in its buckets and the victim slot: an
     /// upper bound on how many times it is held.
+    // A bucket has four slots: the count fits a u32.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn count(&self, id: impl AsRef<[u8]>) -> u32 {
         let (i1, fingerprint) = self.locate(id.as_ref());
         let i2 = self.alternate(i1, fingerprint);
@@ -467,6 +480,9 @@ impl PartialEq for CuckooFilter {
     }
 }
 
+// A table's byte count: exact where usize is 64 bits, as on every target
+// the workspace is built for.
+#[allow(clippy::cast_possible_truncation)]
 fn table_bytes(g: &CuckooGeometry) -> usize {
     (g.num_slots() * u64::from(g.fingerprint_bits())).div_ceil(8) as usize
 }

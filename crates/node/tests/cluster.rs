@@ -346,7 +346,8 @@ async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
                 let started = Instant::now();
                 let pick = {
                     let acked = acknowledged.lock();
-                    (!acked.is_empty()).then(|| acked[(n as usize * 7919) % acked.len()].clone())
+                    (!acked.is_empty())
+                        .then(|| acked[(usize::try_from(n).unwrap() * 7919) % acked.len()].clone())
                 };
                 n += 1;
                 let Some((id, acked_at)) = pick else {

@@ -188,7 +188,7 @@ fn running(
     let (positions, receiver) = watch::channel(Position { epoch: 7, version });
     let member = Member {
         version,
-        ..member(version as usize)
+        ..member(usize::try_from(version).unwrap())
     };
     let (c, name, stop) = (coordinator.clone(), name.to_owned(), stop.clone());
     tokio::spawn(async move { c.run(name, member, receiver, stop).await });
@@ -316,7 +316,7 @@ async fn write_whole_entry(zk: &ZooKeeperServer, cluster: &str, name: &str, vers
     let known = Known {
         member: Member {
             version,
-            ..member(version as usize)
+            ..member(usize::try_from(version).unwrap())
         },
         departed: false,
         retired: false,

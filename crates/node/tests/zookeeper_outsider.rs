@@ -268,7 +268,10 @@ async fn an_outsider_sees_the_audit_anchor_move_one_version_a_tick_whether_or_no
     }
     let busy_to = stat(&outsider, path).await;
     let head_after = c.node.verify_audit().await.expect("a check").head;
-    assert_eq!(head_after.entries, head_before.entries + ticks as u64);
+    assert_eq!(
+        head_after.entries,
+        head_before.entries + u64::try_from(ticks).unwrap()
+    );
 
     let quiet = quiet_to.version - quiet_from.version;
     let busy = busy_to.version - quiet_to.version;

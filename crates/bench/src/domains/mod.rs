@@ -237,6 +237,8 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         ))
     });
     let started = Instant::now();
+    // A whole, non-negative number of writes, far below 2^53.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let total = (args.duration.as_secs_f64() * f64::from(args.rate)) as u64;
     let bar = ProgressBar::new(total).with_style(ProgressStyle::with_template(
         "{msg} {wide_bar} {pos}/{len} writes",
@@ -247,10 +249,10 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     let every = Duration::from_secs_f64(1.0 / f64::from(args.rate.max(1)));
     let follow_every = u64::from((args.rate / LAG_SAMPLES_PER_SECOND).max(1));
     for k in 0..total {
-        tokio::time::sleep_until((started + every * k as u32).into()).await;
+        tokio::time::sleep_until((started + every * u32::try_from(k)?).into()).await;
         // Without --longest-path each writing domain writes in turn, looked
         // up at the one that many places from the end.
-        let turn = k as usize % writing.len();
+        let turn = usize::try_from(k)? % writing.len();
         let (w, r) = ends.unwrap_or((writing[turn], writing[writing.len() - 1 - turn]));
         let pair = Pair {
             acknowledged: acknowledged.clone(),

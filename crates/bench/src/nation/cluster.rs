@@ -152,7 +152,13 @@ pub(crate) async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String
 pub(crate) fn figure(m: &HashMap<String, String>, name: &str) -> u64 {
     m.get(name)
         .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
+        // A counter ZooKeeper reports: whole and non-negative (a failed
+        // parse or a stray sign gives 0, as `as` saturates).
+        .map_or(0, |v| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let whole = v as u64;
+            whole
+        })
 }
 
 /// CPU time of a process so far (user + system), from `/proc/<pid>/stat`.
@@ -534,7 +540,7 @@ pub async fn measure(
     steady.finish_and_clear();
     // Let the last writes reach the measured domain before counting.
     let settle = Instant::now();
-    while nation.lags.lock().len() < sent_writes as usize
+    while nation.lags.lock().len() < usize::try_from(sent_writes)?
         && settle.elapsed() < Duration::from_secs(10)
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -711,6 +717,8 @@ async fn with_some_killed(
     row: &mut ClusterRow,
 ) -> anyhow::Result<()> {
     let lights = nation.len();
+    // A rounded, non-negative count, clamped to the lights at once.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let count = ((lights as f64 * args.killed).round() as usize).clamp(1, lights);
     let killed = rand::seq::index::sample(rng, lights, count);
     for d in killed.iter() {

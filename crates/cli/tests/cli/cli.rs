@@ -298,7 +298,13 @@ fn tokens_are_listed_revoked_and_taken_again_on_sighup_without_a_restart() {
             .status
             .code()
     };
-    let hup = || kill(Pid::from_raw(domain.pid() as i32), Signal::SIGHUP).unwrap();
+    let hup = || {
+        kill(
+            Pid::from_raw(i32::try_from(domain.pid()).unwrap()),
+            Signal::SIGHUP,
+        )
+        .unwrap()
+    };
     let eventually = |token: &str, code: i32| {
         for _ in 0..300 {
             if status(token) == Some(code) {

@@ -110,7 +110,7 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
     assert_eq!(missing, 0, "acknowledged records lost");
     let report = verify(&domain.url).await;
     assert!(report.consistent, "{report:?}");
-    assert_eq!(report.store_records as usize, stored.len());
+    assert_eq!(usize::try_from(report.store_records).unwrap(), stored.len());
     let answers = contains_all(&domain.url, &acked).await;
     assert!(
         answers.iter().all(|(_, maybe)| *maybe),

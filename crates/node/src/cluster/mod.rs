@@ -503,7 +503,7 @@ impl Cluster {
                     Err(e) => Err(e),
                 };
                 let answer = answer
-                    .map(|()| started.elapsed().as_millis() as u64)
+                    .map(|()| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX))
                     .map_err(|e| match &e {
                         ClientError::Transport { source, .. } if source.is_timeout() => {
                             format!("no answer within {} ms", timeout.as_millis())

@@ -87,7 +87,7 @@ fn served(domain: &LightDomain, len: usize, counter: &AtomicU64) {
 /// `counter` (every body here is whole in memory: its size is exact).
 fn counted(domain: &LightDomain, response: Response, counter: &AtomicU64) -> Response {
     let len = HttpBody::size_hint(response.body()).lower();
-    served(domain, len as usize, counter);
+    served(domain, usize::try_from(len).unwrap_or(usize::MAX), counter);
     response
 }
 

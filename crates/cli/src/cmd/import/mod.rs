@@ -603,11 +603,9 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     for line in &tally.shown {
         xarchive::outln!("  {line}");
     }
-    if tally.rejected as usize > tally.shown.len() {
-        xarchive::outln!(
-            "  … and {} more",
-            tally.rejected as usize - tally.shown.len()
-        );
+    let rejected = usize::try_from(tally.rejected).unwrap_or(usize::MAX);
+    if rejected > tally.shown.len() {
+        xarchive::outln!("  … and {} more", rejected - tally.shown.len());
     }
     if let Some((path, n)) = written {
         xarchive::outln!("{n} rejected lines written to {}", path.display());

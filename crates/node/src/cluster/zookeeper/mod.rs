@@ -790,7 +790,7 @@ impl Coordinator for ZooKeeperCoordinator {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, retry_ms = backoff.current().as_millis() as u64, "ZooKeeper unavailable");
+                        tracing::warn!(error = %e, retry_ms = u64::try_from(backoff.current().as_millis()).unwrap_or(u64::MAX), "ZooKeeper unavailable");
                         tokio::select! {
                             () = sleep(backoff.wait()) => {}
                             () = shutdown.cancelled() => break,
