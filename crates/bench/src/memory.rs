@@ -89,6 +89,8 @@ struct Measured {
     bytes: u64,
     bits_per_id: f64,
     /// Share of the absent IDs it says may be present (`None`: not probed).
+    // The name is the JSON report's column.
+    #[allow(clippy::struct_field_names)]
     measured_fpr: Option<f64>,
 }
 

@@ -86,6 +86,7 @@ impl RunConfig {
 impl RunConfig {
     /// Phase 2: namespaces, with cut links and partitions (domain|domain,
     /// domain|ZooKeeper, domain|clients) among the faults.
+    #[must_use]
     pub fn with_network(mut self) -> RunConfig {
         self.netns = true;
         for kind in FaultKind::NETWORK {
@@ -97,6 +98,7 @@ impl RunConfig {
     }
 
     /// `domains` domains in `groups` groups ([`domain_names`]).
+    #[must_use]
     pub fn with_domains(mut self, domains: usize, groups: usize) -> RunConfig {
         self.domains = domains;
         self.groups = groups;
@@ -105,6 +107,7 @@ impl RunConfig {
 
     /// A three-server ZooKeeper ensemble, with leader kills among the
     /// faults.
+    #[must_use]
     pub fn with_ensemble(mut self) -> RunConfig {
         self.ensemble = true;
         if !self.kinds.contains(&FaultKind::KillLeader) {
@@ -116,6 +119,7 @@ impl RunConfig {
     /// The domains' in-process cache, with the default `cache.max_lag_ms`
     /// (1000); the workload then looks up hot and recently deleted IDs
     /// again and again.
+    #[must_use]
     pub fn with_memory_cache(mut self) -> RunConfig {
         self.cache_max_lag_ms = Some(DEFAULT_MAX_LAG_MS);
         self

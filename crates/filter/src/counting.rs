@@ -57,6 +57,7 @@ impl CountingBloomFilter {
 
     /// Keeps at most `capacity` flips (16 bytes each); 0 keeps none, so
     /// every copy must be brought up to date by snapshot.
+    #[must_use]
     pub fn with_log_capacity(mut self, capacity: usize) -> Self {
         self.log = ChangeLog::new(capacity, self.version);
         self
@@ -384,6 +385,8 @@ mod tests {
     }
 
     #[test]
+    // The same arithmetic on the same bits: equal to the last bit.
+    #[allow(clippy::float_cmp)]
     fn estimated_rate_is_the_bit_views() {
         let mut f = CountingBloomFilter::with_capacity(1000, 0.01).unwrap();
         for i in 0..1500 {
@@ -494,6 +497,9 @@ mod tests {
     /// nibble an overflow panic. The artifact, CRC recomputed; the target
     /// removes the seed IDs it holds, in order.
     #[test]
+    // The test's names are the fuzz find's: filter, geometry, probes, cell,
+    // count, before, after.
+    #[allow(clippy::many_single_char_names)]
     fn decode_regression_remove_repeated_probe() {
         let bytes = unhex(
             "5841434201000000000800000000000020000000090000000000000000000000

@@ -69,6 +69,7 @@ impl CuckooFilter {
     }
 
     /// Keeps at most `capacity` slot changes for deltas.
+    #[must_use]
     pub fn with_log_capacity(mut self, capacity: usize) -> Self {
         self.log = ChangeLog::new(capacity, self.version);
         self

@@ -102,6 +102,7 @@ impl BloomGeometry {
         BloomGeometry::new(hi * BLOCK_BITS, best_at(hi).0, 0)
     }
 
+    #[must_use]
     pub fn with_seed(self, seed: u32) -> Self {
         BloomGeometry { seed, ..self }
     }
@@ -243,6 +244,7 @@ impl CuckooGeometry {
         CuckooGeometry::new(self.num_buckets, bits, self.seed)
     }
 
+    #[must_use]
     pub fn with_seed(self, seed: u32) -> Self {
         CuckooGeometry { seed, ..self }
     }

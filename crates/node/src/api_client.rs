@@ -52,6 +52,7 @@ impl ApiClient {
 
     /// Delays every call by `one_way` each way (a WAN between domains).
     #[cfg(feature = "testsuite")]
+    #[must_use]
     pub fn with_delay(self, one_way: Duration) -> Self {
         Self::over(self.peer.with_delay(one_way))
     }

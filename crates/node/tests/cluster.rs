@@ -32,7 +32,7 @@ struct Domain {
 
 struct Cluster {
     domains: Vec<Domain>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -55,7 +55,7 @@ impl Cluster {
     ) -> Cluster {
         let mut cluster = Cluster {
             domains: Vec::new(),
-            _dir: tempfile::tempdir().unwrap(),
+            dir: tempfile::tempdir().unwrap(),
         };
         for name in &["A", "B", "C", "D"][..n] {
             cluster.join(name, &tweak, coordinator(name)).await;
@@ -75,7 +75,7 @@ impl Cluster {
         let address = format!("http://{}", listener.local_addr().unwrap());
         let mut config = NodeConfig {
             name: name.to_owned(),
-            data: self._dir.path().join(name),
+            data: self.dir.path().join(name),
             ..NodeConfig::default()
         };
         config.filter.expected_items = 10_000;
@@ -318,7 +318,7 @@ async fn the_cluster_view_tells_the_page_its_budget_and_every_filter_s_size_befo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
     let c = Arc::new(Cluster::start(3).await);
-    let acknowledged: Arc<parking_lot::Mutex<Vec<(String, Instant)>>> = Default::default();
+    let acknowledged: Arc<parking_lot::Mutex<Vec<(String, Instant)>>> = Arc::default();
     let deadline = Instant::now() + Duration::from_secs(4);
     let mut tasks = Vec::new();
     for w in 0..3 {

@@ -21,7 +21,7 @@ fn committed_vectors_match_the_generator() {
         "web/test/seal-vectors.json is out of date; regenerate it with\n  \
          cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json\n\
          and run `node --test web/test/` to check the page's verifier against it"
-    )
+    );
 }
 
 #[test]

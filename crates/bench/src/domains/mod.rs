@@ -460,6 +460,7 @@ enum Outcome {
         status: u16,
         /// Until routed at the far end, if followed: None if not within
         /// [`GIVE_UP`].
+        #[allow(clippy::option_option)] // not followed, and not routed in time, differ
         lag_ms: Option<Option<f64>>,
     },
 }

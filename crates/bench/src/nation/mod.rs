@@ -247,7 +247,7 @@ fn build(
     args: &NationBenchArgs,
     bar: &ProgressBar,
 ) -> anyhow::Result<Routing> {
-    let mut by_geometry: std::collections::BTreeMap<(u64, u32), Vec<u32>> = Default::default();
+    let mut by_geometry = std::collections::BTreeMap::<(u64, u32), Vec<u32>>::new();
     let mut geometries = Vec::with_capacity(sizes.len());
     for (d, &records) in sizes.iter().enumerate() {
         let g = layout.geometry(records, args)?;

@@ -303,7 +303,7 @@ fn tokens_are_listed_revoked_and_taken_again_on_sighup_without_a_restart() {
             Pid::from_raw(i32::try_from(domain.pid()).unwrap()),
             Signal::SIGHUP,
         )
-        .unwrap()
+        .unwrap();
     };
     let eventually = |token: &str, code: i32| {
         for _ in 0..300 {

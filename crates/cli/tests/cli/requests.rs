@@ -99,6 +99,8 @@ impl Archives {
         archives
     }
 
+    // A method like the fixture's others, though it needs nothing of it.
+    #[allow(clippy::unused_self)]
     fn client(&self, d: &DomainProcess, token: &str) -> ApiClient {
         ApiClient::with_options(&d.url, Duration::from_secs(30), Some(token), None).unwrap()
     }
@@ -152,6 +154,8 @@ impl Archives {
 
     /// `xarchive args` at `d` with `token`, the identity number kept out
     /// of what it printed.
+    // A method like the fixture's others, though it needs nothing of it.
+    #[allow(clippy::unused_self)]
     fn cli(&self, d: &DomainProcess, token: Option<&str>, args: &[&str]) -> Output {
         cli_with(d, token, args, None)
     }

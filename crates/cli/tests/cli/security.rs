@@ -683,7 +683,7 @@ fn marked(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_others() {
-    use xarchive_node::{id_card_number, sample, KeyHasher, KeyType, Visibility};
+    use xarchive_node::{id_card_number, sample, KeyFormat, KeyHasher, KeyType, Visibility};
     let s = Secured::start(false).await;
     // 5,000 people, each with an identity number and a name and birth
     // date, fill A's key filter to about its target false-positive rate.
@@ -744,7 +744,7 @@ async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_
     let private = KeyType {
         name: "id_card".into(),
         visibility: Visibility::Private,
-        format: Default::default(),
+        format: KeyFormat::default(),
     };
     let public = KeyType {
         visibility: Visibility::Public,

@@ -175,7 +175,7 @@ pub(super) fn delta_vectors() -> Value {
     cases.push(delta_case(
         "hand-made: non-minimal varints, ten bytes long",
         &at_v0,
-        &envelope(b"XADL", &body),
+        &envelope(*b"XADL", &body),
     ));
     Value::Array(cases)
 }

@@ -290,9 +290,9 @@ impl Cluster {
             call_times: parking_lot::Mutex::new(call_times::CallTimes::new(
                 ruled_out::LONGEST_WAIT,
             )),
-            flights: Default::default(),
-            confirmations: Default::default(),
-            positions_taken: Default::default(),
+            flights: parking_lot::Mutex::default(),
+            confirmations: Arc::default(),
+            positions_taken: parking_lot::Mutex::default(),
             tasks: TaskTracker::new(),
             http,
             member: member_key.map(|key| Arc::new((key, me.to_owned()))),

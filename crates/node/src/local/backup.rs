@@ -544,6 +544,9 @@ pub enum BackupEntry<'a> {
 /// after; and, as `check` asks, its MAC. `each` may have been given
 /// entries of a backup that then turns out damaged or not authentic: act
 /// on them only once this returns `Ok`.
+// Short names for a frame's parts, each used within a few lines of where
+// it is read.
+#[allow(clippy::many_single_char_names)]
 pub fn read(
     input: impl Read,
     check: &Authenticity<'_>,

@@ -20,6 +20,8 @@ pub fn json(epoch: u64) -> serde_json::Value {
 pub mod u64_string {
     use super::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::trivially_copy_pass_by_ref)]
     pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(value)
     }
@@ -42,6 +44,8 @@ pub mod u64_string {
 pub mod opt_u64_string {
     use super::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::ref_option)]
     pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         match value {
             Some(v) => s.collect_str(v),

@@ -589,6 +589,8 @@ mod base64_option {
     use base64::Engine;
     use serde::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::ref_option)]
     pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(bytes) => {

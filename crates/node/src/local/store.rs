@@ -510,9 +510,9 @@ pub(crate) mod tests {
     fn body(title: &str) -> RecordBody {
         RecordBody {
             title: title.into(),
-            metadata: Default::default(),
+            metadata: serde_json::Map::default(),
             content: None,
-            keys: Default::default(),
+            keys: BTreeMap::default(),
         }
     }
 

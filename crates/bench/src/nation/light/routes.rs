@@ -307,12 +307,12 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
             let record = Record {
                 id: archive_id,
                 title: format!("record {id}"),
-                metadata: Default::default(),
+                metadata: serde_json::Map::default(),
                 content: None,
                 created_at: now,
                 updated_at: now,
                 domain: name,
-                keys: Default::default(),
+                keys: std::collections::BTreeMap::default(),
                 keys_withheld: Vec::new(),
                 catalogue_only: false,
             };

@@ -91,6 +91,7 @@ pub struct ZooKeeperCoordinator {
     lines: Mutex<Option<(Lines, Option<i32>)>>,
     /// The version of this domain's description znode (None: not known;
     /// Some(None): not there), and the description last written.
+    #[allow(clippy::option_option)] // "not known" and "not there" differ
     described_version: Mutex<Option<Option<i32>>>,
     last_described: Mutex<Option<Described>>,
     /// Whether this session writes whole entries besides its line.
