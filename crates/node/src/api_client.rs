@@ -194,7 +194,7 @@ impl ApiClient {
     /// takes minutes): the caller bounds each wait for a piece instead.
     pub async fn backup(&self) -> Result<reqwest::Response, ClientError> {
         let url = self.url("/v1/backup");
-        let request = self.http.get(&url).timeout(Duration::from_hours(168));
+        let request = self.http.get(&url).timeout(Duration::from_hours(7 * 24));
         self.send(request, &url).await
     }
 

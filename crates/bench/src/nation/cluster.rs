@@ -149,16 +149,13 @@ pub(crate) async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String
         .collect())
 }
 
+// A counter ZooKeeper reports: whole and non-negative (a failed parse or a
+// stray sign gives 0, as `as` saturates).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 pub(crate) fn figure(m: &HashMap<String, String>, name: &str) -> u64 {
     m.get(name)
         .and_then(|v| v.parse::<f64>().ok())
-        // A counter ZooKeeper reports: whole and non-negative (a failed
-        // parse or a stray sign gives 0, as `as` saturates).
-        .map_or(0, |v| {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let whole = v as u64;
-            whole
-        })
+        .map_or(0, |v| v as u64)
 }
 
 /// CPU time of a process so far (user + system), from `/proc/<pid>/stat`.
