@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use xarchive_node::ApiClient;
 
 /// How long a start or a stop may take before the benchmark gives up.
-const PATIENCE: Duration = Duration::from_secs(120);
+const PATIENCE: Duration = Duration::from_mins(2);
 
 /// A running `xarchive serve`.
 pub struct ServeChild {

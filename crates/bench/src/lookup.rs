@@ -164,9 +164,11 @@ impl Workload {
     fn pick(&self, rng: &mut impl Rng, domains: usize, per_domain: u64) -> String {
         let index = match self {
             Workload::Uniform(n) => rng.random_range(0..*n),
+            // A Zipf rank: a whole number from 1 to the records' count.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             Workload::Zipf(z) => (z.sample(rng) as u64).saturating_sub(1),
         };
-        let domain = (index % domains as u64) as usize;
+        let domain = usize::try_from(index % domains as u64).expect("below `domains`, a usize");
         sample::id(domain, (index / domains as u64).min(per_domain - 1))
     }
 }
@@ -323,7 +325,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
     if matches!(args.workload, WorkloadKind::Keys) {
         args.strategies = vec![Compared::Routed, Compared::Search];
     }
-    let delay_ms = args.wan_delay.as_millis() as u64;
+    let delay_ms = u64::try_from(args.wan_delay.as_millis())?;
     let certs = tempfile::tempdir()?;
     let tls = if args.tls {
         xarchive_node::security::tls::LoopbackCa::create(certs.path())?.config()
@@ -331,7 +333,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
         xarchive_node::security::tls::TlsConfig::default()
     };
     let http =
-        xarchive_node::cluster::client::http_client(Duration::from_secs(60), None, tls.trust()?)
+        xarchive_node::cluster::client::http_client(Duration::from_mins(1), None, tls.trust()?)
             .map_err(|e| anyhow::anyhow!(e))?;
     let runs_total = args.cache.len() * args.concurrency.len() * args.strategies.len();
     let bar = ProgressBar::new(runs_total as u64).with_style(
@@ -364,7 +366,7 @@ pub async fn run(args: LookupBenchArgs) -> anyhow::Result<ExitCode> {
             coordinator: &|_| hub.coordinator() as Arc<dyn Coordinator>,
         })
         .await?;
-        cluster.converged(Duration::from_secs(120)).await?;
+        cluster.converged(Duration::from_mins(2)).await?;
         let addresses = cluster.addresses();
         let target = Target {
             http: &http,

@@ -25,11 +25,11 @@ use xarchive::{failure, logging};
     about = "Benchmarks of xarchive against the seed paper's figures (Luo et al., 2023, DOI 10.57237/j.cst.2023.04.008)"
 )]
 struct Cli {
-    /// More logging (-v debug, -vv trace); XARCHIVE_LOG overrides.
+    /// More logging (-v debug, -vv trace); `XARCHIVE_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     /// How logs are written to standard error: text for people (coloured
-    /// on a terminal unless NO_COLOR is set), or one JSON object a line for
+    /// on a terminal unless `NO_COLOR` is set), or one JSON object a line for
     /// a log collector.
     #[arg(long, value_enum, default_value_t = logging::LogFormat::Text, global = true, env = "XARCHIVE_LOG_FORMAT")]
     log_format: logging::LogFormat,
@@ -65,7 +65,7 @@ enum BenchCommand {
     Sheets(sheets::SheetsBenchArgs),
 }
 
-/// The log filter without `-v` or XARCHIVE_LOG: a benchmark opens
+/// The log filter without `-v` or `XARCHIVE_LOG`: a benchmark opens
 /// thousands of ZooKeeper sessions, whose client library logs each at
 /// info.
 const QUIET_LOG: &str = "info,zookeeper_client=warn";
@@ -93,6 +93,8 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
+    // A rounded, non-negative index into `xs`, clamped to its last below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let at = ((xs.len() - 1) as f64 * q).round() as usize;
     xs[at.min(xs.len() - 1)]
 }

@@ -89,6 +89,8 @@ struct Measured {
     bytes: u64,
     bits_per_id: f64,
     /// Share of the absent IDs it says may be present (`None`: not probed).
+    // The name is the JSON report's column.
+    #[allow(clippy::struct_field_names)]
     measured_fpr: Option<f64>,
 }
 
@@ -276,7 +278,7 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
         ];
         bar.set_message(format!("starting a domain for {n}"));
         let domain = ServeChild::start(DOMAIN, &data, &settings, &log).await?;
-        let client = ApiClient::new(&domain.url, Duration::from_secs(300))?;
+        let client = ApiClient::new(&domain.url, Duration::from_mins(5))?;
         while held < n {
             let end = (held + args.chunk).min(n);
             bar.set_message(format!("importing up to {n}"));
@@ -286,7 +288,8 @@ async fn measure_process(args: &MemoryBenchArgs, fpr: f64, rows: &mut [Row]) -> 
                 .await
                 .with_context(|| format!("importing records {held}..{end}"))?;
             anyhow::ensure!(
-                report.summary.failed == 0 && report.summary.created == (end - held) as usize,
+                report.summary.failed == 0
+                    && report.summary.created == usize::try_from(end - held)?,
                 "importing records {held}..{end}: {} created, {} failed",
                 report.summary.created,
                 report.summary.failed

@@ -128,11 +128,11 @@ async fn run_one(algorithm: Algorithm, samples: usize) -> anyhow::Result<Timings
     bar.finish_and_clear();
     let last = last.ok_or_else(|| anyhow::anyhow!("no request was made"))?;
     let pdf = a.certificate_pdf(&last.request.id).await?.to_vec();
-    let qr_version =
-        match xarchive_seal::certificate::qr(&last.sheets[0].payload).map(|q| q.version()) {
-            Some(qrcode::Version::Normal(v)) => v,
-            _ => anyhow::bail!("the certificate's QR code is not of a normal version"),
-        };
+    let Some(qrcode::Version::Normal(qr_version)) =
+        xarchive_seal::certificate::qr(&last.sheets[0].payload).map(|q| q.version())
+    else {
+        anyhow::bail!("the certificate's QR code is not of a normal version")
+    };
     let trust_list = serde_json::to_vec(&a.trust_list().await?)?;
     cluster.stop().await?;
     answered.sort_by(f64::total_cmp);

@@ -295,7 +295,7 @@ fn empty_rows(out: &mut dyn Write, bytes: u64) -> std::io::Result<u64> {
 fn one_long_string(out: &mut dyn Write, bytes: u64) -> std::io::Result<u64> {
     let open = br#"<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="1" uniqueCount="1"><si><t>"#;
     out.write_all(open)?;
-    let block = vec![b'a'; MIB as usize];
+    let block = vec![b'a'; usize::try_from(MIB).expect("a mebibyte")];
     for _ in 0..bytes / MIB {
         out.write_all(&block)?;
     }
@@ -352,7 +352,7 @@ const CATALOGUE_HEADER: [&str; 7] = [
 
 /// A column's letters (A, B, …), for the first 26.
 fn column(i: usize) -> char {
-    char::from(b'A' + i as u8)
+    char::from(b'A' + u8::try_from(i).expect("the first 26"))
 }
 
 /// Where each row's own shared strings begin: after the header's seven

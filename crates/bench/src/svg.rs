@@ -155,6 +155,8 @@ mod tests {
     use super::*;
 
     #[test]
+    // Round steps are exact in binary floating point.
+    #[allow(clippy::float_cmp)]
     fn steps_are_round_and_the_chart_is_well_formed() {
         assert_eq!(nice_step(100.0, 10.0), 10.0);
         assert_eq!(nice_step(2093.0, 8.0), 500.0);

@@ -33,7 +33,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<ExitCode> {
             group: ClusterConfig::default().group,
             session_timeout: Duration::from_secs(6),
             publish_interval: Duration::from_millis(10),
-            admission: Default::default(),
+            admission: xarchive_node::security::member::Admission::default(),
             credentials: None,
             ledger: ClusterConfig::default().ledger,
         })

@@ -16,6 +16,8 @@ use serde_json::Value;
 use xarchive_testkit::{stdout_of, tempdir, ZooKeeperServer};
 
 #[test]
+// The figures compared exactly are counts, whole numbers in JSON.
+#[allow(clippy::float_cmp)]
 fn bench_nation_measures_a_domain_joining_syncing_and_looking_up_among_light_publishers() {
     let zk = ZooKeeperServer::start();
     let dir = tempdir().unwrap();

@@ -16,7 +16,7 @@ use xarchive_node::{sample, ArchiveId, Node, NodeConfig, RecordInput, Write};
 /// Domain names: A, B, … Z, then D27, D28, …
 pub fn domain_name(i: usize) -> String {
     if i < 26 {
-        char::from(b'A' + i as u8).to_string()
+        char::from(b'A' + u8::try_from(i).expect("below 26")).to_string()
     } else {
         format!("D{}", i + 1)
     }
@@ -71,7 +71,7 @@ impl LocalCluster {
             let port = if plan.port == 0 {
                 0
             } else {
-                plan.port + i as u16
+                plan.port + u16::try_from(i)?
             };
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
                 .await

@@ -29,7 +29,7 @@ pub fn init(verbose: u8, quiet: &str, format: LogFormat) {
     }
 }
 
-/// Colour only on a terminal, and not when NO_COLOR is set to anything
+/// Colour only on a terminal, and not when `NO_COLOR` is set to anything
 /// (no-color.org).
 fn colour() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())

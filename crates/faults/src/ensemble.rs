@@ -18,7 +18,7 @@ use xarchive_testkit::{free_port, zookeeper_java_args};
 use crate::Error;
 
 /// How long a server may take to join a quorum (serve) after a start.
-const SERVE_PATIENCE: Duration = Duration::from_secs(60);
+const SERVE_PATIENCE: Duration = Duration::from_mins(1);
 
 /// Where one server of the ensemble listens, and in which namespace it
 /// runs (none: the root namespace).

@@ -117,14 +117,15 @@ pub fn xarchive_binary() -> Result<PathBuf, Error> {
             }
         }
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
                 .join("..")
                 .join("..")
                 .join("target")
-        });
+        },
+        PathBuf::from,
+    );
     let fallback = target.join("debug").join("xarchive");
     candidates.push(fallback.clone());
     candidates

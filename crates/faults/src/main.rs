@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// The `xarchive` binary (default: target/debug/xarchive of this
-    /// workspace, or XARCHIVE_BIN).
+    /// workspace, or `XARCHIVE_BIN`).
     #[arg(long)]
     bin: Option<PathBuf>,
     /// Where the domains' data and logs and history.ndjson go (default: a
@@ -66,13 +66,13 @@ struct Args {
     ensemble: bool,
     /// The domains' cache of other domains' records: `none`, or `memory`
     /// (the in-process cache, `cache.max_lag_ms` 1000; the checker then
-    /// allows a 200 up to max_lag_ms + 1 s after a delete).
+    /// allows a 200 up to `max_lag_ms` + 1 s after a delete).
     #[arg(long, default_value = "none", value_parser = ["none", "memory"])]
     cache: String,
     /// Only these fault kinds, comma-separated, as the history names them
-    /// (kill_domain, pause_domain, kill_zoo_keeper, fresh_zoo_keeper,
-    /// fill_disk, kill_leader, cut_link, partition_domains,
-    /// partition_zoo_keeper, partition_clients), in this order unless
+    /// (`kill_domain`, `pause_domain`, `kill_zoo_keeper`, `fresh_zoo_keeper`,
+    /// `fill_disk`, `kill_leader`, `cut_link`, `partition_domains`,
+    /// `partition_zoo_keeper`, `partition_clients`), in this order unless
     /// given otherwise (the order is part of what a seed replays);
     /// default: every kind the mode allows.
     #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
@@ -99,6 +99,8 @@ fn main() -> ExitCode {
             .map_or_else(Rules::default, Rules::with_cache);
         return check_only(path, &rules);
     }
+    // A seed from the clock: any 64 bits of it will do.
+    #[allow(clippy::cast_possible_truncation)]
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

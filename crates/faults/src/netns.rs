@@ -119,7 +119,7 @@ impl Network {
     /// Creates the bridge and a namespace per label, in 198.18.K.0/24 with
     /// K from the process id and how many networks this process made
     /// before (tests in one process run at once): the bridge is .1, the
-    /// nodes .2, .3, ... Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN). On
+    /// nodes .2, .3, ... Needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN`). On
     /// failure, what was made is removed again.
     pub fn create(labels: &[&str]) -> Result<Network, Error> {
         static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

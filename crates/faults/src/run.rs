@@ -20,7 +20,7 @@ use crate::{http, panic_message, Error};
 
 /// How long the cluster may take to converge at the start, after each
 /// fault, and at the end.
-pub const CONVERGE_PATIENCE: Duration = Duration::from_secs(60);
+pub const CONVERGE_PATIENCE: Duration = Duration::from_mins(1);
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -87,6 +87,7 @@ impl RunConfig {
 impl RunConfig {
     /// Phase 2: namespaces, with cut links and partitions (domain|domain,
     /// domain|ZooKeeper, domain|clients) among the faults.
+    #[must_use]
     pub fn with_network(mut self) -> RunConfig {
         self.netns = true;
         for kind in FaultKind::NETWORK {
@@ -98,6 +99,7 @@ impl RunConfig {
     }
 
     /// `domains` domains in `groups` groups ([`domain_names`]).
+    #[must_use]
     pub fn with_domains(mut self, domains: usize, groups: usize) -> RunConfig {
         self.domains = domains;
         self.groups = groups;
@@ -106,6 +108,7 @@ impl RunConfig {
 
     /// A three-server ZooKeeper ensemble, with leader kills among the
     /// faults.
+    #[must_use]
     pub fn with_ensemble(mut self) -> RunConfig {
         self.ensemble = true;
         if !self.kinds.contains(&FaultKind::KillLeader) {
@@ -117,6 +120,7 @@ impl RunConfig {
     /// The domains' in-process cache, with the default `cache.max_lag_ms`
     /// (1000); the workload then looks up hot and recently deleted IDs
     /// again and again.
+    #[must_use]
     pub fn with_memory_cache(mut self) -> RunConfig {
         self.cache_max_lag_ms = Some(DEFAULT_MAX_LAG_MS);
         self

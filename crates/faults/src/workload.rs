@@ -114,7 +114,7 @@ const REQUEST_PICKS: usize = 60;
 
 /// How long the final checks wait for every part of every request to be
 /// answered, once the cluster converged and the records were read back.
-pub const REQUESTS_PATIENCE: Duration = Duration::from_secs(60);
+pub const REQUESTS_PATIENCE: Duration = Duration::from_mins(1);
 
 /// What the clients share.
 pub struct Workload<'a> {

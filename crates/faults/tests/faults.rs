@@ -15,7 +15,7 @@ const SEED: u64 = 20_261_124;
 
 #[test]
 fn randomized_faults_never_lose_an_acknowledged_record() {
-    run_as_test("faults", Duration::from_secs(120), SEED, "", |config| {
+    run_as_test("faults", Duration::from_mins(2), SEED, "", |config| {
         config.with_ensemble().with_domains(6, 2)
     });
 }

@@ -189,7 +189,7 @@ fn a_request_answered_across_a_partition_arrives_once_after_it_heals() {
     };
     let get =
         |url: String| -> serde_json::Value { client.get(&url).send().unwrap().json().unwrap() };
-    wait_converged(&client, &cluster.urls, Duration::from_secs(60)).unwrap();
+    wait_converged(&client, &cluster.urls, Duration::from_mins(1)).unwrap();
     // A court record: the default policy leaves it to B's reviewers.
     let record = serde_json::json!({
         "title": "民事判决书",
@@ -202,7 +202,7 @@ fn a_request_answered_across_a_partition_arrives_once_after_it_heals() {
         .send()
         .unwrap();
     assert!(put.status().is_success(), "{put:?}");
-    wait_converged(&client, &cluster.urls, Duration::from_secs(60)).unwrap();
+    wait_converged(&client, &cluster.urls, Duration::from_mins(1)).unwrap();
     let (status, submitted) = post(
         format!("{a}/v1/requests"),
         serde_json::json!({"applicant_id": "11010519491231002X", "applicant_name": "张三",
@@ -238,7 +238,7 @@ fn a_request_answered_across_a_partition_arrives_once_after_it_heals() {
     assert_eq!(state_at_a(), "in_review");
 
     net.heal_split(&["A"], &["B"]).expect("heal A|B");
-    poll(Duration::from_secs(60), || match state_at_a() {
+    poll(Duration::from_mins(1), || match state_at_a() {
         s if s == "released" => Ok(()),
         s => Err(format!("at A after healing: {s}")),
     })

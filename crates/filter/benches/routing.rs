@@ -38,7 +38,12 @@ fn setup() -> (Vec<BloomFilter>, SlicedIndex, Vec<String>) {
     bar.finish_and_clear();
     // Queries: IDs held by one domain each, spread over all of them.
     let queries = (0..4096u64)
-        .map(|q| id((q % DOMAINS as u64) as usize, (q * 7919) % ITEMS))
+        .map(|q| {
+            id(
+                usize::try_from(q % DOMAINS as u64).unwrap(),
+                (q * 7919) % ITEMS,
+            )
+        })
         .collect();
     (filters, index, queries)
 }
@@ -58,7 +63,7 @@ fn main() {
             let probes = index.geometry().probes(next().as_bytes());
             index.candidates_into(&probes, &mut out);
             black_box(out[0])
-        })
+        });
     });
     group.bench_function(
         BenchmarkId::new("separate_filters_one_hash", DOMAINS),
@@ -70,7 +75,7 @@ fn main() {
                     set |= u64::from(f.contains_probes(&probes)) << d;
                 }
                 black_box(set)
-            })
+            });
         },
     );
     group.bench_function(
@@ -83,7 +88,7 @@ fn main() {
                     set |= u64::from(f.contains(id)) << d;
                 }
                 black_box(set)
-            })
+            });
         },
     );
     group.finish();

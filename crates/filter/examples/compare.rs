@@ -316,7 +316,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
     if xs.len() % 2 == 1 {
         xs[m]
     } else {
-        (xs[m - 1] + xs[m]) / 2.0
+        f64::midpoint(xs[m - 1], xs[m])
     }
 }
 

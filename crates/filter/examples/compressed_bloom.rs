@@ -8,7 +8,7 @@
 //! are what is shipped today: the domain sized for its own count, and
 //! sized for the default million as `xarchive up` does.
 //!
-//! cargo run --release -p xarchive-filter --example compressed_bloom -- --items 10000
+//! `cargo run --release -p xarchive-filter --example compressed_bloom -- --items 10000`
 
 use std::io::Write;
 
@@ -35,9 +35,7 @@ const BLOCK: u64 = 512;
 /// `items` meets `fpr`, if one exists within 64 × the optimum's size.
 fn smallest_with_k(items: u64, fpr: f64, k: u32, optimum_bits: u64) -> Option<BloomGeometry> {
     let fits = |blocks: u64| {
-        BloomGeometry::new(blocks * BLOCK, k, 0)
-            .map(|g| g.theoretical_fpr(items) <= fpr)
-            .unwrap_or(false)
+        BloomGeometry::new(blocks * BLOCK, k, 0).is_ok_and(|g| g.theoretical_fpr(items) <= fpr)
     };
     let mut hi = optimum_bits / BLOCK * 64;
     if !fits(hi) {

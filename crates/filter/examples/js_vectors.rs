@@ -4,7 +4,7 @@
 //! Rust answer for IDs in and out, deltas with the bytes they lead to, and
 //! corrupt inputs with the error the Rust decoder gives.
 //!
-//! cargo run -p xarchive-filter --example js_vectors -- web/test/vectors.json
+//! `cargo run -p xarchive-filter --example js_vectors -- web/test/vectors.json`
 //!
 //! Everything is deterministic; `tests/js_vectors.rs` fails when the
 //! committed file differs from what this produces now.

@@ -45,6 +45,9 @@ impl AtomicCountingBloomFilter {
         }
     }
 
+    // A block is below the filter's block count, whose words are in memory:
+    // it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     fn stripe(&self, block: u64) -> &AtomicU64 {
         &self.items[block as usize % STRIPES].0
     }
@@ -59,6 +62,9 @@ impl AtomicCountingBloomFilter {
         self.geometry
     }
 
+    // A block is below the filter's block count, whose words are in memory:
+    // its first word's index fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     fn block(&self, block: u64) -> &[AtomicU64] {
         let start = block as usize * BLOCK_WORDS;
         &self.words[start..start + BLOCK_WORDS]
@@ -113,6 +119,8 @@ impl AtomicCountingBloomFilter {
         })
     }
 
+    // A counter is four bits (`counter` masks it), so it fits a u8.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn count(&self, id: impl AsRef<[u8]>) -> u8 {
         let probes = self.geometry.probes(id.as_ref());
         let block = self.block(probes.block);
@@ -199,7 +207,7 @@ mod tests {
     use super::*;
     use crate::codec::{unhex, FUZZ_FIND_512_COUNTERS};
 
-    /// Fuzz find (decode_atomic): decoding went through a
+    /// Fuzz find (`decode_atomic`): decoding went through a
     /// `CountingBloomFilter` (with its 2 MiB flip log) and then copied its
     /// counters, holding them twice. Now the atomic words are made once from
     /// the input; the fuzz target's counting allocator checks the bound,

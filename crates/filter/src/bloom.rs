@@ -99,6 +99,9 @@ impl BloomFilter {
     /// [`contains`](Self::contains) for probes already computed with this
     /// filter's geometry (one hash serves many filters of equal geometry).
     #[inline]
+    // `&`, not `&&`: every probe is read without a branch, the block being
+    // one cache line already loaded.
+    #[allow(clippy::needless_bitwise_bool)]
     pub fn contains_probes(&self, probes: &Probes) -> bool {
         let block = block::<BLOCK_WORDS>(&self.words, probes.block);
         probes.fold_offsets(self.geometry.k(), true, |all, off| {
@@ -217,8 +220,8 @@ mod tests {
     use super::*;
     use crate::codec::unhex;
 
-    /// Fuzz find (decode_bloom): `items` is taken from the bytes as it is
-    /// (here 0xffff_fffe_0000_0000); after an insert, the union of the filter with a copy
+    /// Fuzz find (`decode_bloom`): `items` is taken from the bytes as it is
+    /// (here `0xffff_fffe_0000_0000`); after an insert, the union of the filter with a copy
     /// of itself overflowed `items += other.items`. The artifact, with its
     /// CRC trailer recomputed as the target does.
     #[test]

@@ -104,6 +104,8 @@ impl Writer {
     }
 
     /// LEB128: seven bits a byte, low first, high bit set on all but the last.
+    // LEB128 keeps the low seven bits in each byte: the truncation is the encoding.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn varint(&mut self, mut v: u64) -> &mut Self {
         while v >= 0x80 {
             self.0.push((v as u8) | 0x80);
@@ -167,6 +169,8 @@ impl<'a> Reader<'a> {
         self.buf.len()
     }
 
+    // `n` is at most `self.buf.len()`, checked above: it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn take(&mut self, n: u64) -> Result<&'a [u8], DecodeError> {
         if n > self.buf.len() as u64 {
             return Err(DecodeError::Truncated {

@@ -57,6 +57,7 @@ impl CountingBloomFilter {
 
     /// Keeps at most `capacity` flips (16 bytes each); 0 keeps none, so
     /// every copy must be brought up to date by snapshot.
+    #[must_use]
     pub fn with_log_capacity(mut self, capacity: usize) -> Self {
         self.log = ChangeLog::new(capacity, self.version);
         self
@@ -326,6 +327,9 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<(BloomHeader, &[u8]), Decode
 
 /// Word index within a block and bit shift of counter `off` of the block.
 #[inline(always)]
+// PER_WORD is 16, and a block's counter offset divided by it indexes one of
+// its words.
+#[allow(clippy::cast_possible_truncation)]
 pub(crate) fn nibble(off: u32) -> (usize, u32) {
     (
         (off / PER_WORD as u32) as usize,
@@ -381,6 +385,8 @@ mod tests {
     }
 
     #[test]
+    // The same arithmetic on the same bits: equal to the last bit.
+    #[allow(clippy::float_cmp)]
     fn estimated_rate_is_the_bit_views() {
         let mut f = CountingBloomFilter::with_capacity(1000, 0.01).unwrap();
         for i in 0..1500 {
@@ -405,7 +411,7 @@ mod tests {
         assert_eq!(f.count("A-1"), COUNTER_MAX);
     }
 
-    /// Fuzz find (decode_counting): decoding these 308 bytes (a 512-counter
+    /// Fuzz find (`decode_counting`): decoding these 308 bytes (a 512-counter
     /// filter) allocated the 2 MiB flip-log ring up front, breaking the
     /// rule that decoding allocates no more than its input. The ring is now
     /// allocated by the first change.
@@ -424,7 +430,7 @@ mod tests {
         assert_eq!(copy, f.bit_view());
     }
 
-    /// The version and item count are decoded as they are; at u64::MAX an
+    /// The version and item count are decoded as they are; at `u64::MAX` an
     /// insert saturates them instead of overflowing.
     #[test]
     fn decoded_counts_saturate() {
@@ -438,7 +444,7 @@ mod tests {
         assert_eq!((f.version(), f.items()), (u64::MAX, u64::MAX - 1));
     }
 
-    /// Fuzz find (decode_counting): a filter decoded at version u64::MAX
+    /// Fuzz find (`decode_counting`): a filter decoded at version `u64::MAX`
     /// overflowed in `touch`. The artifact, CRC recomputed.
     #[test]
     fn decode_regression_touch_version() {
@@ -484,13 +490,16 @@ mod tests {
         assert_eq!(f.version(), u64::MAX);
     }
 
-    /// Fuzz find (decode_counting): probe positions may repeat (k = 32 in
+    /// Fuzz find (`decode_counting`): probe positions may repeat (k = 32 in
     /// one block here). A repeated position whose counter was 1 was
     /// decremented twice, the second time from 0, borrowing from the next
     /// counter up: a false negative for other IDs, or at a word's top
     /// nibble an overflow panic. The artifact, CRC recomputed; the target
     /// removes the seed IDs it holds, in order.
     #[test]
+    // The test's names are the fuzz find's: filter, geometry, probes, cell,
+    // count, before, after.
+    #[allow(clippy::many_single_char_names)]
     fn decode_regression_remove_repeated_probe() {
         let bytes = unhex(
             "5841434201000000000800000000000020000000090000000000000000000000
@@ -539,8 +548,8 @@ mod tests {
             f.remove(&id).unwrap();
             let p = g.probes(id.as_bytes());
             for c in 0..g.num_bits() {
-                let n = (0..g.k()).filter(|&j| p.position(j) == c).count() as u8;
-                let (b, a) = (before[c as usize], f.counter(c));
+                let n = u8::try_from((0..g.k()).filter(|&j| p.position(j) == c).count()).unwrap();
+                let (b, a) = (before[usize::try_from(c).unwrap()], f.counter(c));
                 let ok = if b == COUNTER_MAX {
                     a == b
                 } else {

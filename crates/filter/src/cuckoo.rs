@@ -14,6 +14,8 @@ pub const MAX_KICKS: u32 = 500;
 /// Bytes after the packed table so a bucket can always be read with one
 /// unaligned 16-byte load.
 const PADDING: usize = 16;
+// BUCKET_SLOTS is 4.
+#[allow(clippy::cast_possible_truncation)]
 const SLOTS: u32 = BUCKET_SLOTS as u32;
 
 /// The filter is full: its victim slot holds a fingerprint that found no
@@ -67,6 +69,7 @@ impl CuckooFilter {
     }
 
     /// Keeps at most `capacity` slot changes for deltas.
+    #[must_use]
     pub fn with_log_capacity(mut self, capacity: usize) -> Self {
         self.log = ChangeLog::new(capacity, self.version);
         self
@@ -86,6 +89,8 @@ impl CuckooFilter {
 
     /// Home bucket and fingerprint (never 0, which marks an empty slot).
     #[inline(always)]
+    // A fingerprint is below its mask plus one, at most 2^16 - 1: it fits a u16.
+    #[allow(clippy::cast_possible_truncation)]
     fn locate(&self, id: &[u8]) -> (u64, u16) {
         let d = murmur3_x64_128(id, self.geometry.seed());
         let bucket = fast_range(d.h1, self.geometry.num_buckets());
@@ -111,6 +116,9 @@ impl CuckooFilter {
 
     /// The 4 × f bits of bucket `i`.
     #[inline(always)]
+    // A bucket is at most 64 bits wide: after the shift, the mask keeps only
+    // bits of the low word.
+    #[allow(clippy::cast_possible_truncation)]
     fn bucket(&self, i: u64) -> u64 {
         let width = SLOTS * self.bits();
         let bit = i * u64::from(width);
@@ -127,10 +135,14 @@ impl CuckooFilter {
         }
     }
 
+    // Masked to a fingerprint's width, at most 16 bits.
+    #[allow(clippy::cast_possible_truncation)]
     fn slot(&self, i: u64, j: u32) -> u16 {
         ((self.bucket(i) >> (j * self.bits())) & self.fingerprint_mask()) as u16
     }
 
+    // A fingerprint is at most 16 bits, and so is its mask.
+    #[allow(clippy::cast_possible_truncation)]
     fn write_slot(&mut self, i: u64, j: u32, fingerprint: u16) {
         let cell = i * BUCKET_SLOTS + u64::from(j);
         let bit = cell * u64::from(self.bits());
@@ -280,6 +292,8 @@ impl CuckooFilter {
 
     /// Copies of `id`'s fingerprint in its buckets and the victim slot: an
     /// upper bound on how many times it is held.
+    // A bucket has four slots: the count fits a u32.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn count(&self, id: impl AsRef<[u8]>) -> u32 {
         let (i1, fingerprint) = self.locate(id.as_ref());
         let i2 = self.alternate(i1, fingerprint);
@@ -467,6 +481,9 @@ impl PartialEq for CuckooFilter {
     }
 }
 
+// A table's byte count: exact where usize is 64 bits, as on every target
+// the workspace is built for.
+#[allow(clippy::cast_possible_truncation)]
 fn table_bytes(g: &CuckooGeometry) -> usize {
     (g.num_slots() * u64::from(g.fingerprint_bits())).div_ceil(8) as usize
 }
@@ -532,7 +549,7 @@ mod tests {
         assert_eq!(f.table_len(), 600 + PADDING);
     }
 
-    /// Fuzz find (decode_cuckoo): decoding these 62 bytes (one bucket of
+    /// Fuzz find (`decode_cuckoo`): decoding these 62 bytes (one bucket of
     /// 4-bit slots) allocated the 2 MiB change-log ring up front; it is now
     /// allocated by the first change.
     #[test]
@@ -552,7 +569,7 @@ mod tests {
         assert!(copy.contains("J001-WS·2023-Y-0001"));
     }
 
-    /// Fuzz find (decode_delta): a delta may set `items` to anything (here
+    /// Fuzz find (`decode_delta`): a delta may set `items` to anything (here
     /// 0) while the filter still holds fingerprints; removing one then
     /// underflowed `items -= 1`. The delta artifact, CRC recomputed.
     #[test]
@@ -579,7 +596,7 @@ mod tests {
         assert_eq!(f.version(), u64::MAX, "and the version at the top");
     }
 
-    /// Fuzz find (decode_cuckoo): a filter decoded at version u64::MAX
+    /// Fuzz find (`decode_cuckoo`): a filter decoded at version `u64::MAX`
     /// overflowed in `touch`. The artifact, CRC recomputed.
     #[test]
     fn decode_regression_touch_version() {

@@ -179,13 +179,16 @@ impl Delta {
     }
 }
 
+// `cell_bits` is 1 to 16 (checked by the caller, `decode`), so the masked
+// value fits a u16.
+#[allow(clippy::cast_possible_truncation)]
 fn decode_changes(
     r: &mut Reader<'_>,
     count: u64,
     num_cells: u64,
     cell_bits: u8,
 ) -> Result<Vec<CellChange>, DecodeError> {
-    let mut changes = Vec::with_capacity(count as usize);
+    let mut changes = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     let mut previous: Option<u64> = None;
     let mask = (1u64 << cell_bits) - 1;
     for _ in 0..count {
@@ -256,6 +259,8 @@ impl ChangeLog {
     /// Writes an entry in the staging slot `tail + ahead`; it counts once
     /// [`advance`](Self::advance) moves past it.
     #[inline(always)]
+    // Masked to the ring's length, which is in memory: it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn stage(&mut self, ahead: u64, version: u64, cell: u64, value: u16) {
         let at = ((self.tail + ahead) & self.mask) as usize;
         let entry = (version, (cell << 16) | u64::from(value));
@@ -275,6 +280,8 @@ impl ChangeLog {
     /// Allocates the ring on the first write.
     #[cold]
     #[inline(never)]
+    // The mask is the ring's length less one, a length in memory.
+    #[allow(clippy::cast_possible_truncation)]
     fn stage_first(&mut self, at: usize, entry: (u64, u64)) {
         self.ring = vec![(0, 0); self.mask as usize + 1];
         self.ring[at] = entry;
@@ -299,6 +306,8 @@ impl ChangeLog {
 
     /// The oldest version a delta can start from: entries dropped from the
     /// ring are no newer than the oldest one held.
+    // Masked to the ring's length, which is in memory: it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn oldest(&self) -> u64 {
         let first = self.first();
         if first > self.start {
@@ -309,11 +318,16 @@ impl ChangeLog {
         }
     }
 
+    // Masked to the ring's length, which is in memory: it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     fn entry(&self, i: u64) -> (u64, u64) {
         self.ring[(i & self.mask) as usize]
     }
 
     /// Net changes over (`since`, `current`], one per cell, sorted by cell.
+    // An entry packs the cell above 16 bits and its value in the low 16:
+    // the cast takes the value back.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn since(&self, since: u64, current: u64) -> Result<Vec<CellChange>, DeltaError> {
         if since > current {
             return Err(DeltaError::FutureVersion { since, current });

@@ -70,6 +70,8 @@ impl BloomGeometry {
 
     /// The smallest geometry whose [`theoretical_fpr`](Self::theoretical_fpr)
     /// at `items` is at most `fpr`, with the k that minimises it. Seed 0.
+    // A positive block count, rounded up and clamped to `max_blocks` at once.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     pub fn for_capacity(items: u64, fpr: f64) -> Result<Self, GeometryError> {
         check_rate(fpr)?;
         let items = items.max(1);
@@ -100,6 +102,7 @@ impl BloomGeometry {
         BloomGeometry::new(hi * BLOCK_BITS, best_at(hi).0, 0)
     }
 
+    #[must_use]
     pub fn with_seed(self, seed: u32) -> Self {
         BloomGeometry { seed, ..self }
     }
@@ -133,6 +136,8 @@ impl BloomGeometry {
 
     /// The false-positive rate implied by the bits set in each block (in
     /// block order): the mean over blocks of (block fill)^k.
+    // k is 1 to MAX_K (32), checked when the geometry is made.
+    #[allow(clippy::cast_possible_wrap)]
     pub(crate) fn rate_from_fills(&self, ones_per_block: impl Iterator<Item = u32>) -> f64 {
         let k = self.k as i32;
         let sum: f64 = ones_per_block
@@ -160,6 +165,13 @@ fn best_k(items: u64, blocks: u64) -> (u32, f64) {
 /// block is Poisson with mean λ = items / blocks; a block holding j IDs has
 /// each bit set with probability 1 - (1 - 1/512)^(k·j) (each ID sets k
 /// independently drawn bits), and a query hits when its k bits are all set.
+// k is 1 to MAX_K (32); `last` is positive and, λ being at most 4 × 512
+// here, below 3 000.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss
+)]
 fn blocked_fpr(items: u64, blocks: u64, k: u32) -> f64 {
     let lambda = items as f64 / blocks as f64;
     let keep = (1.0 - 1.0 / BLOCK_BITS as f64).powi(k as i32);
@@ -214,6 +226,9 @@ impl CuckooGeometry {
 
     /// Buckets for `items` at [`CUCKOO_LOAD`], and the narrowest fingerprint
     /// whose rate at that load is at most `fpr` (clamped to 4..=16 bits).
+    // A positive count of buckets, rounded up; far below 2^53 for any capacity
+    // a u64 can name.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     pub fn for_capacity(items: u64, fpr: f64) -> Result<Self, GeometryError> {
         check_rate(fpr)?;
         let buckets = ((items.max(1) as f64) / (BUCKET_SLOTS as f64 * CUCKOO_LOAD)).ceil() as u64;
@@ -229,6 +244,7 @@ impl CuckooGeometry {
         CuckooGeometry::new(self.num_buckets, bits, self.seed)
     }
 
+    #[must_use]
     pub fn with_seed(self, seed: u32) -> Self {
         CuckooGeometry { seed, ..self }
     }

@@ -1,4 +1,4 @@
-//! MurmurHash3 x64_128 and the probe positions derived from it.
+//! MurmurHash3 `x64_128` and the probe positions derived from it.
 //!
 //! Written here rather than taken from a crate because every reader of the
 //! formats (this crate, `web/xarchive-filter.js`, third-party readers) must
@@ -9,7 +9,7 @@
 const C1: u64 = 0x87c3_7b91_1142_53d5;
 const C2: u64 = 0x4cf5_ad43_2745_937f;
 
-/// The two 64-bit halves of a MurmurHash3 x64_128 digest.
+/// The two 64-bit halves of a MurmurHash3 `x64_128` digest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Digest {
     pub h1: u64,
@@ -73,7 +73,7 @@ fn last8(data: &[u8], end: usize) -> [u8; 8] {
     out
 }
 
-/// MurmurHash3 x64_128 (Austin Appleby's reference `MurmurHash3_x64_128`).
+/// MurmurHash3 `x64_128` (Austin Appleby's reference `MurmurHash3_x64_128`).
 #[inline]
 pub fn murmur3_x64_128(data: &[u8], seed: u32) -> Digest {
     let mut h1 = u64::from(seed);
@@ -149,6 +149,9 @@ pub const BLOCK_BITS: u64 = 512;
 /// Block number `block` of `words`, where a block is `N` words: as an
 /// array, so that indexing inside it needs no further bounds check.
 #[inline(always)]
+// A block is below the filter's block count, whose words are in memory:
+// its first word's index fits a usize.
+#[allow(clippy::cast_possible_truncation)]
 pub(crate) fn block<const N: usize>(words: &[u64], block: u64) -> &[u64; N] {
     let start = block as usize * N;
     words[start..start + N]
@@ -157,6 +160,9 @@ pub(crate) fn block<const N: usize>(words: &[u64], block: u64) -> &[u64; N] {
 }
 
 #[inline(always)]
+// A block is below the filter's block count, whose words are in memory:
+// its first word's index fits a usize.
+#[allow(clippy::cast_possible_truncation)]
 pub(crate) fn block_mut<const N: usize>(words: &mut [u64], block: u64) -> &mut [u64; N] {
     let start = block as usize * N;
     (&mut words[start..start + N])
@@ -252,7 +258,7 @@ impl Probes {
 /// Iterator over a probe set's offsets (see [`Probes::offsets`]).
 #[derive(Clone, Debug)]
 pub struct Offsets {
-    /// The current word w_j, and what is left of it after the fields read.
+    /// The current word `w_j`, and what is left of it after the fields read.
     word: u64,
     bits: u64,
     step: u64,
@@ -309,12 +315,12 @@ mod tests {
         let key: Vec<u8> = (0..=255u8).collect();
         let mut digests = Vec::with_capacity(256 * 16);
         for len in 0..256usize {
-            let d = murmur3_x64_128(&key[..len], 256 - len as u32);
+            let d = murmur3_x64_128(&key[..len], 256 - u32::try_from(len).unwrap());
             digests.extend_from_slice(&d.h1.to_le_bytes());
             digests.extend_from_slice(&d.h2.to_le_bytes());
         }
         let d = murmur3_x64_128(&digests, 0);
-        assert_eq!(d.h1 as u32, 0x6384_BA69);
+        assert_eq!(d.h1 & 0xffff_ffff, 0x6384_BA69);
     }
 
     /// The overlapping-load tail equals the plain zero-padded tail.
@@ -350,8 +356,9 @@ mod tests {
             });
             assert_eq!(folded, listed);
             for (j, off) in listed.iter().enumerate() {
-                assert_eq!(*off, p.offset(j as u32));
-                assert_eq!(p.position(j as u32) / BLOCK_BITS, p.block);
+                let j = u32::try_from(j).unwrap();
+                assert_eq!(*off, p.offset(j));
+                assert_eq!(p.position(j) / BLOCK_BITS, p.block);
             }
         }
         // The first seven offsets are h2's 9-bit fields, low first.

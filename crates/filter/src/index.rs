@@ -159,6 +159,9 @@ impl SlicedIndex {
 
     /// An index for up to `slots` filters (rounded up to a multiple of 8),
     /// all empty.
+    // The rows' byte count: exact where usize is 64 bits, as on every target
+    // the workspace is built for.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn new(geometry: BloomGeometry, slots: usize) -> Self {
         let row_bytes = slots.div_ceil(8).max(1);
         SlicedIndex {
@@ -181,6 +184,9 @@ impl SlicedIndex {
     /// Makes room for at least `slots` filters, every filter kept in its
     /// slot: each row's words are copied over whole, not the filters bit
     /// by bit.
+    // The rows' byte count: exact where usize is 64 bits, as on every target
+    // the workspace is built for.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn grow(&mut self, slots: usize) {
         let row_bytes = slots.div_ceil(8).max(1);
         if row_bytes <= self.row_bytes {
@@ -208,6 +214,8 @@ impl SlicedIndex {
         self.row_bytes.div_ceil(8)
     }
 
+    // `pos` is below the filter's bits, each with a row in memory: it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     fn row(&self, pos: u64) -> &[u8] {
         let start = pos as usize * self.row_bytes;
         &self.rows[start..start + self.row_bytes]
@@ -254,6 +262,9 @@ impl SlicedIndex {
 
     /// Brings the filter in `slot` forward by `delta`, as
     /// [`BloomFilter::apply`] would; on error nothing changes.
+    // A delta's cells are below the filter's bits (`check` above), and each has
+    // a row in memory: the index fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     pub fn apply(&mut self, slot: usize, delta: &Delta) -> Result<(), ApplyError> {
         let (epoch, version) = self.positions[slot];
         delta.check(epoch, version, self.geometry.num_bits(), 1)?;

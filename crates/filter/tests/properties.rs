@@ -76,7 +76,7 @@ proptest! {
                 let capacity = (16 << (i % 4)) + 24 * (i as u64 % 3);
                 let geometry = BloomGeometry::for_capacity(capacity, 0.05)
                     .unwrap()
-                    .with_seed((i / 2 % 3) as u32);
+                    .with_seed(u32::try_from(i / 2 % 3).unwrap());
                 let mut f = BloomFilter::new(geometry);
                 for &n in ids {
                     f.insert(id(n));
@@ -109,7 +109,7 @@ proptest! {
         let geometry = |i: usize| {
             BloomGeometry::for_capacity(20 + 30 * (i as u64 % 4), 0.05)
                 .unwrap()
-                .with_seed((i / 2 % 3) as u32)
+                .with_seed(u32::try_from(i / 2 % 3).unwrap())
         };
         let filled = |g: BloomGeometry, salt: usize| {
             let mut f = BloomFilter::new(g);

@@ -52,6 +52,7 @@ impl ApiClient {
 
     /// Delays every call by `one_way` each way (a WAN between domains).
     #[cfg(feature = "testsuite")]
+    #[must_use]
     pub fn with_delay(self, one_way: Duration) -> Self {
         Self::over(self.peer.with_delay(one_way))
     }
@@ -193,10 +194,7 @@ impl ApiClient {
     /// takes minutes): the caller bounds each wait for a piece instead.
     pub async fn backup(&self) -> Result<reqwest::Response, ClientError> {
         let url = self.url("/v1/backup");
-        let request = self
-            .http
-            .get(&url)
-            .timeout(Duration::from_secs(7 * 24 * 3600));
+        let request = self.http.get(&url).timeout(Duration::from_hours(7 * 24));
         self.send(request, &url).await
     }
 

@@ -59,7 +59,7 @@ struct PeerLabels {
 #[derive(Debug)]
 struct ProcessGauges;
 
-/// Clock ticks per second of `/proc`'s CPU times (USER_HZ), 100 on Linux.
+/// Clock ticks per second of `/proc`'s CPU times (`USER_HZ`), 100 on Linux.
 const TICKS_PER_SECOND: f64 = 100.0;
 
 impl Collector for ProcessGauges {

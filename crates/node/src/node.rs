@@ -263,8 +263,8 @@ impl Node {
     async fn anchor_audit_log(self: Arc<Self>, stop: CancellationToken) {
         while !self.check_audit_anchor().await {
             tokio::select! {
-                _ = tokio::time::sleep(ANCHOR_CHECK_RETRY) => {}
-                _ = stop.cancelled() => return,
+                () = tokio::time::sleep(ANCHOR_CHECK_RETRY) => {}
+                () = stop.cancelled() => return,
             }
         }
         let every = std::time::Duration::from_millis(self.config.cluster.audit_anchor_ms.max(1));
@@ -276,7 +276,7 @@ impl Node {
                 _ = ticks.tick() => {
                     self.anchor_tick().await;
                 }
-                _ = stop.cancelled() => return,
+                () = stop.cancelled() => return,
             }
         }
     }

@@ -53,7 +53,7 @@ pub async fn serve(
     server
         .http_builder()
         .http2()
-        .max_header_list_size(head as u32);
+        .max_header_list_size(u32::try_from(head).unwrap_or(u32::MAX));
     // Answers go out as written, not held back by Nagle's algorithm for
     // the client's delayed acknowledgement: a large answer written in
     // parts (a certificate with its QR codes) otherwise waits 40 ms for it.

@@ -18,8 +18,8 @@ pub async fn signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        _ = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
-        _ = term => tracing::info!("SIGTERM: shutting down"),
+        () = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
+        () = term => tracing::info!("SIGTERM: shutting down"),
     }
 }
 

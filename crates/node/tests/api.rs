@@ -520,7 +520,7 @@ async fn a_record_read_by_its_id_or_looked_up_names_its_identity_number_withheld
             name: "cert".into(),
             visibility: xarchive_node::Visibility::Public,
             format: xarchive_node::KeyFormat::Text,
-        })
+        });
     });
     let number = "11010519491231002X";
     let digits = &number[6..14];

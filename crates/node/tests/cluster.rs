@@ -32,7 +32,7 @@ struct Domain {
 
 struct Cluster {
     domains: Vec<Domain>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -55,7 +55,7 @@ impl Cluster {
     ) -> Cluster {
         let mut cluster = Cluster {
             domains: Vec::new(),
-            _dir: tempfile::tempdir().unwrap(),
+            dir: tempfile::tempdir().unwrap(),
         };
         for name in &["A", "B", "C", "D"][..n] {
             cluster.join(name, &tweak, coordinator(name)).await;
@@ -75,7 +75,7 @@ impl Cluster {
         let address = format!("http://{}", listener.local_addr().unwrap());
         let mut config = NodeConfig {
             name: name.to_owned(),
-            data: self._dir.path().join(name),
+            data: self.dir.path().join(name),
             ..NodeConfig::default()
         };
         config.filter.expected_items = 10_000;
@@ -84,17 +84,16 @@ impl Cluster {
         let node = Node::open_in(config, coordinator, &address).unwrap();
         let stop = CancellationToken::new();
         let shutdown = stop.child_token();
-        let server =
-            tokio::spawn({
-                let node = node.clone();
-                async move {
-                    xarchive_node::server::serve(node, listener, async move {
-                        shutdown.cancelled().await
-                    })
-                    .await
-                    .unwrap();
-                }
-            });
+        let server = tokio::spawn({
+            let node = node.clone();
+            async move {
+                xarchive_node::server::serve(node, listener, async move {
+                    shutdown.cancelled().await;
+                })
+                .await
+                .unwrap();
+            }
+        });
         self.domains.push(Domain {
             client: ApiClient::new(&address, Duration::from_secs(10)).unwrap(),
             node,
@@ -319,7 +318,7 @@ async fn the_cluster_view_tells_the_page_its_budget_and_every_filter_s_size_befo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
     let c = Arc::new(Cluster::start(3).await);
-    let acknowledged: Arc<parking_lot::Mutex<Vec<(String, Instant)>>> = Default::default();
+    let acknowledged: Arc<parking_lot::Mutex<Vec<(String, Instant)>>> = Arc::default();
     let deadline = Instant::now() + Duration::from_secs(4);
     let mut tasks = Vec::new();
     for w in 0..3 {
@@ -347,7 +346,8 @@ async fn lookups_never_miss_a_record_acknowledged_before_they_began() {
                 let started = Instant::now();
                 let pick = {
                     let acked = acknowledged.lock();
-                    (!acked.is_empty()).then(|| acked[(n as usize * 7919) % acked.len()].clone())
+                    (!acked.is_empty())
+                        .then(|| acked[(usize::try_from(n).unwrap() * 7919) % acked.len()].clone())
                 };
                 n += 1;
                 let Some((id, acked_at)) = pick else {
@@ -768,7 +768,7 @@ impl Coordinator for Blinkered {
                     tokio::select! {
                         changed = hub.changed() => if changed.is_err() { break },
                         changed = hidden.changed() => if changed.is_err() { break },
-                        _ = shutdown.cancelled() => break,
+                        () = shutdown.cancelled() => break,
                     }
                 }
             };
@@ -798,7 +798,7 @@ impl Coordinator for Blinkered {
     }
 
     fn set_trust_entry(&self, entry: xarchive_seal::ArchiveEntry) {
-        self.inner.set_trust_entry(entry)
+        self.inner.set_trust_entry(entry);
     }
 
     fn trust_entries(&self) -> BoxFuture<'_, Result<Vec<xarchive_seal::ArchiveEntry>, CoordError>> {

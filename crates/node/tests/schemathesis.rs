@@ -19,9 +19,10 @@ use xarchive_node::{Node, NodeConfig};
 
 /// Where scripts/install-deps.sh puts Schemathesis's `st`.
 fn schemathesis() -> PathBuf {
-    let venv = std::env::var_os("SCHEMATHESIS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/xarchive-test/schemathesis"));
+    let venv = std::env::var_os("SCHEMATHESIS_VENV").map_or_else(
+        || PathBuf::from("/opt/xarchive-test/schemathesis"),
+        PathBuf::from,
+    );
     let st = venv.join("bin/st");
     assert!(
         st.exists(),

@@ -22,7 +22,7 @@ fn settings(connect: String, cluster: &str) -> ZkSettings {
         cluster: cluster.into(),
         group: "00".into(),
         // Long enough that no ping falls inside what a test counts.
-        session_timeout: Duration::from_secs(60),
+        session_timeout: Duration::from_mins(1),
         publish_interval: Duration::from_millis(20),
         credentials: None,
         admission: Admission {
@@ -188,7 +188,7 @@ fn running(
     let (positions, receiver) = watch::channel(Position { epoch: 7, version });
     let member = Member {
         version,
-        ..member(version as usize)
+        ..member(usize::try_from(version).unwrap())
     };
     let (c, name, stop) = (coordinator.clone(), name.to_owned(), stop.clone());
     tokio::spawn(async move { c.run(name, member, receiver, stop).await });
@@ -266,10 +266,9 @@ async fn a_read_of_the_positions_costs_the_bytes_of_the_groups_that_changed_and_
     assert_eq!(moved.known["D005"].member.version, 2, "the change is read");
     let (group, all) = lines_bytes(&zk, cluster, "12").await;
     eprintln!(
-        "reading the positions of 41 domains in 2 groups: {} bytes and {} requests unchanged, \
-         {} bytes and {} requests with one group changed; that group's lines are {group} bytes, \
+        "reading the positions of 41 domains in 2 groups: {unchanged_bytes} bytes and {unchanged_requests} requests unchanged, \
+         {changed_bytes} bytes and {changed_requests} requests with one group changed; that group's lines are {group} bytes, \
          all groups' {all}",
-        unchanged_bytes, unchanged_requests, changed_bytes, changed_requests,
     );
     // What changed is read, and only that: one more request, with the
     // group's lines, the two stats of its folder and of its lines (68
@@ -317,7 +316,7 @@ async fn write_whole_entry(zk: &ZooKeeperServer, cluster: &str, name: &str, vers
     let known = Known {
         member: Member {
             version,
-            ..member(version as usize)
+            ..member(usize::try_from(version).unwrap())
         },
         departed: false,
         retired: false,

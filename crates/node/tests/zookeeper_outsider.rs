@@ -99,7 +99,7 @@ impl Setup {
                 // Its end may come after the test removed the data
                 // directory: what closing it says then is no finding.
                 let _ = xarchive_node::server::serve(node, listener, async move {
-                    shutdown.cancelled().await
+                    shutdown.cancelled().await;
                 })
                 .await;
             }
@@ -178,7 +178,7 @@ fn token(name: &str, role: Role, token: &str) -> TokenEntry {
 async fn until_member(d: &Domain, members: usize) {
     let mut view = d.node.cluster().coordinator().view();
     tokio::time::timeout(
-        Duration::from_secs(60),
+        Duration::from_mins(1),
         view.wait_for(|v| v.connected && v.members.len() == members),
     )
     .await
@@ -268,7 +268,10 @@ async fn an_outsider_sees_the_audit_anchor_move_one_version_a_tick_whether_or_no
     }
     let busy_to = stat(&outsider, path).await;
     let head_after = c.node.verify_audit().await.expect("a check").head;
-    assert_eq!(head_after.entries, head_before.entries + ticks as u64);
+    assert_eq!(
+        head_after.entries,
+        head_before.entries + u64::try_from(ticks).unwrap()
+    );
 
     let quiet = quiet_to.version - quiet_from.version;
     let busy = busy_to.version - quiet_to.version;
@@ -326,7 +329,7 @@ async fn a_tick_never_writes_over_an_anchor_ahead_of_the_log_and_says_the_log_is
 /// Waits until `coordinator` refuses to join, and says why.
 async fn refusal(coordinator: &ZooKeeperCoordinator) -> String {
     let mut refusal: watch::Receiver<Option<String>> = coordinator.refusal();
-    let said = tokio::time::timeout(Duration::from_secs(60), refusal.wait_for(Option::is_some))
+    let said = tokio::time::timeout(Duration::from_mins(1), refusal.wait_for(Option::is_some))
         .await
         .expect("refused within a minute")
         .expect("the coordinator runs");

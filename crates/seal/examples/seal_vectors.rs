@@ -5,7 +5,7 @@
 //! verifier gives (valid, changed, a key the list does not hold, a revoked
 //! key, cut short).
 //!
-//! cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json
+//! `cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json`
 //!
 //! Everything is deterministic (fixed keys and times; SM2 signs with RFC
 //! 6979 nonces); `tests/seal_vectors.rs` fails when the committed file

@@ -1,4 +1,4 @@
-//! A sealed statement: a COSE_Sign1 (RFC 9052) over CBOR bytes, its key
+//! A sealed statement: a `COSE_Sign1` (RFC 9052) over CBOR bytes, its key
 //! named in the protected header. The same envelope seals a holding
 //! archive's copy, its answer and a receiving archive's certificate, so one
 //! check serves them all; each statement begins with its kind, so that one
@@ -23,7 +23,7 @@ pub enum SealError {
     Forged(KeyId),
 }
 
-/// Seals `payload` with `key`: the COSE_Sign1's bytes.
+/// Seals `payload` with `key`: the `COSE_Sign1`'s bytes.
 pub fn seal(key: &SecretKey, payload: Vec<u8>) -> Vec<u8> {
     let public = key.public();
     let algorithm = match public.algorithm() {

@@ -98,7 +98,7 @@ pub struct CertificateStatement {
     /// The key type the records were searched by (the applicant's identity
     /// number), or none when the clerk named the records.
     pub searched_by: Option<String>,
-    /// The sealed copies on this sheet (each a COSE_Sign1 of a
+    /// The sealed copies on this sheet (each a `COSE_Sign1` of a
     /// [`CopyStatement`]).
     pub copies: Vec<Vec<u8>>,
     pub not_provided: Vec<NotProvided>,

@@ -16,13 +16,12 @@ fn committed_vectors_match_the_generator() {
     );
     let committed = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {path}: {e}; generate it with the command below"));
-    if committed != generator::generate() {
-        panic!(
-            "web/test/seal-vectors.json is out of date; regenerate it with\n  \
-             cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json\n\
-             and run `node --test web/test/` to check the page's verifier against it"
-        );
-    }
+    assert!(
+        committed == generator::generate(),
+        "web/test/seal-vectors.json is out of date; regenerate it with\n  \
+         cargo run -p xarchive-seal --example seal_vectors -- web/test/seal-vectors.json\n\
+         and run `node --test web/test/` to check the page's verifier against it"
+    );
 }
 
 #[test]

@@ -147,6 +147,8 @@ struct FrameCounter {
 impl FrameCounter {
     /// Takes in the next bytes; returns how many frames other than pings
     /// began in them.
+    // `n` is at most `bytes.len()`: it fits a usize.
+    #[allow(clippy::cast_possible_truncation)]
     fn take(&mut self, mut bytes: &[u8]) -> u64 {
         let mut began = 0;
         while !bytes.is_empty() {
@@ -200,7 +202,7 @@ mod tests {
         let ping = [&(-2i32).to_be_bytes()[..], &11i32.to_be_bytes()].concat();
         let mut stream = Vec::new();
         for body in [&b"abc"[..], b"", &ping, b"0123456789", &ping, b"wxyz"] {
-            stream.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            stream.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
             stream.extend_from_slice(body);
         }
         for piece in 1..=stream.len() {

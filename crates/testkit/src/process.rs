@@ -43,21 +43,25 @@ impl Spawn {
         }
     }
 
+    #[must_use]
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
         self
     }
 
+    #[must_use]
     pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
         self.args.extend(args.into_iter().map(Into::into));
         self
     }
 
+    #[must_use]
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.env.push((k.into(), v.into()));
         self
     }
 
+    #[must_use]
     pub fn listen(mut self, addr: &str) -> Self {
         self.listen = addr.into();
         self
@@ -123,16 +127,13 @@ impl DomainProcess {
                 }
             }
         });
-        let url = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(url) => url,
-            Err(_) => {
-                let _ = child.kill();
-                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                panic!(
-                    "domain {} did not start within 60 s; its log:\n{log}",
-                    spawn.name
-                );
-            }
+        let Ok(url) = rx.recv_timeout(Duration::from_mins(1)) else {
+            let _ = child.kill();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!(
+                "domain {} did not start within 60 s; its log:\n{log}",
+                spawn.name
+            );
         };
         DomainProcess {
             spawn,

@@ -21,6 +21,8 @@ pub struct Tmpfs {
 impl Tmpfs {
     /// Mounts a tmpfs of `bytes` (rounded up to pages) on a fresh
     /// directory.
+    // `_dir` is there only to be removed with the mount: set here, never read.
+    #[allow(clippy::used_underscore_binding)]
     pub fn mount(bytes: u64) -> Tmpfs {
         let dir = tempfile::tempdir().expect("cannot create a directory to mount on");
         let mut tmpfs = Tmpfs::mount_at(dir.path(), bytes)

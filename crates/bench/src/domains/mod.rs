@@ -40,7 +40,7 @@ const LAG_SAMPLES_PER_SECOND: u32 = 50;
 
 #[derive(clap::Args)]
 pub struct DomainsBenchArgs {
-    /// ZooKeeper (`host:port`); scripts/zookeeper.sh sets XARCHIVE_ZK.
+    /// ZooKeeper (`host:port`); scripts/zookeeper.sh sets `XARCHIVE_ZK`.
     #[arg(long, env = "XARCHIVE_ZK")]
     zk: String,
     /// How many domains.
@@ -173,7 +173,7 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         .iter()
         .map(|url| ApiClient::new(url, Duration::from_secs(10)))
         .collect::<Result<_, _>>()?;
-    let deadline = Instant::now() + Duration::from_secs(600);
+    let deadline = Instant::now() + Duration::from_mins(10);
     for c in &clients {
         while !c.cluster().await.is_ok_and(|v| v.converged(everyone)) {
             anyhow::ensure!(
@@ -237,6 +237,8 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
         ))
     });
     let started = Instant::now();
+    // A whole, non-negative number of writes, far below 2^53.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let total = (args.duration.as_secs_f64() * f64::from(args.rate)) as u64;
     let bar = ProgressBar::new(total).with_style(ProgressStyle::with_template(
         "{msg} {wide_bar} {pos}/{len} writes",
@@ -247,10 +249,10 @@ pub async fn run(args: DomainsBenchArgs) -> anyhow::Result<std::process::ExitCod
     let every = Duration::from_secs_f64(1.0 / f64::from(args.rate.max(1)));
     let follow_every = u64::from((args.rate / LAG_SAMPLES_PER_SECOND).max(1));
     for k in 0..total {
-        tokio::time::sleep_until((started + every * k as u32).into()).await;
+        tokio::time::sleep_until((started + every * u32::try_from(k)?).into()).await;
         // Without --longest-path each writing domain writes in turn, looked
         // up at the one that many places from the end.
-        let turn = k as usize % writing.len();
+        let turn = usize::try_from(k)? % writing.len();
         let (w, r) = ends.unwrap_or((writing[turn], writing[writing.len() - 1 - turn]));
         let pair = Pair {
             acknowledged: acknowledged.clone(),
@@ -458,6 +460,7 @@ enum Outcome {
         status: u16,
         /// Until routed at the far end, if followed: None if not within
         /// [`GIVE_UP`].
+        #[allow(clippy::option_option)] // not followed, and not routed in time, differ
         lag_ms: Option<Option<f64>>,
     },
 }
@@ -502,7 +505,7 @@ async fn routed(http: &reqwest::Client, url: &str, owner: &str, acked: Instant) 
             Err(_) => None,
         };
         if route.is_some_and(|r| r.candidates.iter().any(|c| c == owner)) {
-            return Some((Instant::now() - acked).as_secs_f64() * 1e3);
+            return Some(acked.elapsed().as_secs_f64() * 1e3);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

@@ -149,6 +149,9 @@ pub(crate) async fn mntr(connect: &str) -> anyhow::Result<HashMap<String, String
         .collect())
 }
 
+// A counter ZooKeeper reports: whole and non-negative (a failed parse or a
+// stray sign gives 0, as `as` saturates).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 pub(crate) fn figure(m: &HashMap<String, String>, name: &str) -> u64 {
     m.get(name)
         .and_then(|v| v.parse::<f64>().ok())
@@ -233,7 +236,7 @@ fn bar(len: u64, message: String) -> anyhow::Result<ProgressBar> {
 /// Waits until the measured domain's view holds every domain, each copy
 /// current.
 async fn converged(client: &ApiClient, domains: usize, child: &ServeChild) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30 * 60);
+    let deadline = Instant::now() + Duration::from_mins(30);
     loop {
         if let Ok(view) = client.cluster().await {
             if view.converged(domains) {
@@ -266,7 +269,7 @@ impl RelayReaders {
             read: read.clone(),
         };
         for asker in askers {
-            let client = Client::new(base, Duration::from_secs(60))?;
+            let client = Client::new(base, Duration::from_mins(1))?;
             let (asker, read) = (asker.clone(), read.clone());
             readers
                 .tasks
@@ -310,7 +313,7 @@ impl Pullers {
             received: Arc::new(AtomicU64::new(0)),
         };
         for _ in 0..count {
-            let client = Client::new(base, Duration::from_secs(60))?;
+            let client = Client::new(base, Duration::from_mins(1))?;
             let held = Arc::new(parking_lot::Mutex::new(nation.position(d)));
             let (nation, at, received) = (nation.clone(), held.clone(), pullers.received.clone());
             pullers.held.push(held);
@@ -475,7 +478,7 @@ pub async fn measure(
         &dir.path().join("measured.log"),
     )
     .await?;
-    let client = ApiClient::new(&child.url, Duration::from_secs(60))?;
+    let client = ApiClient::new(&child.url, Duration::from_mins(1))?;
     converged(&client, n, &child).await?;
     row.join_seconds = started.elapsed().as_secs_f64();
     row.join_bytes = nation.sent.bytes() - before;
@@ -534,7 +537,7 @@ pub async fn measure(
     steady.finish_and_clear();
     // Let the last writes reach the measured domain before counting.
     let settle = Instant::now();
-    while nation.lags.lock().len() < sent_writes as usize
+    while nation.lags.lock().len() < usize::try_from(sent_writes)?
         && settle.elapsed() < Duration::from_secs(10)
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -605,11 +608,11 @@ pub async fn measure(
         // Until the measured domain was sent the whole import (the lags
         // recorded meanwhile are the importer's and, while the steady
         // writes go on, other domains').
-        while !nation.sent_all(d) && acked.elapsed() < Duration::from_secs(120) {
+        while !nation.sent_all(d) && acked.elapsed() < Duration::from_mins(2) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_routed_after_seconds = acked.elapsed().as_secs_f64();
-        while !pullers.hold(nation.position(d)) && acked.elapsed() < Duration::from_secs(120) {
+        while !pullers.hold(nation.position(d)) && acked.elapsed() < Duration::from_mins(2) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         row.import_bytes_sent = nation.sent_by(d) - sent0;
@@ -711,13 +714,15 @@ async fn with_some_killed(
     row: &mut ClusterRow,
 ) -> anyhow::Result<()> {
     let lights = nation.len();
+    // A rounded, non-negative count, clamped to the lights at once.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let count = ((lights as f64 * args.killed).round() as usize).clamp(1, lights);
     let killed = rand::seq::index::sample(rng, lights, count);
     for d in killed.iter() {
         nation.kill(d).await?;
     }
     let names: Vec<String> = killed.iter().map(|d| nation.name(d).to_owned()).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     loop {
         let view = client.cluster().await?;
         if names.iter().all(|n| view.get(n).is_some_and(|p| !p.up)) {
@@ -735,7 +740,7 @@ async fn with_some_killed(
         match client.lookup(&id, Strategy::Routed).await {
             Ok((404, _)) => row.killed_absent_404 += 1,
             Ok((503, body)) if body.unavailable.iter().all(|n| names.contains(n)) => {
-                row.killed_absent_503 += 1
+                row.killed_absent_503 += 1;
             }
             Ok((200 | 503, _)) => row.lookups_wrong += 1,
             _ => row.lookups_unanswered += 1,

@@ -149,6 +149,8 @@ fn id(d: u32, i: u64) -> [u8; 12] {
 
 /// Sizes of `n` domains holding about `total` IDs: each level's count
 /// scaled to `n` (at least one), its share split with lognormal spread.
+// Counts and sizes from shares: rounded, at least one, far below 2^53.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 fn nation(n: usize, total: u64, rng: &mut impl Rng) -> anyhow::Result<Vec<u64>> {
     let mut counts: Vec<usize> = LEVELS
         .iter()
@@ -245,7 +247,7 @@ fn build(
     args: &NationBenchArgs,
     bar: &ProgressBar,
 ) -> anyhow::Result<Routing> {
-    let mut by_geometry: std::collections::BTreeMap<(u64, u32), Vec<u32>> = Default::default();
+    let mut by_geometry = std::collections::BTreeMap::<(u64, u32), Vec<u32>>::new();
     let mut geometries = Vec::with_capacity(sizes.len());
     for (d, &records) in sizes.iter().enumerate() {
         let g = layout.geometry(records, args)?;
@@ -253,7 +255,7 @@ fn build(
         by_geometry
             .entry((g.num_bits(), g.k()))
             .or_default()
-            .push(d as u32);
+            .push(u32::try_from(d)?);
     }
     let fill = |d: u32| {
         let mut f = BloomFilter::new(geometries[d as usize]);
@@ -395,6 +397,8 @@ pub async fn run(args: NationBenchArgs) -> anyhow::Result<ExitCode> {
         .domains
         .iter()
         .map(|&n| {
+            // A share of the IDs: whole, non-negative, far below 2^53.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let total = (args.ids as f64 * n as f64 / NATION as f64) as u64;
             Ok((n, nation(n, total, &mut rng)?))
         })
@@ -446,7 +450,7 @@ fn routing(
             .map(|_| {
                 let at = rng.random_range(0..total);
                 let d = starts.partition_point(|&s| s <= at) - 1;
-                id(d as u32, at - starts[d])
+                id(u32::try_from(d).expect("a domain's index"), at - starts[d])
             })
             .collect();
         let absent: Vec<[u8; 12]> = (0..half).map(|_| id(u32::MAX, rng.random())).collect();
@@ -457,6 +461,8 @@ fn routing(
             let build_seconds = started.elapsed().as_secs_f64();
             let (route_ns_present, candidates_present) = time_routing(&routing, &present);
             let (route_ns_absent, candidates_absent) = time_routing(&routing, &absent);
+            // A rounded, non-negative count of domains.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let killed = if args.killed > 0.0 {
                 ((*n as f64 * args.killed).round() as usize).max(1)
             } else {
@@ -735,8 +741,9 @@ mod tests {
         for layout in LAYOUTS {
             let routing = build(layout, &sizes, &args, &bar).unwrap();
             for (d, &n) in sizes.iter().enumerate() {
-                routing.candidates(&id(d as u32, n - 1), &mut out);
-                assert!(out.contains(&(d as u32)), "{layout:?}: domain {d}");
+                let d = u32::try_from(d).unwrap();
+                routing.candidates(&id(d, n - 1), &mut out);
+                assert!(out.contains(&d), "{layout:?}: domain {d}");
             }
         }
     }

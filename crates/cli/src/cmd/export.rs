@@ -228,7 +228,7 @@ impl Sink {
                 sheet.set_name("records")?;
                 let bold = rust_xlsxwriter::Format::new().set_bold();
                 for (col, name) in header().iter().enumerate() {
-                    sheet.write_string_with_format(0, col as u16, name, &bold)?;
+                    sheet.write_string_with_format(0, u16::try_from(col)?, name, &bold)?;
                 }
                 Sink::Xlsx {
                     workbook,
@@ -303,7 +303,7 @@ impl Sink {
                         );
                     }
                     if !cell.is_empty() {
-                        sheet.write_string(*row, col as u16, cell)?;
+                        sheet.write_string(*row, u16::try_from(col)?, cell)?;
                     }
                 }
                 *row += 1;
@@ -391,11 +391,13 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let (mut read, mut written, mut withheld) = (0u64, 0u64, 0u64);
     let mut after: Option<String> = None;
     loop {
-        let page = client.list(after.as_deref(), args.page as usize).await?;
+        let page = client
+            .list(after.as_deref(), usize::try_from(args.page)?)
+            .await?;
         let client = &client;
         let records: Vec<Option<Record>> = futures::stream::iter(page.ids.iter())
             .map(|id| async move { client.get(id).await })
-            .buffered(args.parallel as usize)
+            .buffered(usize::try_from(args.parallel)?)
             .try_collect()
             .await?;
         // A record deleted since its page was listed is left out.

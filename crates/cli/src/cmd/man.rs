@@ -2,7 +2,7 @@
 //! the SUBCOMMANDS section names (`xarchive-import(1)`) exists: `man`
 //! prints xarchive(1), `man import` xarchive-import(1), `man request
 //! submit` xarchive-request-submit(1), and `man --dir DIR` writes them all
-//! (the Debian package installs them). clap_mangen draws each page from
+//! (the Debian package installs them). `clap_mangen` draws each page from
 //! the command line's own definitions; the main page adds what a manual
 //! must say that clap does not know: EXIT STATUS, ENVIRONMENT, FILES.
 

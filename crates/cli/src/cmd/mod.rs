@@ -33,11 +33,11 @@ use xarchive_node::ApiClient;
     about = "Find archive records across domains, fast"
 )]
 pub struct Cli {
-    /// More logging (-v debug, -vv trace); XARCHIVE_LOG overrides.
+    /// More logging (-v debug, -vv trace); `XARCHIVE_LOG` overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// How logs are written to standard error: text for people (coloured
-    /// on a terminal unless NO_COLOR is set), or one JSON object a line for
+    /// on a terminal unless `NO_COLOR` is set), or one JSON object a line for
     /// a log collector.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, env = "XARCHIVE_LOG_FORMAT")]
     pub log_format: LogFormat,

@@ -21,6 +21,8 @@ pub struct SampleArgs {
     out: Option<PathBuf>,
 }
 
+// Async as every command's `run` is, and awaited alike.
+#[allow(clippy::unused_async)]
 pub async fn run(args: SampleArgs) -> anyhow::Result<ExitCode> {
     let mut out: Box<dyn Write> = match &args.out {
         Some(path) => Box::new(std::io::BufWriter::new(

@@ -258,7 +258,7 @@ async fn reload_tokens_on_sighup(node: std::sync::Arc<Node>, path: PathBuf) {
         match reloaded {
             Ok(count) => tracing::info!(tokens = count, file = %path.display(), "tokens reloaded"),
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), file = %path.display(), "tokens not reloaded; the old ones stay")
+                tracing::error!(error = %format!("{e:#}"), file = %path.display(), "tokens not reloaded; the old ones stay");
             }
         }
     }

@@ -157,7 +157,7 @@ impl Cluster {
 
     /// Waits until each archive sees the other up with a current copy.
     async fn wait_converged(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         for d in [&self.a, &self.c] {
             let client = xarchive_node::ApiClient::with_options(
                 &d.url,

@@ -20,10 +20,10 @@ use xarchive_testkit::{tempdir, wait_until, Acknowledged, Spawn, Tmpfs};
 fn person(i: usize) -> String {
     id_card_number(
         110105,
-        1950 + (i % 50) as i32,
-        1 + (i % 12) as u8,
+        1950 + i32::try_from(i % 50).unwrap(),
+        1 + u8::try_from(i % 12).unwrap(),
         1,
-        (i % 999) as u16,
+        u16::try_from(i % 999).unwrap(),
     )
 }
 
@@ -109,7 +109,7 @@ fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_f
                     acked.extend([id]);
                     n += 1;
                 }
-            })
+            });
         })
     };
     wait_until("writes to go on", 60, || acked.len() >= 20);
@@ -130,7 +130,7 @@ fn a_backup_taken_while_writes_continue_restores_to_a_domain_whose_records_and_f
     assert_eq!(backup.audit_entries, 1);
     // Every record acknowledged before the backup began is in it; none
     // written after it ended is (one write may have been on its way).
-    let held = backup.records as usize;
+    let held = usize::try_from(backup.records).unwrap();
     assert!(
         (5_000 + before.len()..=5_000 + during + 1).contains(&held),
         "{held} records, {} written before, {during} by its end",

@@ -47,7 +47,7 @@ fn import(file: &Path, extra: &[&str], server: &str) -> Output {
 fn write_xls(path: &Path, rows: &[&[&str]]) {
     fn record(out: &mut Vec<u8>, kind: u16, data: &[u8]) {
         out.extend(kind.to_le_bytes());
-        out.extend((data.len() as u16).to_le_bytes());
+        out.extend(u16::try_from(data.len()).unwrap().to_le_bytes());
         out.extend(data);
     }
     fn utf16(s: &str) -> Vec<u8> {
@@ -65,10 +65,14 @@ fn write_xls(path: &Path, rows: &[&[&str]]) {
     for (r, row) in rows.iter().enumerate() {
         for (c, cell) in row.iter().enumerate() {
             let mut data = Vec::new();
-            data.extend((r as u16).to_le_bytes());
-            data.extend((c as u16).to_le_bytes());
+            data.extend(u16::try_from(r).unwrap().to_le_bytes());
+            data.extend(u16::try_from(c).unwrap().to_le_bytes());
             data.extend(0u16.to_le_bytes());
-            data.extend((cell.encode_utf16().count() as u16).to_le_bytes());
+            data.extend(
+                u16::try_from(cell.encode_utf16().count())
+                    .unwrap()
+                    .to_le_bytes(),
+            );
             data.push(1);
             data.extend(utf16(cell));
             record(&mut sheet, 0x0204, &data);
@@ -81,8 +85,8 @@ fn write_xls(path: &Path, rows: &[&[&str]]) {
     // The BoundSheet8 record (its header, then 8 bytes and the name), then EOF.
     let bound_len = 4 + 8 + utf16(name).len();
     let sheet_at = globals.len() + bound_len + 4;
-    let mut bound = (sheet_at as u32).to_le_bytes().to_vec();
-    bound.extend([0, 0, name.chars().count() as u8, 1]);
+    let mut bound = u32::try_from(sheet_at).unwrap().to_le_bytes().to_vec();
+    bound.extend([0, 0, u8::try_from(name.chars().count()).unwrap(), 1]);
     bound.extend(utf16(name));
     record(&mut globals, 0x0085, &bound);
     record(&mut globals, 0x000A, &[]);
@@ -173,7 +177,9 @@ fn names_with_birth_dates_become_the_private_key_from_csv_gb18030_xlsx_and_xls()
         let mut workbook = Workbook::new();
         let sheet = workbook.add_worksheet();
         for (col, h) in ["档号", "题名", "姓名", "生日"].iter().enumerate() {
-            sheet.write_string(0, col as u16, *h).unwrap();
+            sheet
+                .write_string(0, u16::try_from(col).unwrap(), *h)
+                .unwrap();
         }
         sheet.write_string(1, 0, "XL-1").unwrap();
         sheet.write_string(1, 1, "丙的档案").unwrap();
@@ -305,7 +311,7 @@ fn a_csv_export_runs_no_formula_and_imports_back_to_the_same_records() {
                 .has_headers(false)
                 .from_reader(written.trim_start_matches('\u{feff}').as_bytes());
             for row in reader.records() {
-                for cell in row.unwrap().iter() {
+                for cell in &row.unwrap() {
                     prop_assert!(
                         !cell.starts_with(['=', '+', '-', '@', '\t', '\r', '＝']),
                         "a cell a spreadsheet would run: {cell:?}"

@@ -256,7 +256,7 @@ fn serve_tells_systemd_it_is_ready_once_it_has_read_the_membership() {
     let socket_path = dir.path().join("notify.sock");
     let socket = UnixDatagram::bind(&socket_path).unwrap();
     socket
-        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .set_read_timeout(Some(std::time::Duration::from_mins(1)))
         .unwrap();
     let _domain = Spawn::new(bin(), "A", &dir.path().join("A"))
         .env("NOTIFY_SOCKET", socket_path.to_str().unwrap())
@@ -298,7 +298,13 @@ fn tokens_are_listed_revoked_and_taken_again_on_sighup_without_a_restart() {
             .status
             .code()
     };
-    let hup = || kill(Pid::from_raw(domain.pid() as i32), Signal::SIGHUP).unwrap();
+    let hup = || {
+        kill(
+            Pid::from_raw(i32::try_from(domain.pid()).unwrap()),
+            Signal::SIGHUP,
+        )
+        .unwrap();
+    };
     let eventually = |token: &str, code: i32| {
         for _ in 0..300 {
             if status(token) == Some(code) {

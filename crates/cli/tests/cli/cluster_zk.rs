@@ -22,7 +22,7 @@ use xarchive_testkit::{
 struct Cluster {
     zk: ZooKeeperServer,
     domains: Vec<DomainProcess>,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 const SESSION_MS: u64 = 3_000;
@@ -51,11 +51,7 @@ impl Cluster {
                 more(name, spawn).start()
             })
             .collect();
-        let cluster = Cluster {
-            zk,
-            domains,
-            _dir: dir,
-        };
+        let cluster = Cluster { zk, domains, dir };
         cluster.wait_converged().await;
         cluster
     }
@@ -67,7 +63,7 @@ impl Cluster {
     /// Waits until every running domain sees the others up, connected,
     /// with current copies.
     async fn wait_converged(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         'polling: loop {
             for i in 0..self.domains.len() {
                 let state = self.client(i).cluster().await;
@@ -431,7 +427,7 @@ async fn a_lost_session_means_registering_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_never_make_an_acknowledged_record_missing() {
     let cluster = Arc::new(Cluster::start(|zk| zk.connect_string()).await);
-    let acknowledged: Arc<Acknowledged> = Default::default();
+    let acknowledged: Arc<Acknowledged> = Arc::default();
     let deadline = Instant::now() + Duration::from_secs(6);
     let mut tasks = Vec::new();
     for w in 0..3 {
@@ -500,9 +496,9 @@ async fn a_domain_reading_archive_numbers_with_another_separator_refuses_to_join
 /// three at the defaults, and its log says why.
 async fn refuses_to_join_with(settings: &str) {
     let cluster = Cluster::start(|zk| zk.connect_string()).await;
-    let config = cluster._dir.path().join("other.toml");
+    let config = cluster.dir.path().join("other.toml");
     std::fs::write(&config, settings).unwrap();
-    let other = Spawn::new(bin(), "D", &cluster._dir.path().join("D"))
+    let other = Spawn::new(bin(), "D", &cluster.dir.path().join("D"))
         .args(["--config", config.to_str().unwrap()])
         .args(["--zk", &cluster.zk.connect_string(), "--cluster", "test"])
         .start();

@@ -21,7 +21,7 @@ fn http() -> reqwest::Client {
 }
 
 fn client(d: &DomainProcess) -> ApiClient {
-    ApiClient::new(&d.url, Duration::from_secs(60)).unwrap()
+    ApiClient::new(&d.url, Duration::from_mins(1)).unwrap()
 }
 
 fn id(i: usize) -> String {
@@ -30,7 +30,7 @@ fn id(i: usize) -> String {
 
 /// Every ID in the store, read a page at a time.
 async fn all_ids(url: &str) -> HashSet<String> {
-    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_mins(1)).unwrap();
     let mut ids = HashSet::new();
     let mut after: Option<String> = None;
     loop {
@@ -44,13 +44,13 @@ async fn all_ids(url: &str) -> HashSet<String> {
 }
 
 async fn verify(url: &str) -> VerifyReport {
-    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_mins(1)).unwrap();
     client.verify().await.unwrap()
 }
 
 /// The filter's answers for `ids`, in batches.
 async fn contains_all(url: &str, ids: &[String]) -> Vec<(String, bool)> {
-    let client = ApiClient::new(url, Duration::from_secs(60)).unwrap();
+    let client = ApiClient::new(url, Duration::from_mins(1)).unwrap();
     let mut out = Vec::new();
     for batch in ids.chunks(10_000) {
         let reply = client.contains_many(batch).await.unwrap();
@@ -110,7 +110,7 @@ async fn kill9_during_a_bulk_import_loses_no_acknowledged_record() {
     assert_eq!(missing, 0, "acknowledged records lost");
     let report = verify(&domain.url).await;
     assert!(report.consistent, "{report:?}");
-    assert_eq!(report.store_records as usize, stored.len());
+    assert_eq!(usize::try_from(report.store_records).unwrap(), stored.len());
     let answers = contains_all(&domain.url, &acked).await;
     assert!(
         answers.iter().all(|(_, maybe)| *maybe),

@@ -327,7 +327,9 @@ fn write_catalogue_workbook(path: &Path) {
         .iter()
         .enumerate()
     {
-        sheet.write_string(1, col as u16, *header).unwrap();
+        sheet
+            .write_string(1, u16::try_from(col).unwrap(), *header)
+            .unwrap();
     }
     let rows = [
         (
@@ -341,7 +343,7 @@ fn write_catalogue_workbook(path: &Path) {
         ("X-3", "数字单元格里的身份证号", 2001.0, (2001, 1, 2), 2.0),
     ];
     for (i, (id, title, year, (y, m, d), pages)) in rows.into_iter().enumerate() {
-        let row = 2 + i as u32;
+        let row = 2 + u32::try_from(i).unwrap();
         sheet.write_string(row, 0, id).unwrap();
         sheet.write_string(row, 1, title).unwrap();
         sheet.write_number(row, 2, year).unwrap();
@@ -534,7 +536,7 @@ fn an_export_imported_into_a_fresh_domain_gives_the_same_records_in_every_format
         );
         match file {
             "all.csv" => {
-                assert!(bytes.starts_with(b"\xef\xbb\xbfid,title,metadata,content,key:cert\n"))
+                assert!(bytes.starts_with(b"\xef\xbb\xbfid,title,metadata,content,key:cert\n"));
             }
             "all-gb18030.csv" => {
                 let (text, _, malformed) = encoding_rs::GB18030.decode(&bytes);

@@ -476,7 +476,7 @@ async fn only_the_search_role_searches_and_only_the_audit_role_sees_every_search
     let (status, found) = search_at(&searcher, &s.url(&s.a), person).await;
     assert_eq!(status, StatusCode::OK, "{found:?}");
     let mut where_found: Vec<&str> = found.records.iter().map(|r| r.domain.as_str()).collect();
-    where_found.sort();
+    where_found.sort_unstable();
     assert_eq!(where_found, ["A", "B"]);
     // A client cannot pass itself off as someone else in the log.
     let forged = searcher
@@ -583,7 +583,11 @@ async fn a_read_token_and_a_write_token_listing_records_and_reading_each_get_no_
                 // (three times: the cache admits it on the second, and
                 // answers the third).
                 let mut answers = vec![format!("{}/v1/archives/{id}", s.url(d))];
-                let other = if std::ptr::eq(d, &s.a) { &s.b } else { &s.a };
+                let other = if std::ptr::eq(d, &raw const s.a) {
+                    &s.b
+                } else {
+                    &s.a
+                };
                 answers.extend(vec![format!("{}/v1/lookup/{id}", s.url(other)); 3]);
                 for url in answers {
                     let reply = client.get(&url).send().await.unwrap();
@@ -679,7 +683,7 @@ fn marked(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_others() {
-    use xarchive_node::{id_card_number, sample, KeyHasher, KeyType, Visibility};
+    use xarchive_node::{id_card_number, sample, KeyFormat, KeyHasher, KeyType, Visibility};
     let s = Secured::start(false).await;
     // 5,000 people, each with an identity number and a name and birth
     // date, fill A's key filter to about its target false-positive rate.
@@ -740,7 +744,7 @@ async fn a_stolen_key_filter_marks_real_identity_numbers_no_more_often_than_any_
     let private = KeyType {
         name: "id_card".into(),
         visibility: Visibility::Private,
-        format: Default::default(),
+        format: KeyFormat::default(),
     };
     let public = KeyType {
         visibility: Visibility::Public,

@@ -36,7 +36,7 @@ pub(super) fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// An envelope of `magic` around `body`, with a correct CRC.
-pub(super) fn envelope(magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
+pub(super) fn envelope(magic: [u8; 4], body: &[u8]) -> Vec<u8> {
     let mut bytes = magic.to_vec();
     bytes.extend_from_slice(&[1, 0, 0, 0]);
     bytes.extend_from_slice(body);

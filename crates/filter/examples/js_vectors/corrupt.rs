@@ -76,11 +76,11 @@ pub(super) fn corrupt_vectors() -> Value {
         check(decoder, "format version 2", set(valid, 4, &[2]));
         check(decoder, "format version 0", set(valid, 4, &[0]));
         check(decoder, "reserved header byte", set(valid, 6, &[1]));
-        let mut flipped = valid.to_vec();
+        let mut flipped = valid.clone();
         let at = flipped.len() / 2;
         flipped[at] ^= 0x10;
         check(decoder, "one bit flipped in the body", flipped);
-        let mut crc = valid.to_vec();
+        let mut crc = valid.clone();
         let last = crc.len() - 1;
         crc[last] ^= 0x80;
         check(decoder, "CRC damaged", crc);
@@ -90,7 +90,7 @@ pub(super) fn corrupt_vectors() -> Value {
         check(
             decoder,
             "header only",
-            envelope(&valid[..4].try_into().expect("magic"), &[]),
+            envelope(valid[..4].try_into().expect("magic"), &[]),
         );
     }
 
@@ -126,7 +126,7 @@ pub(super) fn corrupt_vectors() -> Value {
         check(
             decoder,
             "body of 39 bytes",
-            envelope(&valid[..4].try_into().expect("magic"), &valid[8..47]),
+            envelope(valid[..4].try_into().expect("magic"), &valid[8..47]),
         );
     }
 
@@ -168,7 +168,7 @@ pub(super) fn corrupt_vectors() -> Value {
     );
     let pad = x.len() - 5;
     check("cuckoo", "padding bits set", set(x, pad, &[x[pad] | 0x80]));
-    check("cuckoo", "body of 47 bytes", envelope(b"XACK", &x[8..55]));
+    check("cuckoo", "body of 47 bytes", envelope(*b"XACK", &x[8..55]));
 
     let d = &xadl;
     check("delta", "reserved byte in the body", set(d, 20, &[1]));
@@ -180,7 +180,7 @@ pub(super) fn corrupt_vectors() -> Value {
     );
     check("delta", "cell_bits 0", set(d, 16, &[0]));
     check("delta", "cell_bits 17", set(d, 16, &[17]));
-    let mut swapped = d.to_vec();
+    let mut swapped = d.clone();
     swapped[32..40].copy_from_slice(&d[40..48]);
     swapped[40..48].copy_from_slice(&d[32..40]);
     check("delta", "from_version after to_version", reseal(swapped));
@@ -194,7 +194,7 @@ pub(super) fn corrupt_vectors() -> Value {
         "count 2^64 - 1",
         set(d, 56, &u64::MAX.to_le_bytes()),
     );
-    check("delta", "body of 55 bytes", envelope(b"XADL", &d[8..63]));
+    check("delta", "body of 55 bytes", envelope(*b"XADL", &d[8..63]));
     let header = |count: u64, cells: u64, bits: u8| {
         let mut body = Vec::new();
         body.extend_from_slice(&cells.to_le_bytes());
@@ -209,7 +209,7 @@ pub(super) fn corrupt_vectors() -> Value {
     let with = |count: u64, changes: &[u8]| {
         let mut body = header(count, 1024, 1);
         body.extend_from_slice(changes);
-        envelope(b"XADL", &body)
+        envelope(*b"XADL", &body)
     };
     check("delta", "varint runs past the end", with(1, &[0x80]));
     check(

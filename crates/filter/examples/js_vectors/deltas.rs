@@ -77,7 +77,7 @@ pub(super) fn delta_vectors() -> Value {
     for id in &ids[60..90] {
         f.insert(id);
     }
-    for id in ids[..20].iter() {
+    for id in &ids[..20] {
         f.remove(id).expect("inserted");
     }
     f.insert("档案/2024/001");
@@ -175,7 +175,7 @@ pub(super) fn delta_vectors() -> Value {
     cases.push(delta_case(
         "hand-made: non-minimal varints, ten bytes long",
         &at_v0,
-        &envelope(b"XADL", &body),
+        &envelope(*b"XADL", &body),
     ));
     Value::Array(cases)
 }

@@ -47,7 +47,7 @@ pub(super) fn hash_vectors() -> Value {
     // SMHasher's verification keys {}, {0}, {0,1}, ... with seed 256 - len.
     let all: Vec<u8> = (0..=255).collect();
     for len in 0..=40 {
-        out.push(digest(&all[..len], 256 - len as u32, None));
+        out.push(digest(&all[..len], 256 - u32::try_from(len).unwrap(), None));
     }
     out.push(digest(&all[128..], 0, None));
     Value::Array(out)

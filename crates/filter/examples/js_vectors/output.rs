@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-/// JSON with sorted keys (whatever map serde_json keeps): an object whose
+/// JSON with sorted keys (whatever map `serde_json` keeps): an object whose
 /// values are all scalars or arrays of scalars on one line, other objects
 /// one key per line, arrays of objects or arrays one element per line.
 pub(super) fn write_value(out: &mut String, v: &Value, indent: usize) {

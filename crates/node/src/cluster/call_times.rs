@@ -38,6 +38,8 @@ impl CallTimes {
     /// answers, whose expected place among the calls measured is the
     /// quantile k / (k + 1) (the median for one domain, the 97th
     /// percentile for thirty). Without a measure, the assumed time.
+    // A rounded, non-negative index into `sorted`, clamped to its last below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     pub fn slowest_of(&self, k: usize) -> Duration {
         if self.recent.is_empty() || k == 0 {
             return if k == 0 {

@@ -217,12 +217,14 @@ impl Client {
     }
 
     /// Calls as the member `me` of the cluster whose member key is `key`.
+    #[must_use]
     pub fn as_member(mut self, member: Arc<(MemberKey, String)>) -> Self {
         self.member = Some(member);
         self
     }
 
     /// Gives filter snapshots their own timeout (they can be large).
+    #[must_use]
     pub fn with_snapshot_timeout(mut self, timeout: Duration) -> Self {
         self.snapshot_timeout = Some(timeout);
         self
@@ -230,6 +232,7 @@ impl Client {
 
     /// Delays every call by `one_way` each way (a WAN between domains).
     #[cfg(feature = "testsuite")]
+    #[must_use]
     pub fn with_delay(mut self, one_way: Duration) -> Self {
         self.delay = one_way;
         self

@@ -177,7 +177,7 @@ mod tests {
     async fn a_recent_read_is_shared_until_it_is_older_than_asked_then_read_again() {
         let shared = Arc::new(Confirmations::default());
         let reads = Arc::new(AtomicUsize::new(0));
-        let hour = Duration::from_secs(3600);
+        let hour = Duration::from_hours(1);
         shared.recent(hour, counted_by(&reads)).await.unwrap();
         let again = shared.recent(hour, counted_by(&reads)).await.unwrap();
         assert_eq!(again.known.len(), 1, "the read begun within the hour");
@@ -202,7 +202,7 @@ mod tests {
     async fn a_read_past_half_its_age_is_renewed_behind_the_callers_who_take_the_last_one() {
         let shared = Arc::new(Confirmations::default());
         let reads = Arc::new(AtomicUsize::new(0));
-        let hour = Duration::from_secs(3600);
+        let hour = Duration::from_hours(1);
         shared.recent(hour, counted_by(&reads)).await.unwrap();
         shared.age(Duration::from_secs(2000));
         // Half an hour old: taken as it is, and one new read started.

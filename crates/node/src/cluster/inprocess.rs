@@ -94,7 +94,7 @@ impl Coordinator for InProcessCoordinator {
                 self.published.send_replace(Some(position));
                 tokio::select! {
                     changed = positions.changed() => if changed.is_err() { break },
-                    _ = shutdown.cancelled() => break,
+                    () = shutdown.cancelled() => break,
                 }
             }
             // Everything it acknowledged was published before it left.

@@ -463,7 +463,7 @@ async fn drive(
                 }
                 None
             }
-            _ = sleep_until_some(until) => None,
+            () = sleep_until_some(until) => None,
         };
         match next {
             Some(Settled::Probe(name, answer)) => settle.step(Event::Probed(name, answer), trace),

@@ -219,7 +219,7 @@ impl From<SearchError> for ApiError {
                 refused
             }
             SearchError::Audit(AuditError::Reopening(r)) => r.into(),
-            e => ApiError::internal(e),
+            e @ SearchError::Audit(_) => ApiError::internal(e),
         }
     }
 }

@@ -120,7 +120,7 @@ impl Modify for Common {
             .filter(|r| r.needs == Needs::any(Need::Open))
             .map(|r| r.path)
             .collect();
-        for (path, item) in doc.paths.paths.iter_mut() {
+        for (path, item) in &mut doc.paths.paths {
             let open = open.contains(path.as_str());
             for operation in [
                 &mut item.get,
@@ -173,7 +173,7 @@ pub(crate) fn document() -> &'static str {
 }
 
 /// Text that is not only white space (as Rust's `str::trim` reads it): at
-/// least one character outside Unicode's White_Space.
+/// least one character outside Unicode's `White_Space`.
 const NOT_BLANK: &str = "[^\\u0009-\\u000D\\u0020\\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
 
 /// An archive ID as `local/id.rs` takes it: no control character

@@ -56,7 +56,7 @@ pub async fn search(
         body,
         "a search is {\"key_type\": \"...\", \"value\": \"...\"}",
     )?;
-    let who = who.map(|w| w.0).unwrap_or(Principal::Anonymous);
+    let who = who.map_or(Principal::Anonymous, |w| w.0);
     let requester = requester(&node, &who, request.requester.clone())?;
     if let Err(refusal) = spend_search(&node, &who) {
         return Ok(super::challenge(refusal));
@@ -65,16 +65,7 @@ pub async fn search(
         .search(&request, requester)
         .await
         .map_err(ApiError::from)?;
-    let problem = if !found.unreachable.is_empty() {
-        Some((
-            ErrorCode::Unavailable,
-            format!(
-                "{} records found; these domains could not be reached and may hold more: {}",
-                found.records.len(),
-                found.unreachable.join(", ")
-            ),
-        ))
-    } else {
+    let problem = if found.unreachable.is_empty() {
         found.unconfirmed.as_ref().map(|reason| {
             (
                 ErrorCode::NotReady,
@@ -86,6 +77,15 @@ pub async fn search(
                 ),
             )
         })
+    } else {
+        Some((
+            ErrorCode::Unavailable,
+            format!(
+                "{} records found; these domains could not be reached and may hold more: {}",
+                found.records.len(),
+                found.unreachable.join(", ")
+            ),
+        ))
     };
     Ok(match problem {
         None => Json(found).into_response(),

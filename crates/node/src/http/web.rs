@@ -135,8 +135,7 @@ fn etag(asset: &Asset) -> &'static str {
     });
     tags.iter()
         .find(|(name, _)| *name == asset.name)
-        .map(|(_, tag)| tag.as_str())
-        .unwrap_or("\"\"")
+        .map_or("\"\"", |(_, tag)| tag.as_str())
 }
 
 fn serve(asset: &Asset, request: &HeaderMap) -> Response {

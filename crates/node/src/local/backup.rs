@@ -484,7 +484,7 @@ pub fn take(
                     format: FORMAT,
                     domain: domain.to_owned(),
                     taken_at_ms: now_ms,
-                    sequence: meta.get(store::SEQUENCE)?.map(|v| v.value()).unwrap_or(0),
+                    sequence: meta.get(store::SEQUENCE)?.map_or(0, |v| v.value()),
                     records: records.len()?,
                     key_entries: keys.len()?,
                     audit_entries: entries.len()?,
@@ -544,6 +544,9 @@ pub enum BackupEntry<'a> {
 /// after; and, as `check` asks, its MAC. `each` may have been given
 /// entries of a backup that then turns out damaged or not authentic: act
 /// on them only once this returns `Ok`.
+// Short names for a frame's parts, each used within a few lines of where
+// it is read.
+#[allow(clippy::many_single_char_names)]
 pub fn read(
     input: impl Read,
     check: &Authenticity<'_>,
@@ -710,9 +713,10 @@ impl Ending {
                     h.format
                 )));
             }
-            return match check.required {
-                false => Ok(verified),
-                true => Err(BackupError::Unauthenticated { format: h.format }),
+            return if check.required {
+                Err(BackupError::Unauthenticated { format: h.format })
+            } else {
+                Ok(verified)
             };
         };
         if h.format < FORMAT_MAC {

@@ -18,8 +18,10 @@ pub fn json(epoch: u64) -> serde_json::Value {
 /// `#[serde(with = "crate::local::epoch::u64_string")]`: written as a decimal
 /// string; read from a string or (as written before) a number.
 pub mod u64_string {
-    use super::*;
+    use super::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::trivially_copy_pass_by_ref)]
     pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(value)
     }
@@ -40,8 +42,10 @@ pub mod u64_string {
 
 /// [`u64_string`] for an optional value (`null` when absent).
 pub mod opt_u64_string {
-    use super::*;
+    use super::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::ref_option)]
     pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         match value {
             Some(v) => s.collect_str(v),

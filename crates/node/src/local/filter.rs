@@ -257,7 +257,7 @@ impl LocalFilter {
     }
 
     pub fn set_epoch(&mut self, epoch: u64) {
-        self.kept_mut().set_epoch(epoch)
+        self.kept_mut().set_epoch(epoch);
     }
 
     pub fn items(&self) -> u64 {
@@ -509,6 +509,9 @@ mod tests {
     }
 
     #[test]
+    // The configured rate and the 1 % ceiling come back as set, not
+    // recomputed: equal to the last bit.
+    #[allow(clippy::float_cmp)]
     fn without_a_cluster_size_every_filter_is_sized_for_fpr_and_with_one_in_proportion() {
         let default = FilterSettings::default();
         assert_eq!(default.cluster_ids, 0);

@@ -51,7 +51,7 @@ impl Default for IdProfile {
 pub struct BadSeparator(pub String);
 
 /// Whitespace a pasted number carries at either end: Unicode's
-/// White_Space and the byte-order mark (what JavaScript's `\s` and
+/// `White_Space` and the byte-order mark (what JavaScript's `\s` and
 /// U+0085 cover, so the page trims the same).
 fn blank(c: char) -> bool {
     c.is_whitespace() || c == '\u{FEFF}'

@@ -396,7 +396,7 @@ impl StoredRecord {
     /// keys it withholds are kept as empty values, so that the cached
     /// copy still says they were withheld.
     pub fn from_record(r: &Record) -> Self {
-        let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+        let ms = |t: OffsetDateTime| unix_ms(t);
         let mut keys = r.keys.clone();
         for key_type in &r.keys_withheld {
             keys.entry(key_type.clone()).or_default();
@@ -545,7 +545,14 @@ pub fn now_us() -> u64 {
 }
 
 pub fn now_ms() -> i64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+    unix_ms(OffsetDateTime::now_utc())
+}
+
+/// Milliseconds since the Unix epoch: `time` keeps years within ±9999,
+/// whose milliseconds fit an i64 with room to spare.
+#[allow(clippy::cast_possible_truncation)]
+fn unix_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 fn from_ms(ms: i64) -> OffsetDateTime {
@@ -582,6 +589,8 @@ mod base64_option {
     use base64::Engine;
     use serde::{Deserialize, Deserializer, Serializer};
 
+    // serde's `with` hands the field over by reference.
+    #[allow(clippy::ref_option)]
     pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(bytes) => {
@@ -721,7 +730,7 @@ mod tests {
         let leaf = prop_oneof![
             Just(json!(secret.clone())),
             Just(json!(number)),
-            Just(json!(-(number as i64))),
+            Just(json!(-i64::try_from(number).expect("below u64::MAX / 2"))),
             Just(json!(number as f64 + 0.5)),
             Just(json!(true)),
             Just(Value::Null),

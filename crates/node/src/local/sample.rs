@@ -79,7 +79,7 @@ pub fn records_of(p: u64, domain: usize, records: u64) -> impl Iterator<Item = u
     // The first personnel record j (record 4j + 3) about p.
     let first = (p + PEOPLE - PEOPLE_SHIFT * domain as u64 % PEOPLE) % PEOPLE;
     (first..)
-        .step_by(PEOPLE as usize)
+        .step_by(usize::try_from(PEOPLE).expect("PEOPLE is 5 000"))
         .map(|j| 4 * j + 3)
         .take_while(move |&i| i < records)
 }

@@ -276,7 +276,7 @@ impl Store {
                 return Ok(outcomes);
             }
             let mut meta = txn.open_table(META)?;
-            let sequence = meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0) + 1;
+            let sequence = meta.get(SEQUENCE)?.map_or(0, |v| v.value()) + 1;
             meta.insert(SEQUENCE, sequence)?;
             drop(meta);
             drop((table, keys));
@@ -325,7 +325,7 @@ impl Store {
         self.file.read(|db| {
             let txn = db.begin_read()?;
             let meta = txn.open_table(META)?;
-            Ok(meta.get(SEQUENCE)?.map(|v| v.value()).unwrap_or(0))
+            Ok(meta.get(SEQUENCE)?.map_or(0, |v| v.value()))
         })
     }
 
@@ -510,9 +510,9 @@ pub(crate) mod tests {
     fn body(title: &str) -> RecordBody {
         RecordBody {
             title: title.into(),
-            metadata: Default::default(),
+            metadata: serde_json::Map::default(),
             content: None,
-            keys: Default::default(),
+            keys: BTreeMap::default(),
         }
     }
 

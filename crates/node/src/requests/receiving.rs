@@ -507,7 +507,7 @@ impl Node {
         match flagged {
             Ok(_) => self.flush_steps::<Outgoing>(Side::Outgoing, id),
             Err(e) => {
-                tracing::warn!(error = %e, "a copy that does not check could not be put on record")
+                tracing::warn!(error = %e, "a copy that does not check could not be put on record");
             }
         }
     }
@@ -570,9 +570,9 @@ impl Node {
             }
             every = false;
             tokio::select! {
-                _ = self.requests.outbox.notified() => {}
-                _ = tokio::time::sleep(RESEND_EVERY) => {}
-                _ = stop.cancelled() => break,
+                () = self.requests.outbox.notified() => {}
+                () = tokio::time::sleep(RESEND_EVERY) => {}
+                () = stop.cancelled() => break,
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::security::seal::Keyring;
 /// The trust list as last read, inside the data directory.
 pub const TRUST_LIST_FILE: &str = "trust-list.json";
 /// How long a trust list read is used before it is read again.
-pub(super) const MAX_AGE: Duration = Duration::from_secs(60);
+pub(super) const MAX_AGE: Duration = Duration::from_mins(1);
 
 /// The request flow's own state: the book of requests, the seal, the
 /// trust list as last read, and what wakes the outbox. Its tasks (the

@@ -56,7 +56,7 @@ async fn answered(node: &Arc<Node>) -> String {
         title: "婚姻登记".into(),
         metadata,
         content: Some(b"content".to_vec()),
-        keys: Default::default(),
+        keys: BTreeMap::default(),
     };
     node.domain.apply(&[Write::Put(id, body)]).unwrap();
     let request_id = "00ff".to_owned();
@@ -172,9 +172,9 @@ async fn an_answer_is_kept_only_as_its_holding_archive_sealed_it_whole() {
     let id = ArchiveId::parse("R-1").unwrap();
     let body = RecordBody {
         title: "婚姻登记".into(),
-        metadata: Default::default(),
+        metadata: serde_json::Map::default(),
         content: None,
-        keys: Default::default(),
+        keys: BTreeMap::default(),
     };
     node.domain.apply(&[Write::Put(id, body)]).unwrap();
     let asked = delivery("00ff");
@@ -473,7 +473,7 @@ async fn a_record_asked_for_in_another_typed_form_is_asked_of_its_holder_as_it_i
         title: "婚姻登记".into(),
         metadata: serde_json::Map::new(),
         content: None,
-        keys: Default::default(),
+        keys: BTreeMap::default(),
     };
     let id = ArchiveId::parse(held).unwrap();
     node.domain.apply(&[Write::Put(id, body)]).unwrap();

@@ -23,6 +23,9 @@ pub enum FramingError {
 }
 
 /// Frames an encoded delta and the IDs it changed (`DELTA_WITH_IDS`).
+// A delta of 4 GiB or more would be cut short: the format's length field is
+// 32 bits. Deltas are far smaller, but nothing here bounds them.
+#[allow(clippy::cast_possible_truncation)]
 pub fn frame_delta_with_ids(encoded: &[u8], changed: &[ArchiveId]) -> Vec<u8> {
     let mut body = Vec::with_capacity(4 + encoded.len() + changed.len() * 24);
     body.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
@@ -105,6 +108,9 @@ pub enum RelayPageError {
 }
 
 /// Writes a relay page.
+// A part of 4 GiB or more would be cut short: the format's length field is
+// 32 bits. Headers and bodies are far smaller, but nothing here bounds them.
+#[allow(clippy::cast_possible_truncation)]
 pub fn encode_relay_page<'a>(
     entries: impl IntoIterator<Item = &'a RelayEntry>,
 ) -> Result<Vec<u8>, RelayPageError> {

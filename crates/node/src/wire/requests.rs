@@ -210,7 +210,7 @@ pub struct CopyBody {
 /// themselves.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SignedCopy {
-    /// Base64 of the sealed statement: a COSE_Sign1 over the copy's CBOR
+    /// Base64 of the sealed statement: a `COSE_Sign1` over the copy's CBOR
     /// statement (docs/FORMAT.md, "Seals").
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sealed: String,
@@ -494,7 +494,7 @@ pub struct Answer {
     pub missing: Vec<String>,
     #[serde(default)]
     pub reason: Option<String>,
-    /// Base64 of the holding archive's seal over the answer: a COSE_Sign1
+    /// Base64 of the holding archive's seal over the answer: a `COSE_Sign1`
     /// of its statement (the request, the receiving archive, the state,
     /// the reason, the records, the missing and each copy's digest).
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -50,6 +50,8 @@ impl ServerProcess {
     }
 
     /// `Some(status)` once the process has exited (or was never started).
+    // "Running" (None) and "exited without a status" (Some(None)) differ.
+    #[allow(clippy::option_option)]
     fn exit_status(&self) -> Option<Option<ExitStatus>> {
         match self.lock().as_mut() {
             None => Some(None),

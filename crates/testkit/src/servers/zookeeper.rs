@@ -308,12 +308,11 @@ impl ServerKind for ZooKeeper {
 }
 
 fn check_file(path: &Path, what: &str) {
-    if !path.exists() {
-        panic!(
-            "{} is missing: {what} is needed (scripts/install-deps.sh installs it)",
-            path.display()
-        );
-    }
+    assert!(
+        path.exists(),
+        "{} is missing: {what} is needed (scripts/install-deps.sh installs it)",
+        path.display()
+    );
 }
 
 #[cfg(test)]

@@ -317,14 +317,14 @@ impl Nation {
             let before = (f.bits.epoch(), f.bits.version());
             // (Sized like a domain: rebuilt once it holds more than its
             // capacity, which changes only at powers of two.)
-            if capacity(held) != capacity(f.bits.items()) {
-                let epoch = f.bits.epoch() + 1;
-                f.bits = fill(d, held, geometry(held, &self.filters)?, epoch);
-                f.log = Log::new(f.bits.version());
-            } else {
+            if capacity(held) == capacity(f.bits.items()) {
                 for i in first..held {
                     f.insert(&light_id(d, i));
                 }
+            } else {
+                let epoch = f.bits.epoch() + 1;
+                f.bits = fill(d, held, geometry(held, &self.filters)?, epoch);
+                f.log = Log::new(f.bits.version());
             }
             let version = f.bits.version();
             f.unsent.push_back((version, None));

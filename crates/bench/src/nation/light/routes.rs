@@ -87,7 +87,7 @@ fn served(domain: &LightDomain, len: usize, counter: &AtomicU64) {
 /// `counter` (every body here is whole in memory: its size is exact).
 fn counted(domain: &LightDomain, response: Response, counter: &AtomicU64) -> Response {
     let len = HttpBody::size_hint(response.body()).lower();
-    served(domain, len as usize, counter);
+    served(domain, usize::try_from(len).unwrap_or(usize::MAX), counter);
     response
 }
 
@@ -307,12 +307,12 @@ async fn record(State(nation): Shared, Path((name, id)): Path<(String, String)>)
             let record = Record {
                 id: archive_id,
                 title: format!("record {id}"),
-                metadata: Default::default(),
+                metadata: serde_json::Map::default(),
                 content: None,
                 created_at: now,
                 updated_at: now,
                 domain: name,
-                keys: Default::default(),
+                keys: std::collections::BTreeMap::default(),
                 keys_withheld: Vec::new(),
                 catalogue_only: false,
             };

@@ -700,7 +700,7 @@ mod tests {
                 ("key:id_card".into(), Target::Key("id_card".into())),
                 ("metadata.年度".into(), Target::Field("年度".into())),
                 ("fonds".into(), Target::Field("fonds".into())),
-                ("".into(), Target::Field("column 6".into())),
+                (String::new(), Target::Field("column 6".into())),
             ]
         );
     }

@@ -67,11 +67,11 @@ pub struct ImportArgs {
     /// JSON object), metadata.NAME, key:TYPE, or - (left out). Columns
     /// named id, title, metadata, content, metadata.NAME and key:TYPE need
     /// no mapping, nor do a catalogue's usual headers (档号 id, 题名 title,
-    /// 年度 metadata.year, 身份证号 key:id_card, 姓名 with 出生日期
-    /// key:name_birth, …); every other column becomes metadata under its
+    /// 年度 metadata.year, 身份证号 `key:id_card`, 姓名 with 出生日期
+    /// `key:name_birth`, …); every other column becomes metadata under its
     /// own name. key:TYPE.name and key:TYPE.date make one key of a name
     /// and a birth date in two columns. A column named twice gives both
-    /// (姓名=key:name_birth.name,姓名=metadata.name keeps the name in clear
+    /// (`姓名=key:name_birth.name,姓名=metadata.name` keeps the name in clear
     /// too).
     #[arg(long, value_name = "COLUMN=TARGET", value_delimiter = ',', value_parser = columns::parse_map_entry)]
     map: Vec<MapEntry>,
@@ -603,11 +603,9 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     for line in &tally.shown {
         xarchive::outln!("  {line}");
     }
-    if tally.rejected as usize > tally.shown.len() {
-        xarchive::outln!(
-            "  … and {} more",
-            tally.rejected as usize - tally.shown.len()
-        );
+    let rejected = usize::try_from(tally.rejected).unwrap_or(usize::MAX);
+    if rejected > tally.shown.len() {
+        xarchive::outln!("  … and {} more", rejected - tally.shown.len());
     }
     if let Some((path, n)) = written {
         xarchive::outln!("{n} rejected lines written to {}", path.display());

@@ -290,10 +290,13 @@ fn stream<'a>(
 fn whole(range: &calamine::Range<Data>, emit: &mut dyn FnMut(Row) -> bool) -> Result<(), String> {
     let (first_row, first_column) = range.start().unwrap_or((0, 0));
     for (i, cells) in range.rows().enumerate() {
-        let mut row = Building::new(first_row.saturating_add(i as u32));
+        let mut row = Building::new(first_row.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)));
         for (j, data) in cells.iter().enumerate() {
             if *data != Data::Empty {
-                row.put(first_column.saturating_add(j as u32), data.clone())?;
+                row.put(
+                    first_column.saturating_add(u32::try_from(j).unwrap_or(u32::MAX)),
+                    data.clone(),
+                )?;
             }
         }
         if !row.cells.is_empty() && !emit(row.done()) {
@@ -315,7 +318,9 @@ pub fn cell(data: &Data) -> Cell {
         Data::Int(i) => Cell::Text(i.to_string()),
         Data::Float(f) if f.fract() == 0.0 && f.abs() < EXACT_DIGITS_LIMIT => {
             // Whole and below 10^15: exact in an i64.
-            Cell::Text(format!("{}", *f as i64))
+            #[allow(clippy::cast_possible_truncation)]
+            let whole = *f as i64;
+            Cell::Text(format!("{whole}"))
         }
         Data::Float(f) if f.fract() == 0.0 && f.is_finite() => Cell::LongNumber(format!("{f:.0}")),
         Data::Float(f) => Cell::Text(f.to_string()),

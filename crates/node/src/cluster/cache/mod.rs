@@ -233,7 +233,7 @@ impl Cache {
         Ok(Cache {
             backend,
             prefix: format!("xarchive:{cluster}:{domain}"),
-            generation: AtomicU64::new(rand::random::<u32>() as u64),
+            generation: AtomicU64::new(u64::from(rand::random::<u32>())),
             owners: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
             admission: HitSketch {

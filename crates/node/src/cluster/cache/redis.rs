@@ -59,7 +59,7 @@ impl RecordCache for RedisCache {
                 .arg(key)
                 .arg(value)
                 .arg("PX")
-                .arg(ttl.as_millis().max(1) as u64)
+                .arg(u64::try_from(ttl.as_millis().max(1)).unwrap_or(u64::MAX))
                 .query_async::<()>(&mut c)
                 .await
                 .map_err(CacheError::from)

@@ -438,8 +438,7 @@ impl ZooKeeperCoordinator {
                             .await
                             .map_err(Unpublished::Failed)?;
                         }
-                        (Some(Role::Lines), _) => {}
-                        (Some(Role::Whole), _) => {}
+                        (Some(Role::Lines | Role::Whole), _) => {}
                         (_, e) => return Err(e.into()),
                     }
                 }

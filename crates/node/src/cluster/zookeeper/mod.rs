@@ -91,6 +91,7 @@ pub struct ZooKeeperCoordinator {
     lines: Mutex<Option<(Lines, Option<i32>)>>,
     /// The version of this domain's description znode (None: not known;
     /// Some(None): not there), and the description last written.
+    #[allow(clippy::option_option)] // "not known" and "not there" differ
     described_version: Mutex<Option<Option<i32>>>,
     last_described: Mutex<Option<Described>>,
     /// Whether this session writes whole entries besides its line.
@@ -771,8 +772,8 @@ impl Coordinator for ZooKeeperCoordinator {
                         // Not at once: every domain lost its session at the
                         // same moment as this one.
                         tokio::select! {
-                            _ = sleep(backoff.wait()) => {}
-                            _ = shutdown.cancelled() => break,
+                            () = sleep(backoff.wait()) => {}
+                            () = shutdown.cancelled() => break,
                         }
                     }
                     Err(
@@ -785,15 +786,15 @@ impl Coordinator for ZooKeeperCoordinator {
                         tracing::error!(error = %e, retry_s = REFUSED_RETRY.as_secs(), "not joining the cluster");
                         self.refusal.send_replace(Some(e.to_string()));
                         tokio::select! {
-                            _ = sleep(REFUSED_RETRY) => {}
-                            _ = shutdown.cancelled() => break,
+                            () = sleep(REFUSED_RETRY) => {}
+                            () = shutdown.cancelled() => break,
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, retry_ms = backoff.current().as_millis() as u64, "ZooKeeper unavailable");
+                        tracing::warn!(error = %e, retry_ms = u64::try_from(backoff.current().as_millis()).unwrap_or(u64::MAX), "ZooKeeper unavailable");
                         tokio::select! {
-                            _ = sleep(backoff.wait()) => {}
-                            _ = shutdown.cancelled() => break,
+                            () = sleep(backoff.wait()) => {}
+                            () = shutdown.cancelled() => break,
                         }
                     }
                 }

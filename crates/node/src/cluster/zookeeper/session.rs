@@ -52,9 +52,9 @@ impl Session<'_> {
             let publish_at = self.last_publish + self.coordinator.settings.publish_interval;
             let step = tokio::select! {
                 _ = probe.tick(), if self.link != Link::Up => Ok(self.on_probe().await),
-                _ = shutdown.cancelled() => Ok(self.on_shutdown().await),
+                () = shutdown.cancelled() => Ok(self.on_shutdown().await),
                 changed = positions.changed() => Ok(self.on_position(changed.is_ok())),
-                _ = sleep_until(publish_at), if self.dirty => {
+                () = sleep_until(publish_at), if self.dirty => {
                     let position = *positions.borrow_and_update();
                     self.on_publish_due(position).await
                 }
@@ -137,7 +137,7 @@ impl Session<'_> {
             )
             .await;
         match published {
-            Ok(_) => {}
+            Ok(()) => {}
             Err(Unpublished::Unregistered | Unpublished::AlreadyRegistered) => {
                 let data = coordinator.sealed(self.name, self.member)?;
                 coordinator

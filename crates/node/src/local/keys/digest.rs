@@ -21,10 +21,9 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// HMAC-SHA-256 of `message` under `key`.
 fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut mac = match HmacSha256::new_from_slice(key) {
-        Ok(mac) => mac,
-        // HMAC hashes or pads keys of any length; this cannot fail.
-        Err(_) => unreachable!("HMAC accepts keys of any length"),
+    // HMAC hashes or pads keys of any length; this cannot fail.
+    let Ok(mut mac) = HmacSha256::new_from_slice(key) else {
+        unreachable!("HMAC accepts keys of any length")
     };
     mac.update(message);
     mac.finalize().into_bytes().into()

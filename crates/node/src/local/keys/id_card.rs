@@ -30,7 +30,7 @@ pub enum IdCardError {
 /// Full-width digits and X, as Chinese input methods type them, to ASCII.
 fn half_width(c: char) -> char {
     match c {
-        '\u{ff10}'..='\u{ff19}' => char::from(b'0' + (c as u32 - 0xff10) as u8),
+        '\u{ff10}'..='\u{ff19}' => char::from_digit(u32::from(c) - 0xff10, 10).unwrap_or(c),
         'Ｘ' | 'ｘ' => 'X',
         other => other,
     }
@@ -91,10 +91,10 @@ fn second_generation(first: &[u8]) -> Vec<u8> {
 }
 
 fn check_birth_date(yyyymmdd: &[u8]) -> Result<(), IdCardError> {
-    let year = digits_value(&yyyymmdd[..4]) as i32;
-    let month =
-        Month::try_from(digits_value(&yyyymmdd[4..6]) as u8).map_err(|_| IdCardError::BirthDate)?;
-    let day = digits_value(&yyyymmdd[6..8]) as u8;
+    let year = i32::try_from(digits_value(&yyyymmdd[..4])).map_err(|_| IdCardError::BirthDate)?;
+    let month = u8::try_from(digits_value(&yyyymmdd[4..6])).map_err(|_| IdCardError::BirthDate)?;
+    let month = Month::try_from(month).map_err(|_| IdCardError::BirthDate)?;
+    let day = u8::try_from(digits_value(&yyyymmdd[6..8])).map_err(|_| IdCardError::BirthDate)?;
     let date = Date::from_calendar_date(year, month, day).map_err(|_| IdCardError::BirthDate)?;
     let earliest =
         Date::from_calendar_date(1900, Month::January, 1).map_err(|_| IdCardError::BirthDate)?;

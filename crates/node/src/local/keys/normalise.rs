@@ -259,13 +259,14 @@ fn parse_birth_date(s: &str) -> Result<Date, NameBirthError> {
             Err(NameBirthError::DateForm)
         }
     };
-    let year = digits(year, 4..=4)? as i32;
+    let year = i32::try_from(digits(year, 4..=4)?).map_err(|_| NameBirthError::BirthDate)?;
     let month = digits(month, 1..=2)?;
     if day.is_empty() {
         return Err(NameBirthError::NoDay);
     }
-    let day = digits(day, 1..=2)? as u8;
-    let month = Month::try_from(month as u8).map_err(|_| NameBirthError::BirthDate)?;
+    let day = u8::try_from(digits(day, 1..=2)?).map_err(|_| NameBirthError::BirthDate)?;
+    let month = u8::try_from(month).map_err(|_| NameBirthError::BirthDate)?;
+    let month = Month::try_from(month).map_err(|_| NameBirthError::BirthDate)?;
     let date = Date::from_calendar_date(year, month, day).map_err(|_| NameBirthError::BirthDate)?;
     if date > today_in_china() {
         return Err(NameBirthError::BirthDate);
@@ -342,7 +343,7 @@ fn chinese_digit(c: char) -> Option<u32> {
             '○' | '零' => Some(0),
             _ => None,
         })
-        .map(|d| d as u32)
+        .map(|d| u32::try_from(d).expect("a digit's place among ten"))
 }
 
 /// `s` with its runs of Chinese numerals written in digits: a year digit
