@@ -28,7 +28,7 @@ use crate::security::auth::{AuthError, Authority, Principal};
 use crate::security::member::Admission;
 use crate::security::seal::{Keyring, SealKeyError};
 use crate::security::tls::TlsError;
-use crate::wire::{ClusterView, DomainView, SearchBody, SearchRequest};
+use crate::wire::{ClusterView, DomainView, RelayPart, SearchBody, SearchRequest};
 use tokio_util::sync::CancellationToken;
 
 /// How soon the audit log's check against its anchor is tried again
@@ -573,20 +573,23 @@ impl Node {
 /// What the relay sends of this domain's own filters: what its routes
 /// serve peers (src/http/replication.rs).
 impl OwnFilters for Node {
-    fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
-        self.domain.delta(epoch, since)
+    fn changes(
+        &self,
+        part: RelayPart,
+        epoch: u64,
+        since: u64,
+    ) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
+        match part {
+            RelayPart::Filter => self.domain.delta(epoch, since),
+            RelayPart::Keys => Ok((self.domain.key_delta(epoch, since)?, Vec::new())),
+        }
     }
 
-    fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
-        self.domain.key_delta(epoch, since)
-    }
-
-    fn filter_view(&self) -> FilterView {
-        self.domain.filter_view()
-    }
-
-    fn key_filter_view(&self) -> FilterView {
-        self.domain.key_filter_view()
+    fn view(&self, part: RelayPart) -> FilterView {
+        match part {
+            RelayPart::Filter => self.domain.filter_view(),
+            RelayPart::Keys => self.domain.key_filter_view(),
+        }
     }
 
     fn key_id(&self) -> String {

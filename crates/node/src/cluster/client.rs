@@ -16,7 +16,7 @@ use crate::local::id::ArchiveId;
 use crate::local::record::Record;
 use crate::security::member::MemberKey;
 use crate::wire::{
-    decode_relay_page, split_delta_with_ids, Contains, ErrorBody, ErrorCode, RelayEntry,
+    decode_relay_page, split_delta_with_ids, Contains, ErrorBody, ErrorCode, RelayEntry, RelayPart,
     SearchBody, SearchRequest, DELTA_WITH_IDS, EPOCH_HEADER, KEY_ID_HEADER, KIND_HEADER,
     RELAY_HEADER, RELAY_NEXT_HEADER, RELAY_WAITED_HEADER, VERSION_HEADER,
 };
@@ -96,6 +96,30 @@ pub struct FetchedFilter {
 pub struct FetchedKeys {
     pub filter: FetchedFilter,
     pub key_id: String,
+}
+
+/// A whole filter as fetched; a key filter's with the filter key that
+/// built it (`KEY_ID_HEADER`), which the ID filter has none of.
+#[derive(Debug, Clone)]
+pub struct Whole {
+    pub filter: FetchedFilter,
+    pub key_id: Option<String>,
+}
+
+impl Whole {
+    /// A key filter's, its filter key required.
+    fn into_keys(self) -> Result<FetchedKeys, ClientError> {
+        match self.key_id {
+            Some(key_id) => Ok(FetchedKeys {
+                filter: self.filter,
+                key_id,
+            }),
+            None => Err(ClientError::Decode {
+                url: String::new(),
+                detail: format!("missing header {KEY_ID_HEADER}"),
+            }),
+        }
+    }
 }
 
 /// A page of a peer's relay.
@@ -370,33 +394,37 @@ impl Client {
     }
 
     pub async fn filter(&self) -> Result<FetchedFilter, ClientError> {
-        Ok(self.fetch_filter("/v1/filter").await?.0)
+        Ok(self.whole(RelayPart::Filter, None).await?.filter)
     }
 
     /// The key filter (this domain must be a member).
     pub async fn key_filter(&self) -> Result<FetchedKeys, ClientError> {
-        self.fetch_keys("/v1/filter/keys").await
+        self.whole(RelayPart::Keys, None).await?.into_keys()
     }
 
-    /// This domain's copy of `name`'s filter (`/v1/copies/{name}`; this
-    /// domain must be a member).
-    pub async fn copy_of(&self, name: &str) -> Result<FetchedFilter, ClientError> {
-        Ok(self.fetch_filter(&format!("/v1/copies/{name}")).await?.0)
-    }
-
-    /// This domain's copy of `name`'s key filter.
-    pub async fn key_copy_of(&self, name: &str) -> Result<FetchedKeys, ClientError> {
-        self.fetch_keys(&format!("/v1/copies/{name}/keys")).await
-    }
-
-    /// A key filter at `path`, with the filter key that built it.
-    async fn fetch_keys(&self, path: &str) -> Result<FetchedKeys, ClientError> {
-        let (filter, key_id) = self.fetch_filter(path).await?;
-        let key_id = key_id.ok_or_else(|| ClientError::Decode {
-            url: self.url(path),
-            detail: format!("missing header {KEY_ID_HEADER}"),
-        })?;
-        Ok(FetchedKeys { filter, key_id })
+    /// The whole of `part`: this domain's own (`copy_of` None), or its copy
+    /// of `copy_of`'s (`/v1/copies/{name}`, for a domain joining nearby;
+    /// this domain must be a member). A key filter comes with the filter
+    /// key that built it, or is refused.
+    pub async fn whole(
+        &self,
+        part: RelayPart,
+        copy_of: Option<&str>,
+    ) -> Result<Whole, ClientError> {
+        let path = match (part, copy_of) {
+            (RelayPart::Filter, None) => "/v1/filter".to_owned(),
+            (RelayPart::Keys, None) => "/v1/filter/keys".to_owned(),
+            (RelayPart::Filter, Some(name)) => format!("/v1/copies/{name}"),
+            (RelayPart::Keys, Some(name)) => format!("/v1/copies/{name}/keys"),
+        };
+        let (filter, key_id) = self.fetch_filter(&path).await?;
+        if part == RelayPart::Keys && key_id.is_none() {
+            return Err(ClientError::Decode {
+                url: self.url(&path),
+                detail: format!("missing header {KEY_ID_HEADER}"),
+            });
+        }
+        Ok(Whole { filter, key_id })
     }
 
     /// A filter at `path`, with the key id it names (if any).
@@ -452,9 +480,23 @@ impl Client {
     /// The changes since `since` in `epoch`, with the IDs replaced or
     /// deleted meanwhile.
     pub async fn delta(&self, epoch: u64, since: u64) -> Result<DeltaAnswer, ClientError> {
-        let url = self.url(&format!(
-            "/v1/filter/delta?epoch={epoch}&since={since}&ids=true"
-        ));
+        self.changes(RelayPart::Filter, epoch, since).await
+    }
+
+    /// The changes of `part` since `since` in `epoch`, or that a snapshot
+    /// is required (409). The ID filter's come framed with the IDs replaced
+    /// or deleted meanwhile, for caches; the key filter's have none (cached
+    /// records follow the ID filter's deltas).
+    pub async fn changes(
+        &self,
+        part: RelayPart,
+        epoch: u64,
+        since: u64,
+    ) -> Result<DeltaAnswer, ClientError> {
+        let url = self.url(&match part {
+            RelayPart::Filter => format!("/v1/filter/delta?epoch={epoch}&since={since}&ids=true"),
+            RelayPart::Keys => format!("/v1/filter/keys/delta?epoch={epoch}&since={since}"),
+        });
         let response = match self.send(self.http.get(&url), &url).await {
             Ok(r) => r,
             Err(ClientError::Api { status: 409, .. }) => return Ok(DeltaAnswer::SnapshotRequired),
@@ -470,11 +512,17 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        if content_type != DELTA_WITH_IDS {
+        if part == RelayPart::Filter && content_type != DELTA_WITH_IDS {
             return Err(decode(format!("content type {content_type:?}")));
         }
         let body = response.bytes().await.map_err(transport(&url))?;
-        let (delta, changed) = split_delta_with_ids(&body).map_err(|e| decode(e.to_string()))?;
+        let (delta, changed) = match part {
+            RelayPart::Filter => split_delta_with_ids(&body).map_err(|e| decode(e.to_string()))?,
+            RelayPart::Keys => (
+                Delta::decode(&body).map_err(|e| decode(e.to_string()))?,
+                Vec::new(),
+            ),
+        };
         Ok(DeltaAnswer::Delta { delta, changed })
     }
 
@@ -520,25 +568,8 @@ impl Client {
         })
     }
 
-    /// The key filter's changes since `since` in `epoch` (no IDs: cached
-    /// records follow the ID filter's deltas).
+    /// The key filter's changes since `since` in `epoch` (no IDs).
     pub async fn key_delta(&self, epoch: u64, since: u64) -> Result<DeltaAnswer, ClientError> {
-        let url = self.url(&format!(
-            "/v1/filter/keys/delta?epoch={epoch}&since={since}"
-        ));
-        let response = match self.send(self.http.get(&url), &url).await {
-            Ok(r) => r,
-            Err(ClientError::Api { status: 409, .. }) => return Ok(DeltaAnswer::SnapshotRequired),
-            Err(e) => return Err(e),
-        };
-        let body = response.bytes().await.map_err(transport(&url))?;
-        let delta = Delta::decode(&body).map_err(|e| ClientError::Decode {
-            url: url.clone(),
-            detail: e.to_string(),
-        })?;
-        Ok(DeltaAnswer::Delta {
-            delta,
-            changed: Vec::new(),
-        })
+        self.changes(RelayPart::Keys, epoch, since).await
     }
 }

@@ -8,6 +8,7 @@ mod call_times;
 pub mod client;
 mod confirm;
 pub(crate) mod coordinator;
+pub(crate) mod copy_change;
 pub(crate) mod inprocess;
 mod ledger;
 pub(crate) mod lookup;
@@ -48,12 +49,12 @@ pub use sliced::MIN_SLICED;
 pub use zookeeper::{LedgerWrites, ZkSettings, ZooKeeperCoordinator};
 
 use crate::cluster::cache::Cache;
-use crate::cluster::client::{Client, ClientError, FetchedFilter, FetchedKeys};
+use crate::cluster::client::{Client, ClientError, Whole};
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::security::member::{Admission, MemberKey};
-use crate::wire::{ClusterView, DomainView};
+use crate::wire::{ClusterView, DomainView, RelayPart};
 use replicas::Replicas;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -534,14 +535,9 @@ impl Cluster {
         self.cache.evict(peer, &ids).await;
     }
 
-    /// The copy held of `name`'s filter, as its origin publishes it.
-    pub fn copy_of(&self, name: &str) -> Option<FetchedFilter> {
-        self.replicas.read().copy_view(name)
-    }
-
-    /// The copy held of `name`'s key filter, as its origin publishes it.
-    pub fn key_copy_of(&self, name: &str) -> Option<FetchedKeys> {
-        self.replicas.read().key_copy_view(name)
+    /// The copy held of `name`'s `part`, as its origin publishes it.
+    pub fn copy_of(&self, name: &str, part: RelayPart) -> Option<Whole> {
+        self.replicas.read().copy_view(name, part)
     }
 
     /// A peer's copy was replaced by a snapshot: which records changed is

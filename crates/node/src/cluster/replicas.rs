@@ -17,10 +17,39 @@ use xarchive_filter::{
 
 use super::coordinator::{MemberChange, Roster, View};
 use super::sliced::{Sliced, MIN_SLICED};
-use crate::cluster::client::{FetchedFilter, FetchedKeys};
+use crate::cluster::client::{FetchedFilter, Whole};
 use crate::local::domain::Position;
 use crate::local::filter::{bloom_bytes, cuckoo_bytes, FilterKind};
-use crate::wire::DomainView;
+use crate::local::id::ArchiveId;
+use crate::wire::{DomainView, RelayPart};
+
+/// A change to a copy of either of a peer's filters, as it came.
+#[derive(Clone, Debug)]
+pub(crate) enum Change {
+    /// The changes from one version to another in one epoch. Where the two
+    /// filters differ: an ID filter's delta carries the IDs it replaced or
+    /// deleted, whose cached records must go; a key filter's carries none
+    /// (cached records follow the ID filter's deltas).
+    Delta {
+        delta: Delta,
+        changed: Vec<ArchiveId>,
+    },
+    /// The whole filter (a key filter's with the filter key that built it).
+    Whole(Whole),
+}
+
+impl Change {
+    /// The position the change brings a copy to.
+    pub fn to(&self) -> Position {
+        match self {
+            Change::Delta { delta, .. } => Position {
+                epoch: delta.epoch,
+                version: delta.to_version,
+            },
+            Change::Whole(whole) => whole.filter.position,
+        }
+    }
+}
 
 #[derive(Debug)]
 enum Held {
@@ -85,6 +114,14 @@ impl Peer {
     /// The position of the copy held, if one is.
     pub fn copy_position(&self) -> Option<Position> {
         self.position.filter(|_| self.holds_copy())
+    }
+
+    /// The position of the copy of `part` held, if one is.
+    pub fn position_of(&self, part: RelayPart) -> Option<Position> {
+        match part {
+            RelayPart::Filter => self.copy_position(),
+            RelayPart::Keys => self.key_position,
+        }
     }
 
     pub fn holds_copy(&self) -> bool {
@@ -216,6 +253,8 @@ pub enum ReplicaError {
     NoCopy(String),
     #[error("the key filter of {0} was built under another cluster secret")]
     OtherKey(String),
+    #[error("the key filter of {0} came without the filter key that built it")]
+    NoKeyId(String),
 }
 
 impl Replicas {
@@ -465,8 +504,9 @@ impl Replicas {
         self.sliced.insert(geometry, sliced);
     }
 
-    /// The copy held of `name`'s filter, encoded as its origin publishes
-    /// it (`/v1/copies/{name}`), for a domain joining nearby.
+    /// The copy held of `name`'s `part`, encoded as its origin publishes
+    /// it (`/v1/copies/{name}` and `/v1/copies/{name}/keys`), for a domain
+    /// joining nearby; a key filter's under this cluster's filter key.
     ///
     /// Correctness: a copy holds exactly the origin's bits at its position
     /// (it is built only from what the origin published, whole or by
@@ -474,41 +514,51 @@ impl Replicas {
     /// a copy taken from this one at that position is as exact as one
     /// taken from the origin, and may rule the origin out as such. Only the
     /// item count is not kept in a bit-sliced index; no copy uses it.
-    pub fn copy_view(&self, name: &str) -> Option<FetchedFilter> {
+    pub fn copy_view(&self, name: &str, part: RelayPart) -> Option<Whole> {
         let peer = self.peers.get(name)?;
-        let position = peer.position?;
-        let (kind, bytes) = match &peer.held {
-            Held::None => return None,
-            Held::Slot(geometry, slot) => (
+        let position = peer.position_of(part)?;
+        let (kind, bytes) = match (part, &peer.held) {
+            (RelayPart::Keys, _) => (FilterKind::Counting, peer.keys.as_ref()?.encode()),
+            (RelayPart::Filter, Held::None) => return None,
+            (RelayPart::Filter, Held::Slot(geometry, slot)) => (
                 FilterKind::Counting,
                 self.sliced.get(geometry)?.index().filter(*slot).encode(),
             ),
-            Held::Bloom(f) => (FilterKind::Counting, f.encode()),
-            Held::Cuckoo(f) => (FilterKind::Cuckoo, f.encode()),
+            (RelayPart::Filter, Held::Bloom(f)) => (FilterKind::Counting, f.encode()),
+            (RelayPart::Filter, Held::Cuckoo(f)) => (FilterKind::Cuckoo, f.encode()),
         };
-        Some(FetchedFilter {
-            kind,
-            position,
-            bytes: bytes.into(),
+        Some(Whole {
+            filter: FetchedFilter {
+                kind,
+                position,
+                bytes: bytes.into(),
+            },
+            // Only a key filter is built under a filter key.
+            key_id: (part == RelayPart::Keys).then(|| self.key_id.clone()),
         })
     }
 
-    /// The copy held of `name`'s key filter, under this cluster's filter
-    /// key (`/v1/copies/{name}/keys`); exact as [`Self::copy_view`] is.
-    pub fn key_copy_view(&self, name: &str) -> Option<FetchedKeys> {
-        let peer = self.peers.get(name)?;
-        Some(FetchedKeys {
-            filter: FetchedFilter {
-                kind: FilterKind::Counting,
-                position: peer.key_position?,
-                bytes: peer.keys.as_ref()?.encode().into(),
+    /// Takes `change` into the copy of `name`'s `part`: a delta applied
+    /// (only to a copy inside its span: the filter's own check), or a
+    /// whole filter installed. Whether it should be is the door's to
+    /// decide (`copy_change.rs`), and so is the cache.
+    pub(crate) fn take(
+        &mut self,
+        name: &str,
+        part: RelayPart,
+        change: &Change,
+    ) -> Result<(), ReplicaError> {
+        match change {
+            Change::Delta { delta, .. } => self.apply(name, part, delta),
+            Change::Whole(whole) => match part {
+                RelayPart::Filter => self.install(name, &whole.filter),
+                RelayPart::Keys => self.install_keys(name, whole),
             },
-            key_id: self.key_id.clone(),
-        })
+        }
     }
 
     /// Replaces the copy of `name` with a published snapshot.
-    pub fn install(&mut self, name: &str, fetched: &FetchedFilter) -> Result<(), ReplicaError> {
+    fn install(&mut self, name: &str, fetched: &FetchedFilter) -> Result<(), ReplicaError> {
         if !self.peers.contains_key(name) {
             return Err(ReplicaError::UnknownPeer(name.into()));
         }
@@ -565,44 +615,62 @@ impl Replicas {
         Ok(())
     }
 
-    /// Brings the copy of `name` forward by `delta`.
-    pub fn apply(&mut self, name: &str, delta: &Delta) -> Result<(), ReplicaError> {
+    /// Brings the copy of `name`'s `part` forward by `delta`.
+    fn apply(&mut self, name: &str, part: RelayPart, delta: &Delta) -> Result<(), ReplicaError> {
         let peer = self
             .peers
             .get_mut(name)
             .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
-        let applied = match &mut peer.held {
-            Held::None => return Err(ReplicaError::NoCopy(name.into())),
-            Held::Slot(geometry, slot) => match self.sliced.get_mut(geometry) {
-                Some(sliced) => sliced.apply(*slot, delta),
+        let applied = match (part, &mut peer.held) {
+            (RelayPart::Keys, _) => match &mut peer.keys {
+                Some(keys) => keys.apply(delta),
                 None => return Err(ReplicaError::NoCopy(name.into())),
             },
-            Held::Bloom(f) => f.apply(delta),
-            Held::Cuckoo(f) => f.apply(delta),
+            (RelayPart::Filter, Held::None) => return Err(ReplicaError::NoCopy(name.into())),
+            (RelayPart::Filter, Held::Slot(geometry, slot)) => {
+                match self.sliced.get_mut(geometry) {
+                    Some(sliced) => sliced.apply(*slot, delta),
+                    None => return Err(ReplicaError::NoCopy(name.into())),
+                }
+            }
+            (RelayPart::Filter, Held::Bloom(f)) => f.apply(delta),
+            (RelayPart::Filter, Held::Cuckoo(f)) => f.apply(delta),
         };
         applied.map_err(|source| ReplicaError::Apply {
             peer: name.into(),
             source,
         })?;
-        peer.position = Some(Position {
+        let at = Some(Position {
             epoch: delta.epoch,
             version: delta.to_version,
         });
-        peer.note_lag();
-        self.moved.send_modify(|n| *n += 1);
+        match part {
+            RelayPart::Filter => {
+                peer.position = at;
+                peer.note_lag();
+                self.moved.send_modify(|n| *n += 1);
+            }
+            // Where the two differ: the lag clock and the lookups waiting
+            // for a copy to move follow the ID filter's copy only.
+            RelayPart::Keys => peer.key_position = at,
+        }
         Ok(())
     }
 
     /// Replaces the copy of `name`'s key filter with a published one; one
-    /// built under another filter key is refused (and none kept).
-    pub fn install_keys(&mut self, name: &str, fetched: &FetchedKeys) -> Result<(), ReplicaError> {
+    /// built under another filter key (or none named) is refused, and
+    /// none kept.
+    fn install_keys(&mut self, name: &str, fetched: &Whole) -> Result<(), ReplicaError> {
         let peer = self
             .peers
             .get_mut(name)
             .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
+        let Some(key_id) = &fetched.key_id else {
+            return Err(ReplicaError::NoKeyId(name.into()));
+        };
         peer.keys = None;
         peer.key_position = None;
-        if fetched.key_id != self.key_id {
+        if *key_id != self.key_id {
             return Err(ReplicaError::OtherKey(name.into()));
         }
         let filter =
@@ -612,27 +680,6 @@ impl Replicas {
             })?;
         peer.keys = Some(filter);
         peer.key_position = Some(fetched.filter.position);
-        Ok(())
-    }
-
-    /// Brings the copy of `name`'s key filter forward by `delta`.
-    pub fn apply_keys(&mut self, name: &str, delta: &Delta) -> Result<(), ReplicaError> {
-        let peer = self
-            .peers
-            .get_mut(name)
-            .ok_or_else(|| ReplicaError::UnknownPeer(name.into()))?;
-        let keys = peer
-            .keys
-            .as_mut()
-            .ok_or_else(|| ReplicaError::NoCopy(name.into()))?;
-        keys.apply(delta).map_err(|source| ReplicaError::Apply {
-            peer: name.into(),
-            source,
-        })?;
-        peer.key_position = Some(Position {
-            epoch: delta.epoch,
-            version: delta.to_version,
-        });
         Ok(())
     }
 
@@ -747,7 +794,8 @@ mod tests {
         b.insert("B-2");
         r.update_view_all(&view(&[("A", 1, 1), ("B", 7, b.version())]));
         assert!(!r.peer("B").unwrap().current());
-        r.apply("B", &b.flips_since(since).unwrap()).unwrap();
+        r.apply("B", RelayPart::Filter, &b.flips_since(since).unwrap())
+            .unwrap();
         assert!(r.peer("B").unwrap().current());
         assert_eq!(r.candidates("B-2"), vec!["B".to_string()]);
 
@@ -855,7 +903,7 @@ mod tests {
         keys.set_epoch(7);
         keys.insert(b"k1");
         keys.touch();
-        let fetched = |key_id: &str| FetchedKeys {
+        let fetched = |key_id: &str| Whole {
             filter: FetchedFilter {
                 kind: FilterKind::Counting,
                 position: Position {
@@ -864,7 +912,7 @@ mod tests {
                 },
                 bytes: Bytes::from(keys.bit_view().encode()),
             },
-            key_id: key_id.into(),
+            key_id: Some(key_id.into()),
         };
         r.install_keys("B", &fetched("ours")).unwrap();
         assert_eq!(r.peer("B").unwrap().key_position.unwrap().version, 2);
@@ -883,7 +931,7 @@ mod tests {
         r.install_keys("B", &fetched("ours")).unwrap();
         let since = keys.version();
         keys.insert(b"k2");
-        r.apply_keys("B", &keys.flips_since(since).unwrap())
+        r.apply("B", RelayPart::Keys, &keys.flips_since(since).unwrap())
             .unwrap();
         assert_eq!(r.key_candidates(b"k2"), ["B", "C"]);
         assert_eq!(r.key_candidates(b"k3"), ["C"]);
@@ -933,7 +981,8 @@ mod tests {
         let mut d00 = copy(small, &["D00-1".to_string()]);
         let since = d00.version();
         d00.insert("D00-2");
-        r.apply("D00", &d00.flips_since(since).unwrap()).unwrap();
+        r.apply("D00", RelayPart::Filter, &d00.flips_since(since).unwrap())
+            .unwrap();
         assert!(r.candidates("D00-2").contains(&"D00".to_string()));
 
         // Rebuilt larger, D01 leaves its slot: its old copy routes nothing.

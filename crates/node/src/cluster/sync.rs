@@ -4,8 +4,9 @@
 //! held; first of its filter, then of its key filter. With relaying on
 //! (src/cluster/relay/) a copy held is pulled so only once it has stayed
 //! behind for a grace period (the relay brings every change first, its
-//! origin's own included), and what is pulled is passed on. This loop also
-//! keeps a follower of each tree neighbour's relay.
+//! origin's own included). What is pulled enters the copy, and is passed
+//! on, through the one door the relay's changes take too (`copy_change.rs`).
+//! This loop also keeps a follower of each tree neighbour's relay.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -18,8 +19,9 @@ use tokio::time::Instant;
 use super::backoff::Backoff;
 use super::client::{Client, ClientError, DeltaAnswer};
 use super::coordinator::{Member, MemberChange, View};
-use super::relay::{self, Pulled};
-use super::replicas::{covers, Peer, Remembered, ReplicaError, Replicas};
+use super::copy_change::{pull, Pull, Source, Taken};
+use super::relay;
+use super::replicas::{Change, Peer, Remembered, ReplicaError, Replicas};
 use super::Cluster;
 use crate::local::domain::Position;
 use crate::wire::RelayPart;
@@ -260,29 +262,6 @@ impl Layout {
     }
 }
 
-/// What bringing a copy to a published position takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pull {
-    /// The copy already covers it.
-    Nothing,
-    /// The changes since the copy's version, in the same epoch.
-    Delta { epoch: u64, since: u64 },
-    /// The whole filter: no copy yet, or another epoch (rebuilt).
-    Snapshot,
-}
-
-/// The pull from a copy at `held` (none without a copy) to `published`.
-pub(crate) fn pull(held: Option<Position>, published: Position) -> Pull {
-    match held {
-        _ if covers(held, Some(published)) => Pull::Nothing,
-        Some(h) if h.epoch == published.epoch => Pull::Delta {
-            epoch: h.epoch,
-            since: h.version,
-        },
-        _ => Pull::Snapshot,
-    }
-}
-
 /// Why one pull failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -292,11 +271,15 @@ pub enum SyncError {
     Replica(#[from] ReplicaError),
 }
 
+/// Both of a peer's filters, in the order their copies are pulled.
+const PARTS: [RelayPart; 2] = [RelayPart::Filter, RelayPart::Keys];
+
 /// Whether either copy of `name`'s filters is behind `published`.
 fn needs_sync(replicas: &Replicas, name: &str, published: Position) -> bool {
     let peer = replicas.peer(name);
-    pull(peer.and_then(Peer::copy_position), published) != Pull::Nothing
-        || pull(peer.and_then(|p| p.key_position), published) != Pull::Nothing
+    PARTS
+        .iter()
+        .any(|part| pull(peer.and_then(|p| p.position_of(*part)), published) != Pull::Nothing)
 }
 
 /// Syncs one peer's copy whenever its published position is ahead.
@@ -314,17 +297,13 @@ async fn peer(
             // The key filter's copy only lags its peer's searches (a
             // copy behind is asked, not trusted), so a failure to sync it
             // does not mark the peer unreachable.
-            let (plan, keys) = match pull(held(&cluster, &name), published) {
-                Pull::Nothing => (pull(held_keys(&cluster, &name), published), true),
-                plan => (plan, false),
-            };
-            if plan != Pull::Nothing {
-                let synced = if keys {
-                    sync_keys_once(&cluster, &name, &m, plan).await
-                } else {
-                    sync_once(&cluster, &name, &m, plan).await
-                };
-                match synced {
+            let planned = PARTS
+                .into_iter()
+                .map(|part| (part, pull(held(&cluster, &name, part), published)))
+                .find(|(_, plan)| *plan != Pull::Nothing);
+            if let Some((part, plan)) = planned {
+                let keys = part == RelayPart::Keys;
+                match sync_once(&cluster, &name, &m, part, plan).await {
                     Ok(()) => {
                         if !keys {
                             cluster.replicas.write().mark(&name, None);
@@ -352,120 +331,67 @@ async fn peer(
     }
 }
 
-/// The position of the copy of `name` held, if any.
-fn held(cluster: &Cluster, name: &str) -> Option<Position> {
+/// The position of the copy of `name`'s `part` held, if any.
+fn held(cluster: &Cluster, name: &str, part: RelayPart) -> Option<Position> {
     cluster
         .replicas
         .read()
         .peer(name)
-        .and_then(Peer::copy_position)
+        .and_then(|p| p.position_of(part))
 }
 
-/// The position of the copy of `name`'s key filter held, if any.
-fn held_keys(cluster: &Cluster, name: &str) -> Option<Position> {
-    cluster
-        .replicas
-        .read()
-        .peer(name)
-        .and_then(|p| p.key_position)
-}
-
-/// One pull of the key filter as planned; a delta the copy refuses falls
-/// back to a snapshot.
-async fn sync_keys_once(
-    cluster: &Cluster,
-    name: &str,
-    member: &Member,
-    plan: Pull,
-) -> Result<(), SyncError> {
-    let client = cluster.peer_client(&member.address)?;
-    let pass_on = passes_on(cluster, held_keys(cluster, name));
-    if let Pull::Delta { epoch, since } = plan {
-        if let DeltaAnswer::Delta { delta, .. } = client.key_delta(epoch, since).await? {
-            match cluster.replicas.write().apply_keys(name, &delta) {
-                Ok(()) => {
-                    pass(
-                        cluster,
-                        pass_on,
-                        name,
-                        RelayPart::Keys,
-                        Pulled::Delta(&delta, &[]),
-                    );
-                    return Ok(());
-                }
-                Err(e) => {
-                    tracing::info!(peer = name, error = %e, "key delta refused; taking a snapshot")
-                }
-            }
-        }
-    }
-    let _turn = cluster.snapshots.acquire().await;
-    let nearby = match held_keys(cluster, name) {
-        None => from_nearby(cluster, name, |c| async move { c.key_copy_of(name).await }).await,
-        Some(_) => None,
-    };
-    let fetched = match nearby {
-        Some((copy, _)) => copy,
-        None => client.key_filter().await?,
-    };
-    cluster.replicas.write().install_keys(name, &fetched)?;
-    let whole = Pulled::Whole(&fetched.filter, Some(&fetched.key_id));
-    pass(cluster, pass_on, name, RelayPart::Keys, whole);
-    Ok(())
-}
-
-/// One pull as planned; a delta the copy refuses falls back to a snapshot.
+/// One pull of `part` as planned, through the one door
+/// (`Cluster::take_change`, which evicts, applies and passes on); a delta
+/// the copy does not take falls back to a snapshot.
 async fn sync_once(
     cluster: &Cluster,
     name: &str,
     member: &Member,
+    part: RelayPart,
     plan: Pull,
 ) -> Result<(), SyncError> {
     let client = cluster.peer_client(&member.address)?;
-    let pass_on = passes_on(cluster, held(cluster, name));
     if let Pull::Delta { epoch, since } = plan {
-        match client.delta(epoch, since).await? {
-            DeltaAnswer::Delta { delta, changed } => {
-                // Evict first: once the copy is current, no cached copy of
-                // a record it changed may be served.
-                cluster.on_changed(name, &changed).await;
-                let applied = cluster.replicas.write().apply(name, &delta);
-                match applied {
-                    Ok(()) => {
-                        let change = Pulled::Delta(&delta, &changed);
-                        pass(cluster, pass_on, name, RelayPart::Filter, change);
-                        return Ok(());
-                    }
-                    Err(e) => {
-                        tracing::info!(peer = name, error = %e, "delta refused; taking a snapshot")
-                    }
+        if let DeltaAnswer::Delta { delta, changed } = client.changes(part, epoch, since).await? {
+            let change = Change::Delta { delta, changed };
+            match cluster
+                .take_change(name, part, change, Source::Origin)
+                .await
+            {
+                Ok(Taken::Moved) => return Ok(()),
+                Ok(Taken::Dropped) => {
+                    tracing::info!(
+                        peer = name,
+                        ?part,
+                        "delta outside the copy's span; taking a snapshot"
+                    )
+                }
+                Err(e) => {
+                    tracing::info!(peer = name, ?part, error = %e, "delta refused; taking a snapshot")
                 }
             }
-            DeltaAnswer::SnapshotRequired => {}
         }
     }
     let _turn = cluster.snapshots.acquire().await;
-    let nearby = match held(cluster, name) {
-        None => from_nearby(cluster, name, |c| async move { c.copy_of(name).await }).await,
+    let nearby = match held(cluster, name, part) {
+        None => {
+            from_nearby(
+                cluster,
+                name,
+                |c| async move { c.whole(part, Some(name)).await },
+            )
+            .await
+        }
         Some(_) => None,
     };
-    let (fetched, from) = match nearby {
-        Some(copy) => copy,
-        None => (client.filter().await?, name.to_owned()),
+    let (whole, neighbour) = match nearby {
+        Some((copy, neighbour)) => (copy, Some(neighbour)),
+        None => (client.whole(part, None).await?, None),
     };
-    cluster.on_snapshot(name);
-    {
-        let mut replicas = cluster.replicas.write();
-        replicas.install(name, &fetched)?;
-        replicas.first_copy_from(name, &from);
-    }
-    pass(
-        cluster,
-        pass_on,
-        name,
-        RelayPart::Filter,
-        Pulled::Whole(&fetched, None),
-    );
+    let source = neighbour.as_deref().map_or(Source::Origin, Source::Nearby);
+    cluster
+        .take_change(name, part, Change::Whole(whole), source)
+        .await?;
     Ok(())
 }
 
@@ -520,42 +446,9 @@ where
     None
 }
 
-/// Whether a pull that moves a copy from `held` is passed on to the
-/// relay tree: with relaying on, a change of a copy already held (a first
-/// copy is no change: a domain joining would send its neighbours every
-/// filter of the nation).
-fn passes_on(cluster: &Cluster, held: Option<Position>) -> bool {
-    cluster.relay_grace().is_some() && held.is_some()
-}
-
-/// Keeps a change pulled from `name` in the relay, if `passing`.
-fn pass(cluster: &Cluster, passing: bool, name: &str, part: RelayPart, change: Pulled<'_>) {
-    if passing {
-        cluster.relay.push(relay::pulled(name, part, change), name);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(epoch: u64, version: u64) -> Position {
-        Position { epoch, version }
-    }
-
-    #[test]
-    fn a_copy_that_covers_the_published_position_needs_nothing() {
-        assert_eq!(pull(Some(at(7, 10)), at(7, 10)), Pull::Nothing);
-        assert_eq!(pull(Some(at(7, 12)), at(7, 10)), Pull::Nothing);
-    }
-
-    #[test]
-    fn a_copy_behind_in_the_same_epoch_takes_a_delta_from_its_version() {
-        assert_eq!(
-            pull(Some(at(7, 3)), at(7, 10)),
-            Pull::Delta { epoch: 7, since: 3 }
-        );
-    }
 
     /// A peer whose registration went and came back (a new ZooKeeper
     /// session) is laid out in the relay tree again (see [`Layout`]).
@@ -583,13 +476,5 @@ mod tests {
             "this domain's registration gone"
         );
         assert!(layout.changed(true, &[]), "and back");
-    }
-
-    #[test]
-    fn no_copy_or_another_epoch_takes_a_snapshot() {
-        assert_eq!(pull(None, at(7, 10)), Pull::Snapshot);
-        assert_eq!(pull(None, at(7, 0)), Pull::Snapshot);
-        // Rebuilt: a later version of the old epoch says nothing of the new.
-        assert_eq!(pull(Some(at(5, 99)), at(7, 1)), Pull::Snapshot);
     }
 }

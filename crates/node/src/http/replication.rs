@@ -13,13 +13,14 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::extract::{Params, PathId, PathName};
+use crate::cluster::relay::OwnFilters;
 use crate::local::domain::VerifyReport;
-use crate::local::domain::{DeltaRefusal, FilterView, Position};
+use crate::local::domain::{DeltaRefusal, Position};
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::node::Node;
 use crate::wire::{
-    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, ErrorCode,
+    frame_delta_with_ids, Contains, ContainsMany, ContainsResult, ErrorBody, ErrorCode, RelayPart,
     DELTA_WITH_IDS, EPOCH_HEADER, FROM_VERSION_HEADER, KEY_ID_HEADER, KIND_HEADER, VERSION_HEADER,
 };
 use xarchive_filter::Delta;
@@ -117,7 +118,7 @@ fn position_headers(response: &mut Response, epoch: u64, version: u64) {
     ))
 )]
 pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
-    filter_view_response(node.domain.filter_view())
+    whole(&node, RelayPart::Filter)
 }
 
 /// `GET /v1/filter/keys`: the key filter (members only).
@@ -141,8 +142,16 @@ pub async fn snapshot(State(node): State<Arc<Node>>) -> Response {
     )
 )]
 pub async fn key_snapshot(State(node): State<Arc<Node>>) -> Response {
-    let mut response = filter_view_response(node.domain.key_filter_view());
-    key_id_header(&node, &mut response);
+    whole(&node, RelayPart::Keys)
+}
+
+/// The whole of this domain's `part` (`/v1/filter`, `/v1/filter/keys`).
+fn whole(node: &Node, part: RelayPart) -> Response {
+    let view = node.view(part);
+    let mut response = filter_response(view.bytes, view.kind, view.position);
+    if part == RelayPart::Keys {
+        key_id_header(node, &mut response);
+    }
     response
 }
 
@@ -175,8 +184,7 @@ pub async fn copy(
     State(node): State<Arc<Node>>,
     PathName(name): PathName,
 ) -> Result<Response, ApiError> {
-    let copy = node.cluster.copy_of(&name).ok_or_else(|| no_copy(&name))?;
-    Ok(filter_response(copy.bytes, copy.kind, copy.position))
+    copy_response(&node, &name, RelayPart::Filter)
 }
 
 /// `GET /v1/copies/{name}/keys`: this domain's copy of another domain's
@@ -207,13 +215,21 @@ pub async fn key_copy(
     State(node): State<Arc<Node>>,
     PathName(name): PathName,
 ) -> Result<Response, ApiError> {
+    copy_response(&node, &name, RelayPart::Keys)
+}
+
+/// The copy held of `name`'s `part`, as its origin published it; a key
+/// filter's with the filter key that built it.
+fn copy_response(node: &Node, name: &str, part: RelayPart) -> Result<Response, ApiError> {
     let copy = node
         .cluster
-        .key_copy_of(&name)
-        .ok_or_else(|| no_copy(&name))?;
+        .copy_of(name, part)
+        .ok_or_else(|| no_copy(name))?;
     let filter = copy.filter;
     let mut response = filter_response(filter.bytes, filter.kind, filter.position);
-    with_key_id(&mut response, &copy.key_id);
+    if let Some(key_id) = &copy.key_id {
+        with_key_id(&mut response, key_id);
+    }
     Ok(response)
 }
 
@@ -235,10 +251,6 @@ pub fn with_key_id(response: &mut Response, key_id: &str) {
     if let Ok(id) = HeaderValue::from_str(key_id) {
         response.headers_mut().insert(KEY_ID_HEADER, id);
     }
-}
-
-fn filter_view_response(view: FilterView) -> Response {
-    filter_response(view.bytes, view.kind, view.position)
 }
 
 /// A whole filter as `GET /v1/filter` and `/v1/filter/keys` answer it:
@@ -358,11 +370,33 @@ pub async fn delta(
     State(node): State<Arc<Node>>,
     Params(params): Params<DeltaParams>,
 ) -> Result<Response, ApiError> {
+    changes(
+        &node,
+        RelayPart::Filter,
+        params.epoch,
+        params.since,
+        params.ids,
+    )
+}
+
+/// The changes of this domain's `part` since `since` in `epoch`, as the
+/// two delta routes answer them; the IDs changed only for the ID filter,
+/// when asked for, and a key filter's delta names its filter key.
+fn changes(
+    node: &Node,
+    part: RelayPart,
+    epoch: u64,
+    since: u64,
+    ids: bool,
+) -> Result<Response, ApiError> {
     let (delta, changed) = node
-        .domain
-        .delta(params.epoch, params.since)
-        .map_err(|e| refused(&node, e))?;
-    Ok(delta_response(&delta, params.ids.then_some(&changed[..])))
+        .changes(part, epoch, since)
+        .map_err(|e| refused(node, e))?;
+    let mut response = delta_response(&delta, ids.then_some(&changed[..]));
+    if part == RelayPart::Keys {
+        key_id_header(node, &mut response);
+    }
+    Ok(response)
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -404,13 +438,7 @@ pub async fn key_delta(
     State(node): State<Arc<Node>>,
     Params(params): Params<KeyDeltaParams>,
 ) -> Result<Response, ApiError> {
-    let delta = node
-        .domain
-        .key_delta(params.epoch, params.since)
-        .map_err(|e| refused(&node, e))?;
-    let mut response = delta_response(&delta, None);
-    key_id_header(&node, &mut response);
-    Ok(response)
+    changes(&node, RelayPart::Keys, params.epoch, params.since, false)
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -9,7 +9,9 @@ use tokio_util::sync::CancellationToken;
 use xarchive_filter::Delta;
 
 use crate::cluster::backoff::Backoff;
-use crate::cluster::client::{FetchedFilter, FetchedKeys};
+use crate::cluster::client::{FetchedFilter, Whole};
+use crate::cluster::copy_change::Source;
+use crate::cluster::replicas::Change;
 use crate::cluster::Cluster;
 use crate::local::domain::Position;
 use crate::local::filter::FilterKind;
@@ -135,134 +137,57 @@ async fn follow(
     }
 }
 
-/// Whether a whole filter at `offered` should replace a copy at `held`:
-/// no copy; a later version of the same epoch; or the epoch its origin
-/// publishes now (a copy of another epoch says nothing of it).
-fn wanted_whole(held: Option<Position>, published: Option<Position>, offered: Position) -> bool {
-    match held {
-        None => true,
-        Some(h) if h.epoch == offered.epoch => h.version < offered.version,
-        Some(_) => published.is_some_and(|p| p.epoch == offered.epoch),
-    }
-}
-
-/// Whether a delta from `from` to `to` brings a copy at `held` forward.
-fn advances(held: Option<Position>, epoch: u64, from: u64, to: u64) -> bool {
-    held.is_some_and(|h| h.epoch == epoch && from <= h.version && h.version < to)
-}
-
-/// Takes in one relayed change if it brings the copy of its origin
-/// forward, and keeps it to pass on; anything else is dropped (the
+/// Offers one relayed change to the copy of its origin (the one door,
+/// `Cluster::take_change`), which takes it in if it brings the copy
+/// forward and keeps it to pass on; anything else is dropped (the
 /// per-peer sync still pulls what the copy lacks).
 async fn take_in(cluster: &Cluster, entry: RelayEntry, via: &str) {
     let h = &entry.header;
     if h.origin == cluster.me {
         return;
     }
-    let offered = Position {
-        epoch: h.epoch,
-        version: h.version,
+    let Some(change) = change_of(&entry) else {
+        return;
     };
-    let (held, published) = {
-        let replicas = cluster.replicas.read();
-        let Some(peer) = replicas.peer(&h.origin) else {
-            return;
-        };
-        let held = match h.part {
-            RelayPart::Filter => peer.copy_position(),
-            RelayPart::Keys => peer.key_position,
-        };
-        // The origin's own relay sends the filter it has now: an epoch
-        // from there is the one it publishes.
-        let published = if via == h.origin {
-            Some(offered)
-        } else {
-            peer.published
-        };
-        (held, published)
-    };
-    let taken = match (h.part, h.from) {
-        (RelayPart::Filter, Some(from)) if advances(held, h.epoch, from, h.version) => {
-            match split_delta_with_ids(&entry.body) {
-                Ok((delta, changed)) if matches(&delta, h) => {
-                    // Evict first, as the per-peer sync does.
-                    cluster.on_changed(&h.origin, &changed).await;
-                    cluster.replicas.write().apply(&h.origin, &delta).is_ok()
-                }
-                _ => false,
-            }
+    let source = Source::Relay { via, entry: &entry };
+    let _ = cluster.take_change(&h.origin, h.part, change, source).await;
+}
+
+/// The change an entry carries, if its body is what its header says.
+fn change_of(entry: &RelayEntry) -> Option<Change> {
+    let h = &entry.header;
+    let change = match (h.part, h.from) {
+        (RelayPart::Filter, Some(_)) => {
+            let (delta, changed) = split_delta_with_ids(&entry.body).ok()?;
+            Change::Delta { delta, changed }
         }
-        (RelayPart::Keys, Some(from)) if advances(held, h.epoch, from, h.version) => {
-            match Delta::decode(&entry.body) {
-                Ok(delta) if matches(&delta, h) => cluster
-                    .replicas
-                    .write()
-                    .apply_keys(&h.origin, &delta)
-                    .is_ok(),
-                _ => false,
-            }
-        }
-        (part, None) if wanted_whole(held, published, offered) => {
-            let filter = FetchedFilter {
+        (RelayPart::Keys, Some(_)) => Change::Delta {
+            delta: Delta::decode(&entry.body).ok()?,
+            changed: Vec::new(),
+        },
+        (part, None) => Change::Whole(Whole {
+            filter: FetchedFilter {
                 kind: h.kind.unwrap_or(FilterKind::Counting),
-                position: offered,
+                position: Position {
+                    epoch: h.epoch,
+                    version: h.version,
+                },
                 bytes: entry.body.clone(),
-            };
-            match (part, &h.key_id) {
-                (RelayPart::Filter, _) => {
-                    cluster.on_snapshot(&h.origin);
-                    cluster.replicas.write().install(&h.origin, &filter).is_ok()
-                }
-                (RelayPart::Keys, Some(key_id)) => {
-                    let keys = FetchedKeys {
-                        filter,
-                        key_id: key_id.clone(),
-                    };
-                    cluster
-                        .replicas
-                        .write()
-                        .install_keys(&h.origin, &keys)
-                        .is_ok()
-                }
-                (RelayPart::Keys, None) => false,
-            }
-        }
-        _ => false,
+            },
+            // A key filter is kept only with the filter key that built it.
+            key_id: match part {
+                RelayPart::Filter => None,
+                RelayPart::Keys => Some(h.key_id.clone()?),
+            },
+        }),
     };
-    if taken {
-        cluster.replicas.write().relayed(&h.origin);
-        cluster.relay.push(entry, via);
+    match &change {
+        Change::Delta { delta, .. } if !matches(delta, h) => None,
+        _ => Some(change),
     }
 }
 
 /// Whether a delta's own span is the one its header claims.
 fn matches(delta: &Delta, h: &RelayHeader) -> bool {
     delta.epoch == h.epoch && delta.to_version == h.version && Some(delta.from_version) == h.from
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_copy_takes_a_delta_only_inside_its_span_and_a_whole_filter_only_forward() {
-        let at = |epoch, version| Some(Position { epoch, version });
-        assert!(advances(at(1, 3), 1, 2, 5));
-        assert!(!advances(at(1, 5), 1, 2, 5), "already there");
-        assert!(!advances(at(1, 1), 1, 2, 5), "a gap before the span");
-        assert!(!advances(at(2, 3), 1, 2, 5), "another epoch");
-        assert!(!advances(None, 1, 0, 5), "no copy to apply it to");
-        let offered = Position {
-            epoch: 1,
-            version: 5,
-        };
-        assert!(wanted_whole(None, None, offered));
-        assert!(wanted_whole(at(1, 4), None, offered));
-        assert!(!wanted_whole(at(1, 5), None, offered));
-        assert!(
-            !wanted_whole(at(2, 9), at(2, 9), offered),
-            "not what is published"
-        );
-        assert!(wanted_whole(at(2, 9), at(1, 5), offered));
-    }
 }

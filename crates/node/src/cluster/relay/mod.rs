@@ -24,8 +24,8 @@
 //!
 //! Its files: `ring.rs` (the changes kept and the pages read from them),
 //! `tree.rs` (who neighbours whom), `own.rs` (this domain's own changes
-//! put in), `follow.rs` (reading the neighbours' relays and taking in
-//! what they bring).
+//! put in), `follow.rs` (reading the neighbours' relays and offering what
+//! they bring to the one door of every change to a copy, `copy_change.rs`).
 
 mod follow;
 mod own;

@@ -18,12 +18,18 @@ use crate::local::id::ArchiveId;
 use crate::wire::{RelayEntry, RelayPart};
 
 /// A domain's own filters, as its relay sends their changes: what its
-/// routes serve peers (src/http/replication.rs).
+/// routes serve peers (src/http/replication.rs), for either `part`.
 pub trait OwnFilters: Send + Sync {
-    fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal>;
-    fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal>;
-    fn filter_view(&self) -> FilterView;
-    fn key_filter_view(&self) -> FilterView;
+    /// The changes of `part` since `since` in `epoch`; an ID filter's with
+    /// the IDs replaced or deleted meanwhile (a key filter's with none).
+    fn changes(
+        &self,
+        part: RelayPart,
+        epoch: u64,
+        since: u64,
+    ) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal>;
+    /// The whole of `part`, as published.
+    fn view(&self, part: RelayPart) -> FilterView;
     /// The key under which the key filter hashes (sent with it whole).
     fn key_id(&self) -> String;
 }
@@ -37,22 +43,22 @@ pub(crate) fn own_entries(
     me: &str,
     fed: Position,
 ) -> (Vec<RelayEntry>, Position) {
-    let whole = |part, view: FilterView, key_id: Option<&str>| {
-        let fetched = FetchedFilter {
-            kind: view.kind,
-            position: view.position,
-            bytes: view.bytes.into(),
-        };
-        pulled(me, part, Pulled::Whole(&fetched, key_id))
-    };
-    let filter = match own.delta(fed.epoch, fed.version) {
-        Ok((delta, changed)) => pulled(me, RelayPart::Filter, Pulled::Delta(&delta, &changed)),
-        Err(_) => whole(RelayPart::Filter, own.filter_view(), None),
-    };
-    let keys = match own.key_delta(fed.epoch, fed.version) {
-        Ok(delta) => pulled(me, RelayPart::Keys, Pulled::Delta(&delta, &[])),
-        Err(_) => whole(RelayPart::Keys, own.key_filter_view(), Some(&own.key_id())),
-    };
+    let [filter, keys] = [RelayPart::Filter, RelayPart::Keys].map(|part| {
+        match own.changes(part, fed.epoch, fed.version) {
+            Ok((delta, changed)) => pulled(me, part, Pulled::Delta(&delta, &changed)),
+            Err(_) => {
+                let view = own.view(part);
+                let fetched = FetchedFilter {
+                    kind: view.kind,
+                    position: view.position,
+                    bytes: view.bytes.into(),
+                };
+                // Only a key filter is built under a filter key.
+                let key_id = (part == RelayPart::Keys).then(|| own.key_id());
+                pulled(me, part, Pulled::Whole(&fetched, key_id.as_deref()))
+            }
+        }
+    });
     let at = Position {
         epoch: filter.header.epoch,
         version: filter.header.version,
@@ -141,17 +147,16 @@ mod tests {
     }
 
     impl OwnFilters for Filters {
-        fn delta(&self, epoch: u64, since: u64) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
+        fn changes(
+            &self,
+            _: RelayPart,
+            epoch: u64,
+            since: u64,
+        ) -> Result<(Delta, Vec<ArchiveId>), DeltaRefusal> {
             Ok((Filters::delta(self, epoch, since)?, Vec::new()))
         }
-        fn key_delta(&self, epoch: u64, since: u64) -> Result<Delta, DeltaRefusal> {
-            Filters::delta(self, epoch, since)
-        }
-        fn filter_view(&self) -> FilterView {
-            self.view()
-        }
-        fn key_filter_view(&self) -> FilterView {
-            self.view()
+        fn view(&self, _: RelayPart) -> FilterView {
+            Filters::view(self)
         }
         fn key_id(&self) -> String {
             "k1".into()
