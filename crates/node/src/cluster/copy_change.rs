@@ -155,7 +155,7 @@ impl Cluster {
         // goes. A key filter's change says nothing of records.
         match (part, &change) {
             (RelayPart::Filter, Change::Delta { changed, .. }) => {
-                self.on_changed(origin, changed).await
+                self.on_changed(origin, changed).await;
             }
             (RelayPart::Filter, Change::Whole(_)) => self.on_snapshot(origin),
             (RelayPart::Keys, _) => {}
@@ -168,10 +168,10 @@ impl Cluster {
                 // current, as after a pull.
                 (Source::Relay { .. }, _, _) => replicas.relayed(origin),
                 (Source::Origin, RelayPart::Filter, Change::Whole(_)) => {
-                    replicas.first_copy_from(origin, origin)
+                    replicas.first_copy_from(origin, origin);
                 }
                 (Source::Nearby(from), RelayPart::Filter, Change::Whole(_)) => {
-                    replicas.first_copy_from(origin, from)
+                    replicas.first_copy_from(origin, from);
                 }
                 _ => {}
             }
@@ -385,7 +385,7 @@ mod tests {
             order in proptest::collection::vec(any::<prop::sample::Index>(), 1..64),
         ) {
             let (states, changes) = history(&steps);
-            let published = states.last().map(|(p, _)| *p).unwrap_or(at(1, 0));
+            let published = states.last().map_or(at(1, 0), |(p, _)| *p);
             let mut replicas = with_peer(published);
             let mut last: Option<Position> = None;
             for pick in order {

@@ -13,18 +13,12 @@ pub(crate) mod inprocess;
 mod ledger;
 pub(crate) mod lookup;
 mod peers;
-// TEMPORARY: pedantic fixes after issue-45-copies lands
-#[allow(clippy::pedantic)]
 pub(crate) mod relay;
-// TEMPORARY: pedantic fixes after issue-45-copies lands
-#[allow(clippy::pedantic)]
 pub(crate) mod replicas;
 mod ruled_out;
 pub(crate) mod search;
 pub(crate) mod settle;
 mod sliced;
-// TEMPORARY: pedantic fixes after issue-45-copies lands
-#[allow(clippy::pedantic)]
 pub(crate) mod sync;
 pub(crate) mod trace;
 pub(crate) mod zookeeper;

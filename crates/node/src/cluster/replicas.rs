@@ -388,12 +388,14 @@ impl Replicas {
                 },
                 current: Some(peer.current()),
                 keys_current: Some(covers(peer.key_position, peer.last_published)),
-                last_sync_ms_ago: peer.last_synced.map(|t| t.elapsed().as_millis() as u64),
+                last_sync_ms_ago: peer
+                    .last_synced
+                    .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
                 last_error: peer.last_error.clone(),
                 behind_ms: peer
                     .behind_since
                     .filter(|_| !peer.current())
-                    .map(|t| t.elapsed().as_millis() as u64),
+                    .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
                 grace_pulls: Some(peer.grace_pulls),
                 first_copy_from: peer.first_copy_from.clone(),
             })
@@ -1012,19 +1014,19 @@ mod tests {
         let mut published = BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
             // Enough small copies to be bit-sliced, one large, one cuckoo.
-            let (kind, bytes) = if i < MIN_SLICED {
-                (
+            let (kind, bytes) = match i.cmp(&MIN_SLICED) {
+                std::cmp::Ordering::Less => (
                     FilterKind::Counting,
                     CountingBloomFilter::new(small).bit_view().encode(),
-                )
-            } else if i == MIN_SLICED {
-                (
+                ),
+                std::cmp::Ordering::Equal => (
                     FilterKind::Counting,
                     CountingBloomFilter::new(large).bit_view().encode(),
-                )
-            } else {
-                let g = CuckooGeometry::new(1_000, 12, 3).unwrap();
-                (FilterKind::Cuckoo, CuckooFilter::new(g).encode())
+                ),
+                std::cmp::Ordering::Greater => {
+                    let g = CuckooGeometry::new(1_000, 12, 3).unwrap();
+                    (FilterKind::Cuckoo, CuckooFilter::new(g).encode())
+                }
             };
             let fetched = FetchedFilter {
                 kind,

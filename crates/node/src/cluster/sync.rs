@@ -44,7 +44,7 @@ pub async fn run(cluster: Arc<Cluster>, shutdown: CancellationToken) {
         tokio::select! {
             changed = view.changed() => if changed.is_err() { break },
             _ = sweep.tick(), if grace.is_some() => sync.on_sweep(),
-            _ = shutdown.cancelled() => break,
+            () = shutdown.cancelled() => break,
         }
     }
     sync.stop_peers.cancel();
@@ -316,8 +316,8 @@ async fn peer(
                             cluster.replicas.write().mark(&name, Some(&e));
                         }
                         tokio::select! {
-                            _ = tokio::time::sleep(backoff.wait()) => {}
-                            _ = shutdown.cancelled() => return,
+                            () = tokio::time::sleep(backoff.wait()) => {}
+                            () = shutdown.cancelled() => return,
                         }
                     }
                 }
@@ -326,7 +326,7 @@ async fn peer(
         }
         tokio::select! {
             changed = member.changed() => if changed.is_err() { return },
-            _ = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return,
         }
     }
 }
@@ -364,10 +364,10 @@ async fn sync_once(
                         peer = name,
                         ?part,
                         "delta outside the copy's span; taking a snapshot"
-                    )
+                    );
                 }
                 Err(e) => {
-                    tracing::info!(peer = name, ?part, error = %e, "delta refused; taking a snapshot")
+                    tracing::info!(peer = name, ?part, error = %e, "delta refused; taking a snapshot");
                 }
             }
         }

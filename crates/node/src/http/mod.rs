@@ -9,8 +9,6 @@ pub(crate) mod extract;
 pub(crate) mod lookup;
 pub(crate) mod openapi;
 pub(crate) mod ops;
-// TEMPORARY: pedantic fixes after issue-45-copies lands
-#[allow(clippy::pedantic)]
 pub(crate) mod replication;
 pub(crate) mod requests;
 pub(crate) mod search;

@@ -20,8 +20,6 @@
 
 pub(crate) mod audit;
 pub mod backup;
-// TEMPORARY: pedantic fixes after issue-45-copies lands
-#[allow(clippy::pedantic)]
 pub mod domain;
 pub(crate) mod epoch;
 pub(crate) mod filter;

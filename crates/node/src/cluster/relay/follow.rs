@@ -105,7 +105,7 @@ async fn follow(
         let began = tokio::time::Instant::now();
         let page = tokio::select! {
             page = client.relay(relay, from, &cluster.me) => page,
-            _ = stop.cancelled() => return,
+            () = stop.cancelled() => return,
         };
         let (pause, wakeable) = match page {
             Ok(page) => {
@@ -126,13 +126,13 @@ async fn follow(
             }
         };
         tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
+            () = tokio::time::sleep(pause) => {}
             // A lookup waits for copies behind a write in flight: read
             // now, or as soon as the spacing allows.
-            _ = cluster.relay_wanted.notified(), if wakeable && !pause.is_zero() => {
+            () = cluster.relay_wanted.notified(), if wakeable && !pause.is_zero() => {
                 tokio::time::sleep_until(began + WOKEN_SPACING).await;
             }
-            _ = stop.cancelled() => return,
+            () = stop.cancelled() => return,
         }
     }
 }

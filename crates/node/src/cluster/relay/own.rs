@@ -93,7 +93,7 @@ pub(crate) async fn own(
     loop {
         tokio::select! {
             changed = published.changed() => if changed.is_err() { return },
-            _ = stop.cancelled() => return,
+            () = stop.cancelled() => return,
         }
         let Some(position) = *published.borrow_and_update() else {
             continue;

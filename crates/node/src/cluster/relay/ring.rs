@@ -131,7 +131,9 @@ impl Relay {
         let start = from.clamp(ring.first, ring.next());
         let mut taken = Vec::new();
         let (mut bytes, mut next) = (0, start);
-        for kept in ring.kept.iter().skip((start - ring.first) as usize) {
+        // `start` is at most `next()`, `first` + the entries kept.
+        let skip = usize::try_from(start - ring.first).unwrap_or(ring.kept.len());
+        for kept in ring.kept.iter().skip(skip) {
             if bytes > 0 && bytes + kept.entry.body.len() > PAGE_BYTES {
                 break;
             }

@@ -262,7 +262,7 @@ impl Domain {
             domain = name,
             records = state.filter.items(),
             key_elements = state.keys.items(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "{how}"
         );
         let position = state.position();
@@ -438,7 +438,7 @@ impl Domain {
                 domain = %self.name,
                 capacity = state.capacity,
                 key_capacity = state.key_capacity,
-                elapsed_ms = started.elapsed().as_millis() as u64,
+                elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 "filters rebuilt for more records, in a new epoch"
             );
         }
@@ -601,9 +601,7 @@ impl Domain {
         Ok(DomainStats {
             domain: self.name.clone(),
             records: self.store.len()?,
-            store_bytes: std::fs::metadata(self.store.path())
-                .map(|m| m.len())
-                .unwrap_or(0),
+            store_bytes: std::fs::metadata(self.store.path()).map_or(0, |m| m.len()),
             filter,
             space: self.space.stats(),
         })
@@ -757,9 +755,9 @@ mod tests {
             ArchiveId::parse(id).unwrap(),
             RecordBody {
                 title: id.into(),
-                metadata: Default::default(),
+                metadata: serde_json::Map::default(),
                 content: None,
-                keys: Default::default(),
+                keys: BTreeMap::default(),
             },
         )
     }
