@@ -192,6 +192,23 @@ impl Roster {
     }
 }
 
+/// Another domain and the address it is asked at: who a lookup, a search
+/// or a relay follower calls.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PeerAddress {
+    pub name: String,
+    pub address: String,
+}
+
+impl PeerAddress {
+    pub fn new(name: impl Into<String>, address: impl Into<String>) -> Self {
+        PeerAddress {
+            name: name.into(),
+            address: address.into(),
+        }
+    }
+}
+
 /// A domain as it last recorded itself in the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Known {

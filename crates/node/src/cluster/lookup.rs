@@ -15,7 +15,7 @@ use std::time::Instant;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::cache::Cached;
-use super::coordinator::{Known, Roster};
+use super::coordinator::{Known, PeerAddress, Roster};
 use super::replicas::{covers, PeerInfo};
 use super::ruled_out;
 use super::settle::{conclude, Call, Event, Ready, Reply, Settle};
@@ -74,18 +74,17 @@ async fn probe(cluster: &Cluster, address: &str, id: &str) -> Reply<bool> {
 async fn fetch_any(
     cluster: &Cluster,
     id: &str,
-    targets: &[(String, String)],
+    targets: &[PeerAddress],
     trace: &mut Trace,
 ) -> Option<(Record, String)> {
-    let mut calls: FuturesUnordered<_> =
-        targets
-            .iter()
-            .map(|(name, address)| async move {
-                (name.clone(), fetch(cluster, name, address, id).await)
-            })
-            .collect();
+    let mut calls: FuturesUnordered<_> = targets
+        .iter()
+        .map(|PeerAddress { name, address }| async move {
+            (name.clone(), fetch(cluster, name, address, id).await)
+        })
+        .collect();
     trace.remote_calls += targets.len();
-    trace.asked.extend(targets.iter().map(|(n, _)| n.clone()));
+    trace.asked.extend(targets.iter().map(|p| p.name.clone()));
     while let Some((name, answer)) = calls.next().await {
         match answer {
             Reply::Got(Some(record)) => return Some((record, name)),
@@ -101,26 +100,23 @@ async fn fetch_any(
 async fn broadcast(
     cluster: &Cluster,
     id: &str,
-    targets: Vec<(String, String)>,
+    targets: Vec<PeerAddress>,
     trace: &mut Trace,
 ) -> Option<(Record, String)> {
     trace.broadcast = true;
     trace.remote_calls += targets.len();
-    trace.probed.extend(targets.iter().map(|(n, _)| n.clone()));
-    let answers = futures::future::join_all(targets.iter().map(|(name, address)| async move {
-        (
-            name.clone(),
-            address.clone(),
-            probe(cluster, address, id).await,
-        )
+    trace.probed.extend(targets.iter().map(|p| p.name.clone()));
+    let answers = futures::future::join_all(targets.into_iter().map(|peer| async move {
+        let answer = probe(cluster, &peer.address, id).await;
+        (peer, answer)
     }))
     .await;
     let mut maybe = Vec::new();
-    for (name, address, answer) in answers {
+    for (peer, answer) in answers {
         match answer {
-            Reply::Got(true) => maybe.push((name, address)),
+            Reply::Got(true) => maybe.push(peer),
             Reply::Got(false) => {}
-            Reply::Unreachable(e) => trace.unreachable(name, e),
+            Reply::Unreachable(e) => trace.unreachable(peer.name, e),
         }
     }
     let found = fetch_any(cluster, id, &maybe, trace).await;
@@ -368,7 +364,7 @@ async fn routed(
                 tracing::debug!(error = %e, "membership unconfirmed: asking every domain known");
                 trace.unconfirmed = Some(e.to_string());
                 let mut everyone = everyone_known(&cluster, &peers);
-                everyone.retain(|(name, _)| !asked.contains(name));
+                everyone.retain(|p| !asked.contains(&p.name));
                 if !everyone.is_empty() {
                     found = broadcast(&cluster, id.as_str(), everyone, &mut trace).await;
                 }
@@ -560,7 +556,7 @@ impl Cluster {
     /// coordinator and the copies held here; while the coordinator cannot
     /// be read, every domain known here, and why it could not be read
     /// (then a domain not known here may exist).
-    pub(super) async fn everyone_now(&self) -> (Vec<(String, String)>, Option<String>) {
+    pub(super) async fn everyone_now(&self) -> (Vec<PeerAddress>, Option<String>) {
         let peers = self.replicas.read().infos();
         match self.confirmed().await {
             Ok(roster) => (ruled_out::everyone(&roster, &peers, &self.me), None),
@@ -579,17 +575,14 @@ impl Cluster {
         &self,
         candidates: &[String],
         peers: &[PeerInfo],
-    ) -> (Vec<(String, String)>, Option<String>) {
+    ) -> (Vec<PeerAddress>, Option<String>) {
         match self.confirmed().await {
             Ok(roster) => {
                 self.retire(&roster);
                 let mut targets =
                     ruled_out::not_ruled_out_by(&roster, peers, &self.me, |p| p.key_position);
                 let all = ruled_out::everyone(&roster, peers, &self.me);
-                targets.extend(
-                    all.into_iter()
-                        .filter(|(name, _)| candidates.contains(name)),
-                );
+                targets.extend(all.into_iter().filter(|p| candidates.contains(&p.name)));
                 targets.sort();
                 targets.dedup();
                 (targets, None)
@@ -601,7 +594,7 @@ impl Cluster {
 
 /// Every other domain this one knows of without the coordinator: the
 /// last view of the membership and the copies held.
-pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<(String, String)> {
+pub(super) fn everyone_known(cluster: &Cluster, peers: &[PeerInfo]) -> Vec<PeerAddress> {
     let members = cluster.coordinator.view().borrow().members.clone();
     let known = members
         .into_iter()
@@ -626,12 +619,12 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 /// `names` with the addresses of their copies in `peers` (read with them).
-fn addressed(names: &[String], peers: &[PeerInfo]) -> Vec<(String, String)> {
+fn addressed(names: &[String], peers: &[PeerInfo]) -> Vec<PeerAddress> {
     names
         .iter()
         .filter_map(|name| {
             let peer = peers.iter().find(|p| p.name == *name)?;
-            Some((name.clone(), peer.address.clone()))
+            Some(PeerAddress::new(name, &peer.address))
         })
         .collect()
 }

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 pub use coordinator::{
-    AuditAnchor, CoordError, Coordinator, Known, Member, MemberChange, Roster, View,
+    AuditAnchor, CoordError, Coordinator, Known, Member, MemberChange, PeerAddress, Roster, View,
 };
 pub use inprocess::{Hub, InProcessCoordinator};
 pub use ledger::lines::{Described, Line};

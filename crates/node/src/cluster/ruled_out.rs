@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::coordinator::Roster;
+use super::coordinator::{PeerAddress, Roster};
 use super::replicas::{covers, PeerInfo};
 use crate::local::domain::Position;
 
@@ -43,11 +43,7 @@ pub(crate) const LONGEST_WAIT: Duration = super::relay::PULL_INTERVAL.saturating
 /// A copy is consulted before this (its "maybe" makes a candidate); this
 /// is the rule for trusting its "no". `peers` were read together with the
 /// candidates, so a copy updated since cannot pass as covering.
-pub(crate) fn not_ruled_out(
-    roster: &Roster,
-    peers: &[PeerInfo],
-    me: &str,
-) -> Vec<(String, String)> {
+pub(crate) fn not_ruled_out(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<PeerAddress> {
     not_ruled_out_by(roster, peers, me, |p| p.position)
 }
 
@@ -58,13 +54,13 @@ pub(super) fn not_ruled_out_by(
     peers: &[PeerInfo],
     me: &str,
     copy: impl Fn(&PeerInfo) -> Option<Position>,
-) -> Vec<(String, String)> {
+) -> Vec<PeerAddress> {
     // One pass over the roster and one over the copies, by name, with no
     // list of everyone built on the way: at N = 3 301 every "not found"
     // runs this, and a search of `peers` for each domain (N²) was most of
     // its 37 ms (docs/SCALING.md).
     let by_name: HashMap<&str, &PeerInfo> = peers.iter().map(|p| (p.name.as_str(), p)).collect();
-    let mut asked: Vec<(String, String)> = roster
+    let mut asked: Vec<PeerAddress> = roster
         .known
         .iter()
         .filter(|(name, known)| *name != me && !known.retired)
@@ -73,13 +69,13 @@ pub(super) fn not_ruled_out_by(
                 .get(name.as_str())
                 .is_some_and(|p| covers(copy(p), Some(known.member.position())))
         })
-        .map(|(name, known)| (name.clone(), known.member.address.clone()))
+        .map(|(name, known)| PeerAddress::new(name, &known.member.address))
         .collect();
     asked.extend(
         peers
             .iter()
             .filter(|p| p.name != me && !roster.known.contains_key(&p.name))
-            .map(|p| (p.name.clone(), p.address.clone())),
+            .map(|p| PeerAddress::new(&p.name, &p.address)),
     );
     asked.sort();
     asked
@@ -95,7 +91,7 @@ pub(super) fn not_ruled_out_by(
 pub(crate) fn catching_up(
     roster: &Roster,
     peers: &[PeerInfo],
-    asked: &[(String, String)],
+    asked: &[PeerAddress],
 ) -> Vec<(String, Position)> {
     let held: HashMap<&str, Position> = peers
         .iter()
@@ -103,7 +99,7 @@ pub(crate) fn catching_up(
         .collect();
     asked
         .iter()
-        .filter_map(|(name, _)| {
+        .filter_map(|PeerAddress { name, .. }| {
             let published = roster.known.get(name)?.member.position();
             let copy = held.get(name.as_str())?;
             (copy.epoch == published.epoch && copy.version < published.version)
@@ -125,7 +121,7 @@ pub(crate) fn ask_now(behind_at_first: usize, waited: Duration, asking: Duration
 
 /// Every other domain in the roster or held as a copy, with its address,
 /// but those retired: the seed paper's broadcast asks them all.
-pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(String, String)> {
+pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<PeerAddress> {
     let mut all: std::collections::BTreeMap<String, String> = peers
         .iter()
         .map(|p| (p.name.clone(), p.address.clone()))
@@ -135,7 +131,9 @@ pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<(St
     }
     all.remove(me);
     all.retain(|name, _| !roster.known.get(name).is_some_and(|k| k.retired));
-    all.into_iter().collect()
+    all.into_iter()
+        .map(|(name, address)| PeerAddress { name, address })
+        .collect()
 }
 
 #[cfg(test)]
@@ -225,9 +223,9 @@ pub(super) mod tests {
             other_epoch,
             copy("unknown", Some(1)),
         ];
-        let asked: Vec<(String, String)> = ["behind", "no-copy", "other-epoch", "unknown"]
+        let asked: Vec<PeerAddress> = ["behind", "no-copy", "other-epoch", "unknown"]
             .iter()
-            .map(|n| (n.to_string(), format!("http://{n}")))
+            .map(|n| PeerAddress::new(*n, format!("http://{n}")))
             .collect();
         assert_eq!(
             catching_up(&roster, &peers, &asked),
@@ -259,8 +257,8 @@ pub(super) mod tests {
         roster(&all)
     }
 
-    fn names(out: Vec<(String, String)>) -> Vec<String> {
-        out.into_iter().map(|(n, _)| n).collect()
+    fn names(out: Vec<PeerAddress>) -> Vec<String> {
+        out.into_iter().map(|p| p.name).collect()
     }
 
     #[test]
@@ -371,9 +369,9 @@ pub(super) mod tests {
             copies in proptest::collection::vec((0u8..12, proptest::option::of(0u64..4)), 0..12),
         ) {
             let (roster, peers) = drawn(entries, copies);
-            let expected: Vec<(String, String)> = everyone(&roster, &peers, "d0")
+            let expected: Vec<PeerAddress> = everyone(&roster, &peers, "d0")
                 .into_iter()
-                .filter(|(name, _)| {
+                .filter(|PeerAddress { name, .. }| {
                     let copy = peers.iter().find(|p| p.name == *name);
                     !roster.known.get(name).is_some_and(|known| {
                         copy.is_some_and(|c| covers(c.position, Some(known.member.position())))

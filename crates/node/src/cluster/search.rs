@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
+use super::coordinator::PeerAddress;
 use super::Cluster;
 use crate::local::record::Record;
 use crate::wire::SearchRequest;
@@ -56,7 +57,7 @@ impl Cluster {
         };
         let mut calls: FuturesUnordered<_> = targets
             .iter()
-            .map(|(name, address)| {
+            .map(|PeerAddress { name, address }| {
                 let request = &request;
                 async move {
                     let answer = match self.peer_client(address) {
@@ -67,7 +68,7 @@ impl Cluster {
                 }
             })
             .collect();
-        gathered.asked = targets.iter().map(|(name, _)| name.clone()).collect();
+        gathered.asked = targets.iter().map(|p| p.name.clone()).collect();
         while let Some((name, answer)) = calls.next().await {
             match answer {
                 Ok((200, body)) => gathered.records.extend(body.records),

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::coordinator::Roster;
+use super::coordinator::{PeerAddress, Roster};
 use super::relay::WOKEN_SPACING;
 use super::replicas::{covers, PeerInfo};
 use super::ruled_out::{ask_now, catching_up, not_ruled_out, LONGEST_WAIT};
@@ -154,7 +154,7 @@ pub struct Settle {
     found: Option<String>,
     /// The domains asked at once, not waited for: probed at the first
     /// [`Settle::ready`].
-    at_first: Vec<(String, String)>,
+    at_first: Vec<PeerAddress>,
     /// Calls decided, not yet handed to the driver.
     calls: Vec<Call>,
 }
@@ -165,12 +165,12 @@ impl Settle {
     /// rule out, less those asked already.
     pub fn new(roster: &Roster, peers: &[PeerInfo], me: &str, asked: BTreeSet<String>) -> Self {
         let mut stale = not_ruled_out(roster, peers, me);
-        stale.retain(|(name, _)| !asked.contains(name));
+        stale.retain(|p| !asked.contains(&p.name));
         let behind = catching_up(roster, peers, &stale);
         let waiting: BTreeSet<&str> = behind.iter().map(|(name, _)| name.as_str()).collect();
         let open: BTreeMap<String, Open> = stale
             .into_iter()
-            .map(|(name, address)| {
+            .map(|PeerAddress { name, address }| {
                 let published = roster
                     .known
                     .get(&name)
@@ -197,11 +197,11 @@ impl Settle {
             at_first: Vec::new(),
             calls: Vec::new(),
         };
-        let at_once: Vec<(String, String)> = settle
+        let at_once: Vec<PeerAddress> = settle
             .open
             .iter()
             .filter(|(_, o)| o.asked)
-            .map(|(n, o)| (n.clone(), o.address.clone()))
+            .map(|(n, o)| PeerAddress::new(n, &o.address))
             .collect();
         settle.at_first = at_once;
         settle
@@ -314,11 +314,11 @@ impl Settle {
         let at_first = std::mem::take(&mut self.at_first);
         self.probe_each(at_first, trace);
         // Those still waited for are asked once it is time.
-        let still: Vec<(String, String)> = self
+        let still: Vec<PeerAddress> = self
             .open
             .iter()
             .filter(|(_, o)| !o.asked)
-            .map(|(n, o)| (n.clone(), o.address.clone()))
+            .map(|(n, o)| PeerAddress::new(n, &o.address))
             .collect();
         let mut until = None;
         if !still.is_empty() {
@@ -327,7 +327,7 @@ impl Settle {
                 asking += WOKEN_SPACING;
             }
             if ask_now(self.behind_at_first, waited, asking) {
-                for (name, _) in &still {
+                for PeerAddress { name, .. } in &still {
                     if let Some(o) = self.open.get_mut(name) {
                         o.asked = true;
                     }
@@ -372,10 +372,10 @@ impl Settle {
         Ready::Wait { calls, until }
     }
 
-    fn probe_each(&mut self, names: Vec<(String, String)>, trace: &mut Trace) {
-        trace.broadcast |= !names.is_empty();
-        trace.remote_calls += names.len();
-        for (name, address) in names {
+    fn probe_each(&mut self, peers: Vec<PeerAddress>, trace: &mut Trace) {
+        trace.broadcast |= !peers.is_empty();
+        trace.remote_calls += peers.len();
+        for PeerAddress { name, address } in peers {
             trace.probed.push(name.clone());
             self.in_flight += 1;
             self.calls.push(Call::Probe { name, address });
@@ -597,7 +597,7 @@ mod tests {
             let asked: BTreeSet<String> = asked.into_iter().map(|n| format!("d{n}")).collect();
             let must: Vec<String> = not_ruled_out(&roster, &peers, "d0")
                 .into_iter()
-                .map(|(n, _)| n)
+                .map(|p| p.name)
                 .filter(|n| !asked.contains(n))
                 .collect();
             let published = |name: &str| {
