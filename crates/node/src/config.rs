@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::cache::CacheConfig;
 use crate::cluster::ClusterConfig;
+use crate::local::domain_name::DomainName;
 use crate::local::filter::FilterSettings;
 use crate::local::id_profile::IdProfile;
 use crate::local::keys::{KeyFormat, KeyType, KeyTypes, Visibility};
@@ -16,16 +17,6 @@ use crate::security::auth::AuthConfig;
 pub use crate::security::seal::SealConfig;
 use crate::security::tls::TlsConfig;
 use crate::wire::PageBudget;
-
-/// Whether `name` can name a domain: 1..=64 of A-Z a-z 0-9 - _ (it is a
-/// znode's name and a path segment as it is).
-pub fn is_domain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
 
 /// Limits on what one request may ask.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -242,11 +233,8 @@ impl NodeConfig {
 
     /// Checks what serde cannot: names and limits that make sense.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if !is_domain_name(&self.name) {
-            return Err(ConfigError::Invalid(format!(
-                "domain name {:?} must be 1..=64 of A-Z a-z 0-9 - _",
-                self.name
-            )));
+        if let Err(e) = DomainName::parse(&self.name) {
+            return Err(ConfigError::Invalid(e.to_string()));
         }
         if self.limits.max_content_bytes == 0
             || self.limits.max_bulk_lines == 0

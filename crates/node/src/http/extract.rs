@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use crate::config::is_domain_name;
+use crate::local::domain_name::DomainName;
 use crate::local::id::ArchiveId;
 use crate::wire::ErrorCode;
 
@@ -31,7 +31,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
 
 /// A domain's name in the path, checked: `invalid_parameter` (400)
 /// otherwise.
-pub struct PathName(pub String);
+pub struct PathName(pub DomainName);
 
 impl<S: Send + Sync> FromRequestParts<S> for PathName {
     type Rejection = ApiError;
@@ -40,12 +40,9 @@ impl<S: Send + Sync> FromRequestParts<S> for PathName {
         let Path(name) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::invalid_parameter(e.body_text()))?;
-        if !is_domain_name(&name) {
-            return Err(ApiError::invalid_parameter(format!(
-                "{name:?} is not a domain name (1..=64 of A-Z a-z 0-9 - _)"
-            )));
-        }
-        Ok(PathName(name))
+        DomainName::try_from(name)
+            .map(PathName)
+            .map_err(|e| ApiError::invalid_parameter(e.to_string()))
     }
 }
 

@@ -2,6 +2,7 @@
 //! with no knowledge of other domains.
 //!
 //! - [`id`], [`record`]: archive IDs and records, validated at the edge;
+//! - [`domain_name`]: a domain's name, checked where it comes in;
 //! - [`id_profile`]: how an archive number a person typed is read (`[ids]`);
 //! - [`store`]: records on disk (redb), durable before a write returns;
 //! - [`redb_file`]: a redb file reopened after an I/O error (a full disk);
@@ -21,6 +22,7 @@
 pub(crate) mod audit;
 pub mod backup;
 pub mod domain;
+pub mod domain_name;
 pub(crate) mod epoch;
 pub(crate) mod filter;
 pub mod id;
