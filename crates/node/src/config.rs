@@ -141,7 +141,7 @@ pub struct ArchiveConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
     /// The domain's name, unique in its cluster.
-    pub name: String,
+    pub name: DomainName,
     /// Where the HTTP API listens.
     pub listen: SocketAddr,
     /// The data directory (the store and the filter snapshot).
@@ -189,7 +189,7 @@ pub fn default_key_types() -> Vec<KeyType> {
 impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
-            name: "local".into(),
+            name: DomainName::parse("local").expect("\"local\" is a domain name"),
             listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
             data: PathBuf::from("xarchive-data/local"),
             filter: FilterSettings::default(),
@@ -233,9 +233,6 @@ impl NodeConfig {
 
     /// Checks what serde cannot: names and limits that make sense.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if let Err(e) = DomainName::parse(&self.name) {
-            return Err(ConfigError::Invalid(e.to_string()));
-        }
         if self.limits.max_content_bytes == 0
             || self.limits.max_bulk_lines == 0
             || self.limits.max_concurrent_requests == 0

@@ -484,7 +484,7 @@ impl Node {
         .map_err(DomainError::from)??;
         let mut body = SearchBody {
             key_type: request.key_type.clone(),
-            asked: vec![self.cluster.me.clone()],
+            asked: vec![self.cluster.me.to_string()],
             ..SearchBody::default()
         };
         if !request.local {
@@ -542,7 +542,7 @@ impl Node {
         let mut view = self
             .cluster
             .view(DomainView {
-                name: self.cluster.me.clone(),
+                name: self.cluster.me.to_string(),
                 address: self.cluster.address.clone(),
                 is_self: true,
                 up: true,

@@ -45,6 +45,7 @@ pub use zookeeper::{LedgerWrites, ZkSettings, ZooKeeperCoordinator};
 use crate::cluster::cache::Cache;
 use crate::cluster::client::{Client, ClientError, Whole};
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::local::filter::FilterKind;
 use crate::local::id::ArchiveId;
 use crate::security::member::{Admission, MemberKey};
@@ -192,7 +193,7 @@ pub fn coordinator_for(
 
 pub struct Cluster {
     /// This domain's name.
-    pub(crate) me: String,
+    pub(crate) me: DomainName,
     /// This domain's advertised address.
     pub(crate) address: String,
     pub(crate) coordinator: Arc<dyn Coordinator>,
@@ -252,7 +253,7 @@ impl Cluster {
     /// their TLS certificates may chain to.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        me: &str,
+        me: &DomainName,
         address: &str,
         coordinator: Arc<dyn Coordinator>,
         key_id: &str,
@@ -272,7 +273,7 @@ impl Cluster {
             replicas.remember(&peers::load(path));
         }
         Ok(Cluster {
-            me: me.to_owned(),
+            me: me.clone(),
             address: address.to_owned(),
             coordinator,
             replicas: RwLock::new(replicas),
@@ -290,7 +291,7 @@ impl Cluster {
             positions_taken: parking_lot::Mutex::default(),
             tasks: TaskTracker::new(),
             http,
-            member: member_key.map(|key| Arc::new((key, me.to_owned()))),
+            member: member_key.map(|key| Arc::new((key, me.to_string()))),
             https_only,
             config,
         })
@@ -379,7 +380,7 @@ impl Cluster {
             ));
         }
         self.tasks.spawn(self.coordinator.clone().run(
-            self.me.clone(),
+            self.me.to_string(),
             member,
             positions,
             stop.child_token(),
@@ -472,7 +473,7 @@ impl Cluster {
         }
         domains.extend(views);
         ClusterView {
-            domain: self.me.clone(),
+            domain: self.me.to_string(),
             coordinator: self.coordinator.describe(),
             connected: self.coordinator.view().borrow().connected,
             probe_timeout_ms: self.config.probe_timeout_ms,

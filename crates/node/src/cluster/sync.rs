@@ -101,7 +101,7 @@ impl Sync {
             // copies come from: nothing is taken in before (the changes
             // wait in the view). A lookup meanwhile asks every domain the
             // coordinator knows and no copy here covers (`ruled_out.rs`).
-            if !current.members.contains_key(&cluster.me) {
+            if !current.members.contains_key(cluster.me.as_str()) {
                 return;
             }
             let recheck = if current.connected {
@@ -122,7 +122,7 @@ impl Sync {
             // The tree changes with the membership (rarely): the O(N)
             // layout is redone only then. (This domain's own arrival
             // counts: the changes leave it out.)
-            let placed = current.members.contains_key(&cluster.me);
+            let placed = current.members.contains_key(cluster.me.as_str());
             let membership = self.layout.changed(placed, &changes);
             let neighbours = (membership || known_changed).then(|| {
                 relay::neighbours(

@@ -123,7 +123,7 @@ impl Node {
             not_provided,
             sheets_checked: u32::try_from(verified.len()).unwrap_or(u32::MAX),
             sheets: first.sheets,
-            checked_by: self.cluster.me.clone(),
+            checked_by: self.cluster.me.to_string(),
         }
     }
 
@@ -228,7 +228,7 @@ impl Node {
                 }
                 let issued_us = now_us();
                 let head = CertificateStatement {
-                    issuer: self.cluster.me.clone(),
+                    issuer: self.cluster.me.to_string(),
                     code: xarchive_seal::certificate::new_code(&self.cluster.me),
                     request_id: request.id.clone(),
                     issued: secs(issued_us),
@@ -324,7 +324,7 @@ impl Node {
                 .map(|a| (a.domain.clone(), a.clone()))
                 .collect();
             let issuer = archives
-                .get(&node.cluster.me)
+                .get(node.cluster.me.as_str())
                 .cloned()
                 .unwrap_or_else(|| node.own_trust_entry());
             let sheets = certificate
@@ -503,7 +503,7 @@ impl Node {
                 (
                     copy,
                     part.signing_key.clone(),
-                    self.cluster.me.clone(),
+                    self.cluster.me.to_string(),
                     request.applicant_name,
                     request.purpose,
                 )
@@ -563,7 +563,7 @@ impl Node {
             not_provided: Vec::new(),
             sheets_checked: 1,
             sheets: 1,
-            checked_by: self.cluster.me.clone(),
+            checked_by: self.cluster.me.to_string(),
         })
     }
 

@@ -80,7 +80,7 @@ impl Node {
             };
             let (title, title_sha256) = sealed_title(&record.title);
             let statement = CopyStatement {
-                holding: self.cluster.me.clone(),
+                holding: self.cluster.me.to_string(),
                 receiving: delivery.receiving.clone(),
                 request_id: delivery.request_id.clone(),
                 archive_number: id.clone(),
@@ -138,7 +138,7 @@ impl Node {
     /// for, those missing, and each copy by its digest.
     fn seal_answer(&self, delivery: &Delivery, mut answer: Answer) -> Answer {
         let statement = AnswerStatement {
-            holding: self.cluster.me.clone(),
+            holding: self.cluster.me.to_string(),
             receiving: delivery.receiving.clone(),
             request_id: delivery.request_id.clone(),
             state: answer.state.as_str().to_owned(),

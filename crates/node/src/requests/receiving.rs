@@ -602,7 +602,7 @@ impl Node {
                 }
                 let delivery = Delivery {
                     request_id: request.id.clone(),
-                    receiving: self.cluster.me.clone(),
+                    receiving: self.cluster.me.to_string(),
                     applicant_digest: request.applicant_digest.clone(),
                     applicant_name: request.applicant_name.clone(),
                     purpose: request.purpose.clone(),

@@ -27,7 +27,7 @@ impl Node {
     pub(crate) fn own_trust_entry(&self) -> ArchiveEntry {
         let archive = &self.config.archive;
         ArchiveEntry {
-            domain: self.cluster.me.clone(),
+            domain: self.cluster.me.to_string(),
             display_name: archive.display_name.clone(),
             address: archive.address.clone(),
             url: self.public_url(),
