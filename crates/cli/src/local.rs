@@ -11,15 +11,17 @@ use tokio::task::JoinHandle;
 use xarchive_node::cluster::Coordinator;
 use xarchive_node::server::ServeError;
 use xarchive_node::shutdown::CancellationToken;
+use xarchive_node::DomainName;
 use xarchive_node::{sample, ArchiveId, Node, NodeConfig, RecordInput, Write};
 
 /// Domain names: A, B, … Z, then D27, D28, …
-pub fn domain_name(i: usize) -> String {
-    if i < 26 {
+pub fn domain_name(i: usize) -> DomainName {
+    let name = if i < 26 {
         char::from(b'A' + u8::try_from(i).expect("below 26")).to_string()
     } else {
         format!("D{}", i + 1)
-    }
+    };
+    DomainName::parse(&name).expect("a letter, or D and digits, names a domain")
 }
 
 /// What to start.
@@ -92,7 +94,7 @@ impl LocalCluster {
             let mut config = NodeConfig {
                 name: name.clone(),
                 listen: listener.local_addr()?,
-                data: plan.data.join(&name),
+                data: plan.data.join(name.as_str()),
                 ..NodeConfig::default()
             };
             (plan.tune)(&mut config);

@@ -50,6 +50,7 @@ pub mod peer_answers {
 }
 pub use local::backup::{self, BackupError, BackupHeader};
 pub use local::domain::{capacity_for, Domain, DomainError, DomainStats, Position, VerifyReport};
+pub use local::domain_name::{DomainName, InvalidDomainName};
 pub use local::filter::{FilterKind, FilterSettings};
 pub use local::id::ArchiveId;
 pub use local::keys::{id_card_number, KeyFormat, KeyHasher, KeyType, KeyTypes, Visibility};

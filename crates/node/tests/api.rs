@@ -37,7 +37,7 @@ impl Reply {
 fn app_with(f: impl FnOnce(&mut NodeConfig)) -> App {
     let dir = tempfile::tempdir().unwrap();
     let mut config = NodeConfig {
-        name: "A".into(),
+        name: "A".parse().unwrap(),
         data: dir.path().join("A"),
         ..NodeConfig::default()
     };

@@ -50,7 +50,7 @@ impl Pair {
                 format!("http://{direct}")
             };
             let mut config = NodeConfig {
-                name: name.into(),
+                name: name.parse().unwrap(),
                 data: dir.path().join(name),
                 ..NodeConfig::default()
             };

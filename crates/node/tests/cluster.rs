@@ -74,7 +74,7 @@ impl Cluster {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = format!("http://{}", listener.local_addr().unwrap());
         let mut config = NodeConfig {
-            name: name.to_owned(),
+            name: name.parse().unwrap(),
             data: self.dir.path().join(name),
             ..NodeConfig::default()
         };
@@ -306,7 +306,7 @@ async fn the_cluster_view_tells_the_page_its_budget_and_every_filter_s_size_befo
         for shown in &view.domains {
             assert_eq!(
                 shown.filter_bytes,
-                Some(held[&shown.name]),
+                Some(held[shown.name.as_str()]),
                 "{} as seen by {}",
                 shown.name,
                 view.domain
@@ -585,7 +585,7 @@ async fn every_domain_logs_the_private_searches_that_reached_it_without_the_valu
     assert!(found.asked.starts_with(&["B".to_string(), "A".to_string()]));
     let mut digests = std::collections::BTreeSet::new();
     for d in &c.domains {
-        let name = d.node.config().name.clone();
+        let name = d.node.config().name.to_string();
         let page = d.client.audit(None).await.unwrap();
         let reached = usize::from(found.asked.contains(&name));
         assert_eq!(page.entries.len(), reached, "{page:?}");
@@ -831,7 +831,7 @@ impl Cluster {
         let targets: Vec<(String, Position)> = self
             .domains
             .iter()
-            .map(|d| (d.node.config().name.clone(), d.node.domain().position()))
+            .map(|d| (d.node.config().name.to_string(), d.node.domain().position()))
             .collect();
         let deadline = Instant::now() + bound;
         loop {

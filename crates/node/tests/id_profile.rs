@@ -22,7 +22,7 @@ struct App {
 fn app() -> App {
     let dir = tempfile::tempdir().unwrap();
     let config = NodeConfig {
-        name: "A".into(),
+        name: "A".parse().unwrap(),
         data: dir.path().join("A"),
         ..NodeConfig::default()
     };

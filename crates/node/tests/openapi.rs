@@ -41,7 +41,7 @@ impl Checked {
     async fn start(f: impl FnOnce(&mut NodeConfig)) -> Checked {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = NodeConfig {
-            name: "A".into(),
+            name: "A".parse().unwrap(),
             data: dir.path().join("A"),
             ..NodeConfig::default()
         };

@@ -33,7 +33,7 @@ struct Pair {
 
 fn open(hub: &Arc<Hub>, dir: &Path, name: &str) -> (Arc<Node>, CancellationToken) {
     let mut config = NodeConfig {
-        name: name.into(),
+        name: name.parse().unwrap(),
         data: dir.join(name),
         ..NodeConfig::default()
     };

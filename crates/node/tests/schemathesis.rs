@@ -39,7 +39,7 @@ fn token_of(role: Role) -> String {
 /// A domain with a token of every role, served on a free loopback port.
 async fn serve(dir: &std::path::Path) -> (Arc<Node>, String, CancellationToken) {
     let mut config = NodeConfig {
-        name: "A".into(),
+        name: "A".parse().unwrap(),
         data: dir.join("A"),
         ..NodeConfig::default()
     };

@@ -72,7 +72,7 @@ impl Setup {
             .expect("a port");
         let address = format!("http://{}", listener.local_addr().expect("an address"));
         let mut config = NodeConfig {
-            name: name.to_owned(),
+            name: name.parse().unwrap(),
             data: self.dir.path().join(name),
             ..NodeConfig::default()
         };

@@ -129,7 +129,7 @@ impl ServeArgs {
     pub fn config(&self) -> anyhow::Result<NodeConfig> {
         let mut config = layered(self.config.as_deref())?;
         if let Some(name) = &self.name {
-            config.name = name.clone();
+            config.name = xarchive_node::DomainName::parse(name)?;
             if self.data.is_none() && self.config.is_none() {
                 config.data = PathBuf::from("xarchive-data").join(name);
             }

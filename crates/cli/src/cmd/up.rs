@@ -44,7 +44,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         // Each domain's own name, address and data, the shared rest.
         tune: &|config| {
             *config = NodeConfig {
-                name: std::mem::take(&mut config.name),
+                name: config.name.clone(),
                 listen: config.listen,
                 data: std::mem::take(&mut config.data),
                 ..shared.clone()

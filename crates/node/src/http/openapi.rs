@@ -370,7 +370,7 @@ mod tests {
     async fn every_route_the_router_serves_is_in_the_document_and_nothing_else_is() {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = NodeConfig {
-            name: "A".into(),
+            name: "A".parse().unwrap(),
             data: dir.path().join("A"),
             ..NodeConfig::default()
         };

@@ -242,7 +242,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let mut config = crate::NodeConfig {
-            name: "A".into(),
+            name: "A".parse().unwrap(),
             data: dir.path().join("A"),
             ..crate::NodeConfig::default()
         };

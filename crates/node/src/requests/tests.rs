@@ -27,7 +27,7 @@ fn clerk() -> Requester {
 
 fn node(dir: &std::path::Path) -> Arc<Node> {
     let config = NodeConfig {
-        name: "A".into(),
+        name: "A".parse().unwrap(),
         data: dir.join("A"),
         ..NodeConfig::default()
     };
