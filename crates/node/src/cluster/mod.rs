@@ -222,9 +222,9 @@ pub struct Cluster {
     snapshots: tokio::sync::Semaphore,
     /// The changes this domain passes on to its relay tree neighbours.
     pub(crate) relay: relay::Relay,
-    /// The relay tree neighbours now (name, address): a first copy is
+    /// The relay tree neighbours now: a first copy is
     /// taken from one of them where it can be (`sync.rs`).
-    pub(crate) neighbours: RwLock<Vec<(String, String)>>,
+    pub(crate) neighbours: RwLock<Vec<PeerAddress>>,
     /// Wakes the relay followers between two reads: a "not found" waits
     /// for copies behind a write in flight (`relay/follow.rs`).
     pub(crate) relay_wanted: tokio::sync::Notify,

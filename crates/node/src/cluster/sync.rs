@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::backoff::Backoff;
 use super::client::{Client, ClientError, DeltaAnswer};
-use super::coordinator::{Member, MemberChange, View};
+use super::coordinator::{Member, MemberChange, PeerAddress, View};
 use super::copy_change::{pull, Pull, Source, Taken};
 use super::relay;
 use super::replicas::{Change, Peer, Remembered, ReplicaError, Replicas};
@@ -133,7 +133,7 @@ impl Sync {
                 .into_iter()
                 .filter_map(|n| {
                     let member = current.members.get(n)?;
-                    Some((n.to_owned(), member.address.clone()))
+                    Some(PeerAddress::new(n, &member.address))
                 })
                 .collect::<Vec<_>>()
             });
@@ -418,7 +418,11 @@ where
         let first = name.bytes().map(usize::from).sum::<usize>() % neighbours.len();
         neighbours.rotate_left(first);
     }
-    for (neighbour, address) in neighbours {
+    for PeerAddress {
+        name: neighbour,
+        address,
+    } in neighbours
+    {
         // A neighbour down or cut off is not asked again for each of
         // thousands of copies: its own sync marks it reachable again.
         let reachable = cluster

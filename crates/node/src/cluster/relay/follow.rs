@@ -10,6 +10,7 @@ use xarchive_filter::Delta;
 
 use crate::cluster::backoff::Backoff;
 use crate::cluster::client::{FetchedFilter, Whole};
+use crate::cluster::coordinator::PeerAddress;
 use crate::cluster::copy_change::Source;
 use crate::cluster::replicas::Change;
 use crate::cluster::Cluster;
@@ -50,17 +51,17 @@ pub(crate) struct Followers {
 }
 
 impl Followers {
-    /// Follows exactly `wanted` (name, address), and makes them the
-    /// cluster's neighbours (`Cluster::neighbours`, where first copies are
-    /// asked for).
+    /// Follows exactly `wanted`, and makes them the cluster's neighbours
+    /// (`Cluster::neighbours`, where first copies are asked for).
     pub fn set(
         &mut self,
         cluster: &Arc<Cluster>,
-        wanted: Vec<(String, String)>,
+        wanted: Vec<PeerAddress>,
         stop: &CancellationToken,
     ) {
         cluster.neighbours.write().clone_from(&wanted);
-        let wanted: BTreeMap<String, String> = wanted.into_iter().collect();
+        let wanted: BTreeMap<String, String> =
+            wanted.into_iter().map(|p| (p.name, p.address)).collect();
         self.running.retain(|name, (address, token)| {
             let keep = wanted.get(name) == Some(address);
             if !keep {
