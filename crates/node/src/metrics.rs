@@ -158,7 +158,7 @@ impl Collector for ClusterGauges {
         )?;
         for peer in &peers {
             let labels = PeerLabels {
-                peer: peer.name.clone(),
+                peer: peer.name.to_string(),
             };
             ConstGauge::new(i64::from(peer.registered)).encode(up.encode_family(&labels)?)?;
         }
@@ -172,7 +172,7 @@ impl Collector for ClusterGauges {
         for peer in &peers {
             let Some(behind) = peer.lag else { continue };
             let labels = PeerLabels {
-                peer: peer.name.clone(),
+                peer: peer.name.to_string(),
             };
             ConstGauge::new(behind.as_secs_f64()).encode(lag.encode_family(&labels)?)?;
         }
@@ -185,7 +185,7 @@ impl Collector for ClusterGauges {
         )?;
         for peer in &peers {
             let labels = PeerLabels {
-                peer: peer.name.clone(),
+                peer: peer.name.to_string(),
             };
             ConstCounter::new(peer.grace_pulls).encode(grace.encode_family(&labels)?)?;
         }

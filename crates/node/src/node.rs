@@ -386,7 +386,7 @@ impl Node {
                 .map_err(DomainError::from)??;
             if let Some(record) = record {
                 started.trace.local = true;
-                let owner = self.domain.name().to_owned();
+                let owner = self.cluster.me.clone();
                 let trace = started.trace.clone();
                 return Ok(started.finish(Outcome::Found { record, owner }, trace));
             }

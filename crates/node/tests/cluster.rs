@@ -739,7 +739,7 @@ impl Blinkered {
 impl Coordinator for Blinkered {
     fn run(
         self: Arc<Self>,
-        name: String,
+        name: xarchive_node::DomainName,
         member: Member,
         positions: watch::Receiver<Position>,
         shutdown: CancellationToken,
@@ -759,7 +759,7 @@ impl Coordinator for Blinkered {
                     let members = now
                         .members
                         .into_iter()
-                        .filter(|(n, _)| !hide.contains(n))
+                        .filter(|(n, _)| !hide.contains(n.as_str()))
                         .collect();
                     self.view.send_modify(|v| {
                         v.replace_members(members);

@@ -58,7 +58,9 @@ fn run(
     });
     let stop = stop.clone();
     tokio::spawn(async move {
-        coordinator.run(name, member(i), receiver, stop).await;
+        coordinator
+            .run(name.parse().unwrap(), member(i), receiver, stop)
+            .await;
         drop(positions);
     })
 }
@@ -191,7 +193,7 @@ fn running(
         ..member(usize::try_from(version).unwrap())
     };
     let (c, name, stop) = (coordinator.clone(), name.to_owned(), stop.clone());
-    tokio::spawn(async move { c.run(name, member, receiver, stop).await });
+    tokio::spawn(async move { c.run(name.parse().unwrap(), member, receiver, stop).await });
     (coordinator, positions)
 }
 

@@ -125,7 +125,10 @@ mod tests {
                     departed: false,
                     retired: false,
                 };
-                (format!("{i}"), known)
+                (
+                    crate::local::domain_name::DomainName::from(format!("d{i}").as_str()),
+                    known,
+                )
             })
             .collect();
         Ok(Arc::new(Roster { known }))

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::local::filter::FilterKind;
 use tokio_util::sync::CancellationToken;
 use xarchive_seal::ArchiveEntry;
@@ -52,13 +53,13 @@ impl Member {
 #[derive(Clone, Debug, PartialEq)]
 pub enum MemberChange {
     /// It is a member, with what it publishes now (new, or changed).
-    Present(String, Member),
+    Present(DomainName, Member),
     /// It is not a member now.
-    Gone(String),
+    Gone(DomainName),
 }
 
 impl MemberChange {
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &DomainName {
         match self {
             MemberChange::Present(name, _) | MemberChange::Gone(name) => name,
         }
@@ -72,15 +73,15 @@ pub struct View {
     /// [`remove`](Self::remove) and [`replace_members`](Self::replace_members),
     /// which keep the revisions that let a follower take in only what
     /// changed.
-    pub members: BTreeMap<String, Member>,
+    pub members: BTreeMap<DomainName, Member>,
     /// Bumped at every change of `members`.
     revision: u64,
     /// Each name's last change (a member put or removed), by revision:
     /// with 3 301 members, a follower that rescanned the whole view at
     /// each of a nation's thousand publications a second spent most of a
     /// core on it (docs/SCALING.md).
-    changes: BTreeMap<u64, String>,
-    revision_of: BTreeMap<String, u64>,
+    changes: BTreeMap<u64, DomainName>,
+    revision_of: BTreeMap<DomainName, u64>,
     /// Whether changes are being followed right now (for ZooKeeper: the
     /// session is connected). While false the view may be behind, and
     /// writes are refused.
@@ -89,7 +90,7 @@ pub struct View {
 
 impl View {
     /// A connected view of these members.
-    pub fn of(members: BTreeMap<String, Member>) -> Self {
+    pub fn of(members: BTreeMap<DomainName, Member>) -> Self {
         let mut view = View {
             connected: true,
             ..View::default()
@@ -111,50 +112,50 @@ impl View {
         &self,
         revision: u64,
         me: &str,
-        also: impl IntoIterator<Item = String>,
+        also: impl IntoIterator<Item = DomainName>,
     ) -> Vec<MemberChange> {
-        let mut names: BTreeSet<&str> = self
+        let mut names: BTreeSet<&DomainName> = self
             .changes
             .range(revision.saturating_add(1)..)
-            .map(|(_, name)| name.as_str())
+            .map(|(_, name)| name)
             .collect();
-        let also: Vec<String> = also.into_iter().collect();
-        names.extend(also.iter().map(String::as_str));
+        let also: Vec<DomainName> = also.into_iter().collect();
+        names.extend(also.iter());
         names
             .into_iter()
             .filter(|name| *name != me)
             .map(|name| match self.members.get(name) {
-                Some(member) => MemberChange::Present(name.to_owned(), member.clone()),
-                None => MemberChange::Gone(name.to_owned()),
+                Some(member) => MemberChange::Present(name.clone(), member.clone()),
+                None => MemberChange::Gone(name.clone()),
             })
             .collect()
     }
 
-    fn touch(&mut self, name: &str) {
+    fn touch(&mut self, name: &DomainName) {
         self.revision += 1;
-        if let Some(old) = self.revision_of.insert(name.to_owned(), self.revision) {
+        if let Some(old) = self.revision_of.insert(name.clone(), self.revision) {
             self.changes.remove(&old);
         }
-        self.changes.insert(self.revision, name.to_owned());
+        self.changes.insert(self.revision, name.clone());
     }
 
     /// Sets a member (a change only if it differs).
-    pub fn put(&mut self, name: &str, member: Member) {
+    pub fn put(&mut self, name: &DomainName, member: Member) {
         if self.members.get(name) != Some(&member) {
-            self.members.insert(name.to_owned(), member);
+            self.members.insert(name.clone(), member);
             self.touch(name);
         }
     }
 
-    pub fn remove(&mut self, name: &str) {
+    pub fn remove(&mut self, name: &DomainName) {
         if self.members.remove(name).is_some() {
             self.touch(name);
         }
     }
 
     /// Makes `members` the whole membership, touching only what differs.
-    pub fn replace_members(&mut self, members: BTreeMap<String, Member>) {
-        let gone: Vec<String> = self
+    pub fn replace_members(&mut self, members: BTreeMap<DomainName, Member>) {
+        let gone: Vec<DomainName> = self
             .members
             .keys()
             .filter(|n| !members.contains_key(*n))
@@ -182,12 +183,12 @@ pub struct Roster {
     /// or not (down, paused, cut off, or left), with the last position it
     /// published: a copy at that position holds every write it
     /// acknowledged.
-    pub known: BTreeMap<String, Known>,
+    pub known: BTreeMap<DomainName, Known>,
 }
 
 impl Roster {
     /// The domains not retired, by name.
-    pub fn active(&self) -> impl Iterator<Item = (&String, &Known)> {
+    pub fn active(&self) -> impl Iterator<Item = (&DomainName, &Known)> {
         self.known.iter().filter(|(_, k)| !k.retired)
     }
 }
@@ -196,14 +197,14 @@ impl Roster {
 /// or a relay follower calls.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PeerAddress {
-    pub name: String,
+    pub name: DomainName,
     pub address: String,
 }
 
 impl PeerAddress {
-    pub fn new(name: impl Into<String>, address: impl Into<String>) -> Self {
+    pub fn new(name: &DomainName, address: impl Into<String>) -> Self {
         PeerAddress {
-            name: name.into(),
+            name: name.clone(),
             address: address.into(),
         }
     }
@@ -326,7 +327,7 @@ pub(crate) fn anchor_moves_forward(
 /// lookup would read a typed archive number otherwise). Domains older than
 /// keys declare none and pass.
 pub(crate) fn refuse_to_join(
-    members: &BTreeMap<String, Member>,
+    members: &BTreeMap<DomainName, Member>,
     me: &str,
     mine: &str,
 ) -> Result<(), CoordError> {
@@ -334,7 +335,7 @@ pub(crate) fn refuse_to_join(
         name.as_str() != me && !m.keys.is_empty() && !mine.is_empty() && m.keys != mine
     }) {
         Some((other, m)) => Err(CoordError::ReadingDiffers {
-            other: other.clone(),
+            other: other.to_string(),
             theirs: m.keys.clone(),
             mine: mine.to_owned(),
         }),
@@ -382,7 +383,7 @@ pub trait Coordinator: AuditAnchor + Send + Sync + 'static {
     /// `shutdown` fires. Runs until then.
     fn run(
         self: Arc<Self>,
-        name: String,
+        name: DomainName,
         member: Member,
         positions: watch::Receiver<Position>,
         shutdown: CancellationToken,
@@ -461,11 +462,8 @@ mod tests {
 
     #[test]
     fn a_domain_refuses_to_join_members_declaring_other_key_types() {
-        let members: BTreeMap<String, Member> = [
-            ("A".to_owned(), member("f1")),
-            ("OLD".to_owned(), member("")),
-        ]
-        .into();
+        let members: BTreeMap<DomainName, Member> =
+            [("A".into(), member("f1")), ("OLD".into(), member(""))].into();
         assert!(refuse_to_join(&members, "B", "f1").is_ok());
         let refused = refuse_to_join(&members, "B", "f2").unwrap_err();
         assert!(
@@ -473,17 +471,14 @@ mod tests {
             "{refused}"
         );
         // Its own earlier registration and domains older than keys do not count.
-        let only_self_and_old: BTreeMap<String, Member> = [
-            ("B".to_owned(), member("f0")),
-            ("OLD".to_owned(), member("")),
-        ]
-        .into();
+        let only_self_and_old: BTreeMap<DomainName, Member> =
+            [("B".into(), member("f0")), ("OLD".into(), member(""))].into();
         assert!(refuse_to_join(&only_self_and_old, "B", "f2").is_ok());
     }
 
     /// What a follower holds after taking in the names changed since
     /// `seen`, as the replica sync does.
-    fn take_in(view: &View, follower: &mut BTreeMap<String, Member>, seen: &mut u64) {
+    fn take_in(view: &View, follower: &mut BTreeMap<DomainName, Member>, seen: &mut u64) {
         for change in view.changes_since(*seen, "", []) {
             match change {
                 MemberChange::Present(name, m) => follower.insert(name, m),
@@ -495,13 +490,13 @@ mod tests {
 
     #[test]
     fn changes_leave_out_this_domain_and_add_the_names_asked_for_each_once() {
-        let mut view = View::of([("A".to_owned(), at(1)), ("B".to_owned(), at(1))].into());
+        let mut view = View::of([("A".into(), at(1)), ("B".into(), at(1))].into());
         let seen = view.revision();
-        view.put("A", at(2));
-        view.remove("B");
-        view.put("ME", at(1));
+        view.put(&"A".into(), at(2));
+        view.remove(&"B".into());
+        view.put(&"ME".into(), at(1));
         assert_eq!(
-            view.changes_since(seen, "ME", ["A".to_owned(), "Z".to_owned()]),
+            view.changes_since(seen, "ME", ["A".into(), "Z".into()]),
             vec![
                 MemberChange::Present("A".into(), at(2)),
                 MemberChange::Gone("B".into()),
@@ -546,10 +541,10 @@ mod tests {
                 let before = view.revision();
                 let unchanged = view.members.clone();
                 match change {
-                    Change::Put(n, v) => view.put(&format!("d{n}"), at(v)),
-                    Change::Remove(n) => view.remove(&format!("d{n}")),
+                    Change::Put(n, v) => view.put(&DomainName::from(format!("d{n}").as_str()), at(v)),
+                    Change::Remove(n) => view.remove(&DomainName::from(format!("d{n}").as_str())),
                     Change::Replace(all) => view.replace_members(
-                        all.into_iter().map(|(n, v)| (format!("d{n}"), at(v))).collect(),
+                        all.into_iter().map(|(n, v)| (DomainName::from(format!("d{n}").as_str()), at(v))).collect(),
                     ),
                 }
                 // A revision is spent only on a real change.

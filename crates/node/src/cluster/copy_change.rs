@@ -369,9 +369,9 @@ mod tests {
             keys: String::new(),
             signing_key: String::new(),
         };
-        let mut replicas = Replicas::new("A", "key");
-        let view = View::of([("B".to_owned(), member.clone())].into_iter().collect());
-        replicas.update_view(&view, &[MemberChange::Present("B".to_owned(), member)]);
+        let mut replicas = Replicas::new(&"A".into(), "key");
+        let view = View::of([("B".into(), member.clone())].into_iter().collect());
+        replicas.update_view(&view, &[MemberChange::Present("B".into(), member)]);
         replicas
     }
 

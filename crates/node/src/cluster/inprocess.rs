@@ -15,13 +15,14 @@ use super::coordinator::{
 };
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use tokio_util::sync::CancellationToken;
 use xarchive_seal::ArchiveEntry;
 
 /// The shared membership of one process.
 pub struct Hub {
     /// The registered domains, and every domain's last position.
-    members: Mutex<(BTreeMap<String, Member>, Roster)>,
+    members: Mutex<(BTreeMap<DomainName, Member>, Roster)>,
     view: watch::Sender<View>,
     /// Each domain's audit head, as last anchored.
     anchors: Mutex<BTreeMap<String, AuditHead>>,
@@ -47,7 +48,7 @@ impl Hub {
         })
     }
 
-    fn update<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Member>, &mut Roster) -> T) -> T {
+    fn update<T>(&self, f: impl FnOnce(&mut BTreeMap<DomainName, Member>, &mut Roster) -> T) -> T {
         let mut guard = self.members.lock();
         let (members, roster) = &mut *guard;
         let out = f(members, roster);
@@ -65,7 +66,7 @@ pub struct InProcessCoordinator {
 impl Coordinator for InProcessCoordinator {
     fn run(
         self: Arc<Self>,
-        name: String,
+        name: DomainName,
         mut member: Member,
         mut positions: watch::Receiver<Position>,
         shutdown: CancellationToken,

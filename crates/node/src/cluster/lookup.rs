@@ -24,6 +24,7 @@ use super::trace::TaskFailure;
 pub use super::trace::Trace;
 use super::Cluster;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::local::id::ArchiveId;
 use crate::local::record::{Record, StoredRecord};
 use crate::wire::CacheRoute;
@@ -76,7 +77,7 @@ async fn fetch_any(
     id: &str,
     targets: &[PeerAddress],
     trace: &mut Trace,
-) -> Option<(Record, String)> {
+) -> Option<(Record, DomainName)> {
     let mut calls: FuturesUnordered<_> = targets
         .iter()
         .map(|PeerAddress { name, address }| async move {
@@ -102,7 +103,7 @@ async fn broadcast(
     id: &str,
     targets: Vec<PeerAddress>,
     trace: &mut Trace,
-) -> Option<(Record, String)> {
+) -> Option<(Record, DomainName)> {
     trace.broadcast = true;
     trace.remote_calls += targets.len();
     trace.probed.extend(targets.iter().map(|p| p.name.clone()));
@@ -152,7 +153,7 @@ impl Cluster {
     /// they came from, read together: a copy updated after its candidates
     /// were read must not then pass as current, or an ID it gained would
     /// be missed.
-    fn routed_by_copies(&self, ids: &[ArchiveId]) -> (Vec<Vec<String>>, Vec<PeerInfo>) {
+    fn routed_by_copies(&self, ids: &[ArchiveId]) -> (Vec<Vec<DomainName>>, Vec<PeerInfo>) {
         let replicas = self.replicas.read();
         let candidates = ids
             .iter()
@@ -201,7 +202,7 @@ impl Cluster {
     async fn find_by(
         self: &Arc<Self>,
         id: &ArchiveId,
-        candidates: Vec<String>,
+        candidates: Vec<DomainName>,
         peers: &[PeerInfo],
         started: &Started,
     ) -> Lookup {
@@ -231,7 +232,9 @@ impl Cluster {
                         let owner = owner.clone();
                         return started.finish(Outcome::Found { record, owner }, trace);
                     }
-                    Err(e) => tracing::warn!(owner, error = %e, "unreadable cached record ignored"),
+                    Err(e) => {
+                        tracing::warn!(%owner, error = %e, "unreadable cached record ignored");
+                    }
                 },
                 Cached::Stale => stale = true,
                 Cached::Absent => {}
@@ -279,7 +282,7 @@ impl Cluster {
     fn flight(
         self: &Arc<Self>,
         id: &ArchiveId,
-        candidates: Vec<String>,
+        candidates: Vec<DomainName>,
         peers: Vec<PeerInfo>,
     ) -> (Flight, bool) {
         use futures::FutureExt;
@@ -316,7 +319,7 @@ impl Cluster {
 /// What a routed search of the other domains found, and how.
 #[derive(Clone, Debug)]
 pub struct Remote {
-    pub found: Option<(Record, String)>,
+    pub found: Option<(Record, DomainName)>,
     pub trace: Trace,
 }
 
@@ -328,7 +331,7 @@ pub struct Remote {
 async fn routed(
     cluster: Arc<Cluster>,
     id: ArchiveId,
-    candidates: Vec<String>,
+    candidates: Vec<DomainName>,
     peers: Vec<PeerInfo>,
 ) -> Remote {
     let ticket = cluster.cache.ticket();
@@ -344,7 +347,7 @@ async fn routed(
         // rule out is settled (asked, or its copy waited for); while the
         // coordinator cannot be read, every domain known is asked, and the
         // answer cannot be "not found".
-        let asked: BTreeSet<String> = trace.asked.iter().cloned().collect();
+        let asked: BTreeSet<DomainName> = trace.asked.iter().cloned().collect();
         // While writes flow, copies behind a write in flight are likely:
         // the relay followers read now, while the ledger is read (a
         // follower in a long poll, when changes are few, is not woken).
@@ -377,7 +380,7 @@ async fn routed(
     if let Some((record, owner)) = found.as_ref().filter(|(r, _)| !r.catalogue_only) {
         match StoredRecord::from_record(record).encode() {
             Ok(bytes) => cluster.cache.fill(owner, id.as_str(), bytes, &ticket).await,
-            Err(e) => tracing::error!(owner, error = %e, "a record found is not cached"),
+            Err(e) => tracing::error!(%owner, error = %e, "a record found is not cached"),
         }
     }
     Remote { found, trace }
@@ -385,8 +388,8 @@ async fn routed(
 
 /// What one of [`drive`]'s calls answered.
 enum Settled {
-    Probe(String, Reply<bool>),
-    Fetch(String, Reply<Option<Record>>, bool),
+    Probe(DomainName, Reply<bool>),
+    Fetch(DomainName, Reply<Option<Record>>, bool),
 }
 
 /// Runs `settle` ([`Settle`]: who a "not found" must still settle, and
@@ -398,7 +401,7 @@ async fn drive(
     id: &ArchiveId,
     mut settle: Settle,
     trace: &mut Trace,
-) -> Option<(Record, String)> {
+) -> Option<(Record, DomainName)> {
     let id = id.as_str();
     let mut moved = cluster.replicas.read().moved();
     if settle.woken() {
@@ -413,11 +416,11 @@ async fn drive(
         // them, with their candidates read under the same lock.
         {
             let replicas = cluster.replicas.read();
-            let positions: Vec<(String, Option<Position>)> = settle
+            let positions: Vec<(DomainName, Option<Position>)> = settle
                 .watched()
                 .map(|name| {
                     let at = replicas.peer(name).and_then(|p| p.copy_position());
-                    (name.to_owned(), at)
+                    (name.clone(), at)
                 })
                 .collect();
             if settle.any_covered(&positions) {
@@ -531,8 +534,8 @@ impl Cluster {
 
     /// Drops the copies of the domains `roster` says were retired, and
     /// returns those names.
-    pub(super) fn retire(&self, roster: &Roster) -> Vec<String> {
-        let retired: Vec<String> = roster
+    pub(super) fn retire(&self, roster: &Roster) -> Vec<DomainName> {
+        let retired: Vec<DomainName> = roster
             .known
             .iter()
             .filter(|(_, k)| k.retired)
@@ -573,7 +576,7 @@ impl Cluster {
     /// be read, every domain known, and why it could not be read.
     pub(super) async fn search_targets(
         &self,
-        candidates: &[String],
+        candidates: &[DomainName],
         peers: &[PeerInfo],
     ) -> (Vec<PeerAddress>, Option<String>) {
         match self.confirmed().await {
@@ -619,7 +622,7 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 /// `names` with the addresses of their copies in `peers` (read with them).
-fn addressed(names: &[String], peers: &[PeerInfo]) -> Vec<PeerAddress> {
+fn addressed(names: &[DomainName], peers: &[PeerInfo]) -> Vec<PeerAddress> {
     names
         .iter()
         .filter_map(|name| {

@@ -298,7 +298,7 @@ impl Cluster {
     }
 
     /// Keeps the peers known on disk, if they changed since `last`.
-    pub(crate) fn remember_peers(&self, last: &mut BTreeMap<String, replicas::Remembered>) {
+    pub(crate) fn remember_peers(&self, last: &mut BTreeMap<DomainName, replicas::Remembered>) {
         let Some(path) = &self.remembered else { return };
         let now = self.replicas.read().to_remember();
         if now != *last {
@@ -380,7 +380,7 @@ impl Cluster {
             ));
         }
         self.tasks.spawn(self.coordinator.clone().run(
-            self.me.to_string(),
+            self.me.clone(),
             member,
             positions,
             stop.child_token(),
@@ -441,7 +441,7 @@ impl Cluster {
     }
 
     /// The domains whose copies held here may hold `id`.
-    pub fn candidates(&self, id: &str) -> Vec<String> {
+    pub fn candidates(&self, id: &str) -> Vec<DomainName> {
         self.replicas.read().candidates(id)
     }
 
@@ -462,7 +462,7 @@ impl Cluster {
         let mut domains = vec![me];
         let mut views = self.replicas.read().views();
         for view in &mut views {
-            let probe = probes.get(&view.name);
+            let probe = probes.get(view.name.as_str());
             view.reachable = matches!(probe, Some(Ok(_)));
             view.probe_ms = probe.and_then(|p| p.as_ref().ok().copied());
             view.probe_error = match probe {
@@ -484,7 +484,10 @@ impl Cluster {
 
     /// Asks each of `peers` whether it answers now: its round trip in
     /// milliseconds, or why not. At most [`PROBES_AT_ONCE`] in flight.
-    async fn probe(&self, peers: &[replicas::PeerInfo]) -> HashMap<String, Result<u64, String>> {
+    async fn probe(
+        &self,
+        peers: &[replicas::PeerInfo],
+    ) -> HashMap<DomainName, Result<u64, String>> {
         use futures::StreamExt;
         let timeout = Duration::from_millis(self.config.probe_timeout_ms);
         // Futures made first, so that the stream holds no closure over a

@@ -8,10 +8,11 @@ use std::io::Write;
 use std::path::Path;
 
 use super::replicas::Remembered;
+use crate::local::domain_name::DomainName;
 
 /// The peers kept at `path`; none if there is no file or it cannot be
 /// read (logged: the coordinator's view is then all there is).
-pub(crate) fn load(path: &Path) -> BTreeMap<String, Remembered> {
+pub(crate) fn load(path: &Path) -> BTreeMap<DomainName, Remembered> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
             tracing::warn!(error = %e, path = %path.display(), "unreadable list of known peers ignored");
@@ -26,7 +27,7 @@ pub(crate) fn load(path: &Path) -> BTreeMap<String, Remembered> {
 }
 
 /// Replaces the file at `path` whole (written aside, then renamed).
-pub(crate) fn save(path: &Path, peers: &BTreeMap<String, Remembered>) -> std::io::Result<()> {
+pub(crate) fn save(path: &Path, peers: &BTreeMap<DomainName, Remembered>) -> std::io::Result<()> {
     let aside = path.with_extension("json.new");
     let mut file = std::fs::File::create(&aside)?;
     file.write_all(&serde_json::to_vec_pretty(peers)?)?;
@@ -44,8 +45,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("peers.json");
         assert!(load(&path).is_empty());
-        let peers: BTreeMap<String, Remembered> = [(
-            "B".to_owned(),
+        let peers: BTreeMap<DomainName, Remembered> = [(
+            "B".parse().unwrap(),
             Remembered {
                 address: "http://198.18.0.2:7700".into(),
                 kind: FilterKind::Cuckoo,

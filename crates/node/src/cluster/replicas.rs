@@ -19,6 +19,7 @@ use super::coordinator::{MemberChange, Roster, View};
 use super::sliced::{Sliced, MIN_SLICED};
 use crate::cluster::client::{FetchedFilter, Whole};
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::local::filter::{bloom_bytes, cuckoo_bytes, FilterKind};
 use crate::local::id::ArchiveId;
 use crate::wire::{DomainView, RelayPart};
@@ -174,7 +175,7 @@ impl Peer {
 
 /// The names of `copies` that may hold `id`, their block reads started
 /// together ([`BloomFilter::contains_each`]).
-fn asked_together(copies: &[(&String, &BloomFilter)], id: &[u8]) -> Vec<String> {
+fn asked_together(copies: &[(&DomainName, &BloomFilter)], id: &[u8]) -> Vec<DomainName> {
     let filters: Vec<&BloomFilter> = copies.iter().map(|(_, f)| *f).collect();
     copies
         .iter()
@@ -203,7 +204,7 @@ pub struct Remembered {
 /// What a lookup needs to know of a peer, copied out of the lock.
 #[derive(Clone, Debug)]
 pub struct PeerInfo {
-    pub name: String,
+    pub name: DomainName,
     pub address: String,
     pub position: Option<Position>,
     /// The position of the copy of its key filter.
@@ -213,7 +214,7 @@ pub struct PeerInfo {
 /// A peer as `/metrics` shows it, copied out of the lock.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PeerHealth {
-    pub name: String,
+    pub name: DomainName,
     /// Registered with the coordinator now.
     pub registered: bool,
     /// For how long the copy has not covered what the peer last
@@ -225,12 +226,12 @@ pub struct PeerHealth {
 }
 
 pub struct Replicas {
-    me: String,
+    me: DomainName,
     /// Which filter key this domain hashes keys with: a peer's key filter
     /// built under another cannot rule a key out.
     key_id: String,
     sliced: HashMap<BloomGeometry, Sliced>,
-    peers: BTreeMap<String, Peer>,
+    peers: BTreeMap<DomainName, Peer>,
     /// Counts the times a copy moved (installed or brought forward), for
     /// the lookups waiting for copies behind a write in flight.
     moved: tokio::sync::watch::Sender<u64>,
@@ -260,9 +261,9 @@ pub enum ReplicaError {
 impl Replicas {
     /// Replicas for domain `me`; `key_id` names the filter key of this
     /// domain's key filter.
-    pub fn new(me: &str, key_id: &str) -> Self {
+    pub fn new(me: &DomainName, key_id: &str) -> Self {
         Replicas {
-            me: me.to_owned(),
+            me: me.clone(),
             key_id: key_id.to_owned(),
             sliced: HashMap::new(),
             peers: BTreeMap::new(),
@@ -294,7 +295,7 @@ impl Replicas {
 
     /// Peers remembered from an earlier run (no copy, not known up): asked
     /// by lookups until the coordinator tells of them again.
-    pub fn remember(&mut self, peers: &BTreeMap<String, Remembered>) {
+    pub fn remember(&mut self, peers: &BTreeMap<DomainName, Remembered>) {
         for (name, r) in peers.iter().filter(|(n, _)| **n != self.me) {
             self.peers
                 .entry(name.clone())
@@ -303,7 +304,7 @@ impl Replicas {
     }
 
     /// Every peer known, as [`remember`](Self::remember) takes them back.
-    pub fn to_remember(&self) -> BTreeMap<String, Remembered> {
+    pub fn to_remember(&self) -> BTreeMap<DomainName, Remembered> {
         self.peers
             .iter()
             .map(|(name, p)| {
@@ -322,7 +323,7 @@ impl Replicas {
     /// the peers known (names, addresses, kinds) changed.
     pub fn update_view(&mut self, view: &View, changes: &[MemberChange]) -> bool {
         let mut known_changed = false;
-        for change in changes.iter().filter(|c| c.name() != self.me) {
+        for change in changes.iter().filter(|c| *c.name() != self.me) {
             match change {
                 MemberChange::Present(name, member) => {
                     let peer = self.peers.entry(name.clone()).or_insert_with(|| {
@@ -366,7 +367,7 @@ impl Replicas {
         self.peers
             .iter()
             .map(|(name, peer)| DomainView {
-                name: name.clone(),
+                name: name.to_string(),
                 address: peer.address.clone(),
                 is_self: false,
                 up: peer.registered(),
@@ -483,7 +484,7 @@ impl Replicas {
         if self.sliced.contains_key(&geometry) {
             return;
         }
-        let same: Vec<String> = self
+        let same: Vec<DomainName> = self
             .peers
             .iter()
             .filter(|(_, p)| matches!(&p.held, Held::Bloom(f) if f.geometry() == geometry))
@@ -561,9 +562,10 @@ impl Replicas {
 
     /// Replaces the copy of `name` with a published snapshot.
     fn install(&mut self, name: &str, fetched: &FetchedFilter) -> Result<(), ReplicaError> {
-        if !self.peers.contains_key(name) {
+        let Some((name, _)) = self.peers.get_key_value(name) else {
             return Err(ReplicaError::UnknownPeer(name.into()));
-        }
+        };
+        let name = &name.clone();
         let decode = |source: DecodeError| ReplicaError::Decode {
             peer: name.into(),
             source,
@@ -688,7 +690,7 @@ impl Replicas {
     /// Peers that may hold a record with the key whose filter element is
     /// `element` (in name order): those whose key filter copy may hold it,
     /// and those of which no copy is held.
-    pub fn key_candidates(&self, element: &[u8]) -> Vec<String> {
+    pub fn key_candidates(&self, element: &[u8]) -> Vec<DomainName> {
         let (mut names, mut copies) = (Vec::new(), Vec::new());
         for (name, peer) in &self.peers {
             match &peer.keys {
@@ -704,7 +706,7 @@ impl Replicas {
     /// Peers whose copy may hold `id` (in name order). The indexes and the
     /// Bloom copies held one by one are asked together, every memory read
     /// started before any is used ([`candidates_all`]).
-    pub fn candidates(&self, id: &str) -> Vec<String> {
+    pub fn candidates(&self, id: &str) -> Vec<DomainName> {
         let mut names = Vec::new();
         let mut copies = Vec::new();
         for (name, peer) in &self.peers {
@@ -747,7 +749,7 @@ mod tests {
                 .iter()
                 .map(|(n, e, v)| {
                     (
-                        n.to_string(),
+                        DomainName::from(*n),
                         Member {
                             address: format!("http://{n}"),
                             kind: FilterKind::Counting,
@@ -774,7 +776,7 @@ mod tests {
     #[test]
     fn copies_route_follow_deltas_and_survive_departure() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", "key");
+        let mut r = Replicas::new(&"A".into(), "key");
         let mut b = CountingBloomFilter::new(g);
         b.set_epoch(7);
         b.insert("B-1");
@@ -811,7 +813,7 @@ mod tests {
 
     #[test]
     fn positions_read_from_the_ledger_move_what_a_copy_is_measured_against_forward_only() {
-        let mut r = Replicas::new("A", "key");
+        let mut r = Replicas::new(&"A".into(), "key");
         r.update_view_all(&view(&[("A", 1, 1), ("B", 7, 3)]));
         let read = |epoch, version, departed| {
             let mut known = BTreeMap::new();
@@ -821,7 +823,7 @@ mod tests {
                 departed,
                 retired: false,
             };
-            known.insert("B".to_owned(), entry);
+            known.insert("B".into(), entry);
             Roster { known }
         };
         let last = |r: &Replicas| r.peer("B").and_then(|p| p.last_published);
@@ -853,12 +855,12 @@ mod tests {
     #[test]
     fn health_reports_the_lag_clock_of_each_peer_and_whether_it_is_registered() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", "key");
+        let mut r = Replicas::new(&"A".into(), "key");
         let remembered = Remembered {
             address: "http://C".into(),
             kind: FilterKind::Counting,
         };
-        r.remember(&BTreeMap::from([("C".to_string(), remembered)]));
+        r.remember(&BTreeMap::from([("C".into(), remembered)]));
         let mut b = CountingBloomFilter::new(g);
         b.set_epoch(7);
         b.insert("B-1");
@@ -896,7 +898,7 @@ mod tests {
     #[test]
     fn a_peer_is_a_search_candidate_unless_a_copy_of_its_key_filter_under_our_key_rules_it_out() {
         let g = BloomGeometry::for_capacity(1000, 0.01).unwrap();
-        let mut r = Replicas::new("A", "ours");
+        let mut r = Replicas::new(&"A".into(), "ours");
         r.update_view_all(&view(&[("A", 1, 1), ("B", 7, 2), ("C", 7, 2)]));
         // No key filter copies yet: both may hold anything.
         assert_eq!(r.key_candidates(b"k1"), ["B", "C"]);
@@ -945,7 +947,7 @@ mod tests {
         let large = BloomGeometry::for_capacity(4_096, 0.01).unwrap();
         let names: Vec<String> = (0..70).map(|i| format!("D{i:02}")).collect();
         let members: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 7, 2)).collect();
-        let mut r = Replicas::new("A", "key");
+        let mut r = Replicas::new(&"A".into(), "key");
         r.update_view_all(&view(&members));
         let copy = |geometry, ids: &[String]| {
             let mut f = CountingBloomFilter::new(geometry);
@@ -976,7 +978,8 @@ mod tests {
         }
         assert!(r.sliced.contains_key(&small) && !r.sliced.contains_key(&large));
         for name in &names {
-            assert!(r.candidates(&format!("{name}-1")).contains(name), "{name}");
+            let name = DomainName::from(name.as_str());
+            assert!(r.candidates(&format!("{name}-1")).contains(&name), "{name}");
         }
 
         // A delta reaches a bit-sliced copy.
@@ -985,13 +988,13 @@ mod tests {
         d00.insert("D00-2");
         r.apply("D00", RelayPart::Filter, &d00.flips_since(since).unwrap())
             .unwrap();
-        assert!(r.candidates("D00-2").contains(&"D00".to_string()));
+        assert!(r.candidates("D00-2").contains(&"D00".into()));
 
         // Rebuilt larger, D01 leaves its slot: its old copy routes nothing.
         r.install("D01", &fetched(&copy(large, &["D01-9".to_string()])))
             .unwrap();
-        assert!(!r.candidates("D01-1").contains(&"D01".to_string()));
-        assert!(r.candidates("D01-9").contains(&"D01".to_string()));
+        assert!(!r.candidates("D01-1").contains(&"D01".into()));
+        assert!(r.candidates("D01-9").contains(&"D01".into()));
     }
 
     /// `/v1/cluster`'s `filter_bytes`, which the page weighs against its
@@ -1004,7 +1007,7 @@ mod tests {
         let large = BloomGeometry::for_capacity(4_096, 0.01).unwrap();
         let names: Vec<String> = (0..MIN_SLICED + 2).map(|i| format!("D{i:02}")).collect();
         let members: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 7, 0)).collect();
-        let mut r = Replicas::new("A", "key");
+        let mut r = Replicas::new(&"A".into(), "key");
         r.update_view_all(&view(&members));
         assert!(
             r.views().iter().all(|v| v.filter_bytes.is_none()),

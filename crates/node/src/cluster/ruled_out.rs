@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::coordinator::{PeerAddress, Roster};
 use super::replicas::{covers, PeerInfo};
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 
 /// How many copies behind a write in flight a "not found" does not wait
 /// for: their domains are asked at once (each settled by its answer or
@@ -92,7 +93,7 @@ pub(crate) fn catching_up(
     roster: &Roster,
     peers: &[PeerInfo],
     asked: &[PeerAddress],
-) -> Vec<(String, Position)> {
+) -> Vec<(DomainName, Position)> {
     let held: HashMap<&str, Position> = peers
         .iter()
         .filter_map(|p| Some((p.name.as_str(), p.position?)))
@@ -122,7 +123,7 @@ pub(crate) fn ask_now(behind_at_first: usize, waited: Duration, asking: Duration
 /// Every other domain in the roster or held as a copy, with its address,
 /// but those retired: the seed paper's broadcast asks them all.
 pub(super) fn everyone(roster: &Roster, peers: &[PeerInfo], me: &str) -> Vec<PeerAddress> {
-    let mut all: std::collections::BTreeMap<String, String> = peers
+    let mut all: std::collections::BTreeMap<DomainName, String> = peers
         .iter()
         .map(|p| (p.name.clone(), p.address.clone()))
         .collect();
@@ -174,7 +175,7 @@ pub(super) mod tests {
                     departed,
                     retired,
                 };
-                (name.to_owned(), known)
+                (DomainName::from(name), known)
             })
             .collect();
         Roster { known }
@@ -225,12 +226,12 @@ pub(super) mod tests {
         ];
         let asked: Vec<PeerAddress> = ["behind", "no-copy", "other-epoch", "unknown"]
             .iter()
-            .map(|n| PeerAddress::new(*n, format!("http://{n}")))
+            .map(|n| PeerAddress::new(&DomainName::from(*n), format!("http://{n}")))
             .collect();
         assert_eq!(
             catching_up(&roster, &peers, &asked),
             vec![(
-                "behind".to_string(),
+                DomainName::from("behind"),
                 Position {
                     epoch: 7,
                     version: 5
@@ -258,7 +259,7 @@ pub(super) mod tests {
     }
 
     fn names(out: Vec<PeerAddress>) -> Vec<String> {
-        out.into_iter().map(|p| p.name).collect()
+        out.into_iter().map(|p| p.name.into_string()).collect()
     }
 
     #[test]

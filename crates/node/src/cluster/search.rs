@@ -68,19 +68,19 @@ impl Cluster {
                 }
             })
             .collect();
-        gathered.asked = targets.iter().map(|p| p.name.clone()).collect();
+        gathered.asked = targets.iter().map(|p| p.name.to_string()).collect();
         while let Some((name, answer)) = calls.next().await {
             match answer {
                 Ok((200, body)) => gathered.records.extend(body.records),
                 Ok((status, body)) => {
                     let why = body.message.unwrap_or_else(|| format!("status {status}"));
-                    gathered.errors.insert(name.clone(), why);
-                    gathered.unreachable.push(name);
+                    gathered.errors.insert(name.to_string(), why);
+                    gathered.unreachable.push(name.into_string());
                 }
                 Err(e) => {
-                    tracing::debug!(peer = name, error = %e, "search failed");
-                    gathered.errors.insert(name.clone(), e.to_string());
-                    gathered.unreachable.push(name);
+                    tracing::debug!(peer = %name, error = %e, "search failed");
+                    gathered.errors.insert(name.to_string(), e.to_string());
+                    gathered.unreachable.push(name.into_string());
                 }
             }
         }

@@ -14,6 +14,7 @@ use super::replicas::{covers, PeerInfo};
 use super::ruled_out::{ask_now, catching_up, not_ruled_out, LONGEST_WAIT};
 use super::trace::Trace;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::local::record::Record;
 
 /// How a lookup ended. `Found`, the common end, is as large as a record:
@@ -24,12 +25,12 @@ use crate::local::record::Record;
 pub enum Outcome {
     Found {
         record: Record,
-        owner: String,
+        owner: DomainName,
     },
     NotFound,
     /// Not found where asked, and these domains could not answer.
     Unavailable {
-        domains: Vec<String>,
+        domains: Vec<DomainName>,
     },
     /// Not found in any domain known, but the membership could not be
     /// confirmed (just started, or the coordinator is unreachable).
@@ -52,7 +53,7 @@ pub fn doubt(outcome: &Outcome) -> u8 {
 /// found" only when nobody failed to answer (every domain not ruled out
 /// answered "no" or was covered by its copy, [`Settle`]), the membership
 /// was confirmed, and the lookup's own search did not fail.
-pub fn conclude(found: Option<(Record, String)>, trace: &Trace) -> Outcome {
+pub fn conclude(found: Option<(Record, DomainName)>, trace: &Trace) -> Outcome {
     match (found, &trace.unconfirmed) {
         (Some((record, owner)), _) => Outcome::Found { record, owner },
         (None, _) if !trace.unreachable.is_empty() || trace.failed.is_some() => {
@@ -78,11 +79,11 @@ pub enum Reply<T> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// Ask whether its live filter may hold the ID.
-    Probe { name: String, address: String },
+    Probe { name: DomainName, address: String },
     /// Read the record; `after_probe` when a probe's "maybe" led to it
     /// (else its copy's).
     Fetch {
-        name: String,
+        name: DomainName,
         address: String,
         after_probe: bool,
     },
@@ -91,9 +92,9 @@ pub enum Call {
 /// What came of a call.
 #[derive(Clone, Debug)]
 pub enum Event {
-    Probed(String, Reply<bool>),
+    Probed(DomainName, Reply<bool>),
     /// Whether the domain held the record.
-    Fetched(String, Reply<bool>, bool),
+    Fetched(DomainName, Reply<bool>, bool),
 }
 
 /// What the driver does next.
@@ -106,7 +107,7 @@ pub enum Ready {
         until: Option<Duration>,
     },
     /// Every domain is settled: found at this one, or nowhere.
-    Done { found: Option<String> },
+    Done { found: Option<DomainName> },
 }
 
 /// A domain a "not found" must still settle.
@@ -145,13 +146,13 @@ struct Open {
 /// began is missed, whichever way each domain is settled.
 #[derive(Debug)]
 pub struct Settle {
-    open: BTreeMap<String, Open>,
+    open: BTreeMap<DomainName, Open>,
     /// The domains whose record was read (or is being read): never twice.
-    fetched: BTreeSet<String>,
+    fetched: BTreeSet<DomainName>,
     behind_at_first: usize,
     woken: bool,
     in_flight: usize,
-    found: Option<String>,
+    found: Option<DomainName>,
     /// The domains asked at once, not waited for: probed at the first
     /// [`Settle::ready`].
     at_first: Vec<PeerAddress>,
@@ -163,12 +164,12 @@ impl Settle {
     /// After the candidates (`asked`) said no: the domains `roster` and
     /// `peers` (the copies' positions read with the candidates) cannot
     /// rule out, less those asked already.
-    pub fn new(roster: &Roster, peers: &[PeerInfo], me: &str, asked: BTreeSet<String>) -> Self {
+    pub fn new(roster: &Roster, peers: &[PeerInfo], me: &str, asked: BTreeSet<DomainName>) -> Self {
         let mut stale = not_ruled_out(roster, peers, me);
         stale.retain(|p| !asked.contains(&p.name));
         let behind = catching_up(roster, peers, &stale);
         let waiting: BTreeSet<&str> = behind.iter().map(|(name, _)| name.as_str()).collect();
-        let open: BTreeMap<String, Open> = stale
+        let open: BTreeMap<DomainName, Open> = stale
             .into_iter()
             .map(|PeerAddress { name, address }| {
                 let published = roster
@@ -220,17 +221,17 @@ impl Settle {
 
     /// The domains whose copies can settle them: the driver reads these
     /// copies' positions for [`Settle::copies`].
-    pub fn watched(&self) -> impl Iterator<Item = &str> {
+    pub fn watched(&self) -> impl Iterator<Item = &DomainName> {
         self.open
             .iter()
             .filter(|(_, o)| o.published.is_some())
-            .map(|(name, _)| name.as_str())
+            .map(|(name, _)| name)
     }
 
     /// Whether any of `positions` (of [`Settle::watched`]'s copies)
     /// covers what its domain published: then the driver reads the
     /// candidates under the same lock.
-    pub fn any_covered(&self, positions: &[(String, Option<Position>)]) -> bool {
+    pub fn any_covered(&self, positions: &[(DomainName, Option<Position>)]) -> bool {
         positions.iter().any(|(name, at)| self.covered(name, *at))
     }
 
@@ -243,7 +244,11 @@ impl Settle {
     /// The copies' positions and the candidates for the ID, read together:
     /// a copy that covers what its domain published settles it, by its
     /// "no", or by the record read on its "maybe".
-    pub fn copies(&mut self, positions: &[(String, Option<Position>)], candidates: &[String]) {
+    pub fn copies(
+        &mut self,
+        positions: &[(DomainName, Option<Position>)],
+        candidates: &[DomainName],
+    ) {
         if self.found.is_some() {
             return;
         }
@@ -341,7 +346,7 @@ impl Settle {
         // then its domain is unreachable.
         if self.open.values().any(|o| o.failed.is_some()) {
             if waited >= LONGEST_WAIT {
-                let failed: Vec<String> = self
+                let failed: Vec<DomainName> = self
                     .open
                     .iter()
                     .filter(|(_, o)| o.failed.is_some())
@@ -382,7 +387,7 @@ impl Settle {
         }
     }
 
-    fn fetch(&mut self, name: String, address: String, after_probe: bool) {
+    fn fetch(&mut self, name: DomainName, address: String, after_probe: bool) {
         self.in_flight += 1;
         self.calls.push(Call::Fetch {
             name,
@@ -479,7 +484,7 @@ mod tests {
     #[test]
     fn the_candidates_asked_already_are_not_settled_again() {
         let roster = roster(&[("B", 5, false)]);
-        let asked = BTreeSet::from(["B".to_owned()]);
+        let asked = BTreeSet::from(["B".into()]);
         let settle = Settle::new(&roster, &[], "A", asked);
         assert!(settle.is_empty());
     }
@@ -501,12 +506,12 @@ mod tests {
         assert!(calls.is_empty());
         assert_eq!(until, Some(ms(40) + WOKEN_SPACING));
         // Four copies catch up; one is a candidate, so its record is read.
-        let positions: Vec<(String, Option<Position>)> = names[..4]
+        let positions: Vec<(DomainName, Option<Position>)> = names[..4]
             .iter()
-            .map(|n| (n.to_string(), Some(at(5))))
+            .map(|n| (DomainName::from(*n), Some(at(5))))
             .collect();
         assert!(settle.any_covered(&positions));
-        settle.copies(&positions, &["C".to_owned()]);
+        settle.copies(&positions, &["C".into()]);
         let Ready::Wait { calls, .. } = settle.ready(ms(10), |_| ms(40), &mut trace) else {
             panic!("waits");
         };
@@ -594,8 +599,11 @@ mod tests {
         ) {
             let entries = entries.into_iter().map(|(n, v, r)| (n, v, false, r)).collect();
             let (roster, peers) = drawn(entries, copies);
-            let asked: BTreeSet<String> = asked.into_iter().map(|n| format!("d{n}")).collect();
-            let must: Vec<String> = not_ruled_out(&roster, &peers, "d0")
+            let asked: BTreeSet<DomainName> = asked
+                .into_iter()
+                .map(|n| DomainName::from(format!("d{n}").as_str()))
+                .collect();
+            let must: Vec<DomainName> = not_ruled_out(&roster, &peers, "d0")
                 .into_iter()
                 .map(|p| p.name)
                 .filter(|n| !asked.contains(n))
@@ -607,10 +615,10 @@ mod tests {
             let mut settle = Settle::new(&roster, &peers, "d0", asked);
             let mut trace = Trace::new(Strategy::Routed);
             let mut pending: Vec<Call> = Vec::new();
-            let mut said_no: BTreeSet<String> = BTreeSet::new();
-            let mut covered: BTreeSet<String> = BTreeSet::new();
+            let mut said_no: BTreeSet<DomainName> = BTreeSet::new();
+            let mut covered: BTreeSet<DomainName> = BTreeSet::new();
             let mut waited = Duration::ZERO;
-            let answer_of = |call: Call, how: u8, said_no: &mut BTreeSet<String>| {
+            let answer_of = |call: Call, how: u8, said_no: &mut BTreeSet<DomainName>| {
                 let answer = match how % 3 {
                     0 => Reply::Got(false),
                     1 => Reply::Got(true),

@@ -4,6 +4,7 @@
 //! classes 1.33–1.5 × apart (`size_class`), so the copies of a large
 //! cluster fall into a dozen geometries (docs/SCALING.md).
 
+use crate::local::domain_name::DomainName;
 use xarchive_filter::{
     ApplyError, BloomFilter, BloomGeometry, Delta, GeometryMismatch, SlicedIndex, SlotSet,
 };
@@ -22,7 +23,7 @@ pub const MIN_SLICED: usize = 16;
 
 pub struct Sliced {
     index: SlicedIndex,
-    owners: Vec<Option<String>>,
+    owners: Vec<Option<DomainName>>,
 }
 
 impl Sliced {
@@ -39,7 +40,7 @@ impl Sliced {
     /// returns the slot.
     pub fn put(
         &mut self,
-        name: &str,
+        name: &DomainName,
         filter: &BloomFilter,
         slot: Option<usize>,
     ) -> Result<usize, GeometryMismatch> {
@@ -48,7 +49,7 @@ impl Sliced {
             None => self.free_slot(),
         };
         self.index.set(slot, filter)?;
-        self.owners[slot] = Some(name.to_owned());
+        self.owners[slot] = Some(name.clone());
         Ok(slot)
     }
 
@@ -67,7 +68,7 @@ impl Sliced {
     }
 
     /// Adds to `out` the peers in `slots` (what the index answered).
-    pub fn owners(&self, slots: &SlotSet, out: &mut Vec<String>) {
+    pub fn owners(&self, slots: &SlotSet, out: &mut Vec<DomainName>) {
         out.extend(
             slots
                 .iter()

@@ -24,6 +24,7 @@ use super::relay;
 use super::replicas::{Change, Peer, Remembered, ReplicaError, Replicas};
 use super::Cluster;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::wire::RelayPart;
 use tokio_util::sync::CancellationToken;
 
@@ -56,21 +57,21 @@ struct Sync {
     /// Stops every peer's task and every relay follower.
     stop_peers: CancellationToken,
     /// Each peer's task, told the member as the view says it now.
-    tasks: BTreeMap<String, watch::Sender<Option<Member>>>,
+    tasks: BTreeMap<DomainName, watch::Sender<Option<Member>>>,
     /// The peers last written to the file of peers remembered.
-    remembered: BTreeMap<String, Remembered>,
+    remembered: BTreeMap<DomainName, Remembered>,
     /// The view's revision taken in.
     seen: u64,
     /// The removals seen while the view did not follow the coordinator:
     /// a peer is marked gone only by a view that does, so those are taken
     /// in again once it follows.
-    unconfirmed: BTreeSet<String>,
+    unconfirmed: BTreeSet<DomainName>,
     followers: relay::Followers,
     layout: Layout,
     grace: Option<Duration>,
     /// Copies behind, and since when (relaying on): a peer's task is woken
     /// only once its copy has been behind for the grace period.
-    behind: HashMap<String, Instant>,
+    behind: HashMap<DomainName, Instant>,
 }
 
 impl Sync {
@@ -126,14 +127,14 @@ impl Sync {
             let membership = self.layout.changed(placed, &changes);
             let neighbours = (membership || known_changed).then(|| {
                 relay::neighbours(
-                    current.members.keys().map(String::as_str),
+                    current.members.keys().map(DomainName::as_str),
                     &cluster.me,
                     cluster.config.relay_fanout,
                 )
                 .into_iter()
                 .filter_map(|n| {
-                    let member = current.members.get(n)?;
-                    Some(PeerAddress::new(n, &member.address))
+                    let (name, member) = current.members.get_key_value(n)?;
+                    Some(PeerAddress::new(name, &member.address))
                 })
                 .collect::<Vec<_>>()
             });
@@ -241,7 +242,7 @@ impl Sync {
 #[derive(Default)]
 struct Layout {
     /// The members other than this domain, as taken in so far.
-    members: BTreeSet<String>,
+    members: BTreeSet<DomainName>,
     /// Whether this domain is a member.
     placed: bool,
 }
@@ -285,7 +286,7 @@ fn needs_sync(replicas: &Replicas, name: &str, published: Position) -> bool {
 /// Syncs one peer's copy whenever its published position is ahead.
 async fn peer(
     cluster: Arc<Cluster>,
-    name: String,
+    name: DomainName,
     mut member: watch::Receiver<Option<Member>>,
     shutdown: CancellationToken,
 ) {
@@ -407,7 +408,7 @@ async fn from_nearby<T, Fut>(
     cluster: &Cluster,
     name: &str,
     fetch: impl Fn(Client) -> Fut,
-) -> Option<(T, String)>
+) -> Option<(T, DomainName)>
 where
     Fut: Future<Output = Result<T, ClientError>>,
 {
@@ -466,8 +467,8 @@ mod tests {
             keys: String::new(),
             signing_key: String::new(),
         };
-        let up = |n: &str| MemberChange::Present(n.to_owned(), member.clone());
-        let gone = |n: &str| MemberChange::Gone(n.to_owned());
+        let up = |n: &str| MemberChange::Present(n.into(), member.clone());
+        let gone = |n: &str| MemberChange::Gone(n.into());
         let mut layout = Layout::default();
         assert!(layout.changed(true, &[up("B"), up("C")]), "the first view");
         assert!(!layout.changed(true, &[up("C")]), "only a new position");

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::local::domain_name::DomainName;
 use crate::wire::{CacheRoute, Route, Strategy};
 
 /// Why a lookup's shared remote search gave no answer of its own.
@@ -25,18 +26,18 @@ pub struct Trace {
     /// Answered from this domain's own store.
     pub local: bool,
     /// Domains whose copies said "maybe".
-    pub candidates: Vec<String>,
+    pub candidates: Vec<DomainName>,
     /// Domains asked for the record.
-    pub asked: Vec<String>,
+    pub asked: Vec<DomainName>,
     /// Domains asked for the record by their copies' "maybe" that did not
     /// hold it.
     pub false_positive_hops: usize,
     /// Whether live filters were probed.
     pub broadcast: bool,
     /// Domains whose live filters were probed.
-    pub probed: Vec<String>,
+    pub probed: Vec<DomainName>,
     /// Domains that could not answer, and why each.
-    pub unreachable: BTreeMap<String, String>,
+    pub unreachable: BTreeMap<DomainName, String>,
     pub remote_calls: usize,
     pub cache: Option<CacheRoute>,
     /// Answered by another lookup of the same ID in flight at the time.
@@ -57,18 +58,23 @@ impl Trace {
     }
 
     /// `name` could not answer, for `why`.
-    pub fn unreachable(&mut self, name: String, why: String) {
+    pub fn unreachable(&mut self, name: DomainName, why: String) {
         self.unreachable.insert(name, why);
     }
 
     /// The domains that could not answer, sorted.
-    pub fn unreachable_names(&self) -> Vec<String> {
+    pub fn unreachable_names(&self) -> Vec<DomainName> {
         self.unreachable.keys().cloned().collect()
     }
 
     /// The wire's form, for the client.
     pub fn into_route(self) -> Route {
-        let mut errors = self.unreachable;
+        let names = |names: Vec<DomainName>| names.into_iter().map(String::from).collect();
+        let mut errors: BTreeMap<String, String> = self
+            .unreachable
+            .into_iter()
+            .map(|(name, why)| (name.into_string(), why))
+            .collect();
         let unreachable = errors.keys().cloned().collect();
         if let Some(failed) = self.failed {
             errors.insert("(lookup task)".into(), failed.to_string());
@@ -76,11 +82,11 @@ impl Trace {
         Route {
             strategy: self.strategy,
             local: self.local,
-            candidates: self.candidates,
-            asked: self.asked,
+            candidates: names(self.candidates),
+            asked: names(self.asked),
             false_positive_hops: self.false_positive_hops,
             broadcast: self.broadcast,
-            probed: self.probed,
+            probed: names(self.probed),
             unreachable,
             errors,
             remote_calls: self.remote_calls,
@@ -99,7 +105,7 @@ mod tests {
     #[test]
     fn a_failed_task_is_told_apart_from_the_domains_that_could_not_answer() {
         let mut trace = Trace::new(Strategy::Routed);
-        trace.unreachable("C".into(), "timed out".into());
+        trace.unreachable("C".parse().unwrap(), "timed out".into());
         trace.failed = Some(TaskFailure::Panicked);
         let route = trace.into_route();
         assert_eq!(route.unreachable, ["C"]);

@@ -69,7 +69,7 @@ pub async fn lookup(
     Ok(match result.outcome {
         Outcome::Found { record, owner } => Json(LookupBody {
             record: Some(node.as_read_by(&who.map_or(Principal::Anonymous, |w| w.0), record)),
-            owner: Some(owner),
+            owner: Some(owner.into_string()),
             route,
             ..LookupBody::default()
         })
@@ -108,17 +108,22 @@ pub async fn lookup(
             }
             e.with("route", route_json).into_response()
         }
-        Outcome::Unavailable { domains } => echo(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Unavailable,
-            format!(
+        Outcome::Unavailable { domains } => {
+            echo(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Unavailable,
+                format!(
                 "{said} was not found in the domains that answered; these could not be reached: {}",
-                domains.join(", ")
+                domains.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
             ),
-        ))
-        .with("unavailable", domains)
-        .with("route", route_json)
-        .into_response(),
+            ))
+            .with(
+                "unavailable",
+                domains.into_iter().map(String::from).collect::<Vec<_>>(),
+            )
+            .with("route", route_json)
+            .into_response()
+        }
         Outcome::NotReady { reason } => echo(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NotReady,
@@ -150,7 +155,12 @@ pub async fn route(
 ) -> Result<Response, ApiError> {
     Ok(Json(RouteBody {
         local: node.domain.contains(id.as_str()),
-        candidates: node.cluster.candidates(id.as_str()),
+        candidates: node
+            .cluster
+            .candidates(id.as_str())
+            .into_iter()
+            .map(String::from)
+            .collect(),
         id: id.into_string(),
     })
     .into_response())

@@ -137,9 +137,24 @@ impl PartialEq<DomainName> for String {
     }
 }
 
+impl From<&DomainName> for String {
+    fn from(name: &DomainName) -> String {
+        name.0.clone()
+    }
+}
+
 impl From<DomainName> for String {
     fn from(name: DomainName) -> String {
         name.0
+    }
+}
+
+/// A name written in a unit test, where a name that is none is a bug in
+/// the test.
+#[cfg(test)]
+impl From<&str> for DomainName {
+    fn from(name: &str) -> Self {
+        DomainName::parse(name).expect("a test's domain name")
     }
 }
 

@@ -292,7 +292,9 @@ impl Node {
                         // The form it is held by (`Node::lookup` tries
                         // the ID's typed forms): the holder reads it so.
                         Outcome::Found { owner, record } => {
-                            held.entry(owner).or_default().push(record.id.to_string());
+                            held.entry(owner.into_string())
+                                .or_default()
+                                .push(record.id.to_string());
                         }
                         Outcome::NotFound => not_found.push(id.to_string()),
                         Outcome::Unavailable { domains } => {
@@ -371,19 +373,20 @@ impl Node {
 
     /// The submission refused because `domains` could not be asked, named
     /// as people know them (the trust list read first if it can be).
-    async fn unavailable(&self, domains: &[String]) -> RequestsError {
+    async fn unavailable(&self, domains: &[impl AsRef<str>]) -> RequestsError {
         let _ = self.trust_list(false).await;
         RequestsError::Unavailable(self.names(domains))
     }
 
     /// `domains` as people know them, for a message.
-    pub(super) fn names(&self, domains: &[String]) -> String {
+    pub(super) fn names(&self, domains: &[impl AsRef<str>]) -> String {
         domains
             .iter()
             .map(|d| {
+                let d = d.as_ref();
                 let name = self.archive_name(d);
-                if name.name == *d {
-                    d.clone()
+                if name.name == d {
+                    d.to_owned()
                 } else {
                     format!("{} ({d})", name.name)
                 }

@@ -15,6 +15,7 @@ use crate::cluster::copy_change::Source;
 use crate::cluster::replicas::Change;
 use crate::cluster::Cluster;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::local::filter::FilterKind;
 use crate::wire::{split_delta_with_ids, RelayEntry, RelayHeader, RelayPart};
 
@@ -47,7 +48,7 @@ pub fn pause_after(waited: bool) -> Duration {
 /// (or a new address), stopped for those that are no longer.
 #[derive(Default)]
 pub(crate) struct Followers {
-    running: BTreeMap<String, (String, CancellationToken)>,
+    running: BTreeMap<DomainName, (String, CancellationToken)>,
 }
 
 impl Followers {
@@ -60,7 +61,7 @@ impl Followers {
         stop: &CancellationToken,
     ) {
         cluster.neighbours.write().clone_from(&wanted);
-        let wanted: BTreeMap<String, String> =
+        let wanted: BTreeMap<DomainName, String> =
             wanted.into_iter().map(|p| (p.name, p.address)).collect();
         self.running.retain(|name, (address, token)| {
             let keep = wanted.get(name) == Some(address);
@@ -89,7 +90,7 @@ impl Followers {
 /// forward, until `stop`.
 async fn follow(
     cluster: Arc<Cluster>,
-    neighbour: String,
+    neighbour: DomainName,
     address: String,
     stop: CancellationToken,
 ) {

@@ -145,10 +145,11 @@ fn roster(groups: &[(String, Arc<[Entry]>)]) -> Roster {
     let mut known = BTreeMap::new();
     let mut twice = BTreeSet::new();
     for entry in groups.iter().flat_map(|(_, entries)| entries.iter()) {
-        if let Some(admitted) = &entry.known {
-            if known.insert(entry.name.clone(), admitted.clone()).is_some() {
-                twice.insert(entry.name.clone());
-            }
+        let (Some(admitted), Some(name)) = (&entry.known, super::named(&entry.name)) else {
+            continue;
+        };
+        if known.insert(name.clone(), admitted.clone()).is_some() {
+            twice.insert(name);
         }
     }
     for name in &twice {
@@ -213,15 +214,15 @@ mod tests {
         let first = ledger(&[("a", "http://a"), ("b", "http://b")]);
         let read = sorted(admitted.0.lock().group("g", first.as_bytes(), admit).0);
         assert_eq!(checks.get(), 2);
-        assert_eq!(read[1], ("b".to_owned(), Some(known("http://b"))));
+        assert_eq!(read[1], ("b".into(), Some(known("http://b"))));
         let again = sorted(admitted.0.lock().group("g", first.as_bytes(), admit).0);
         assert_eq!(checks.get(), 2, "an unchanged group is not checked again");
         assert_eq!(read, again);
         let changed = ledger(&[("b", "http://b2"), ("a", "http://a")]);
         let read = sorted(admitted.0.lock().group("g", changed.as_bytes(), admit).0);
         assert_eq!(checks.get(), 3, "only the changed entry is checked");
-        assert_eq!(read[0], ("a".to_owned(), Some(known("http://a"))));
-        assert_eq!(read[1], ("b".to_owned(), Some(known("http://b2"))));
+        assert_eq!(read[0], ("a".into(), Some(known("http://a"))));
+        assert_eq!(read[1], ("b".into(), Some(known("http://b2"))));
         admitted.0.lock().group("h", changed.as_bytes(), admit);
         assert_eq!(checks.get(), 5, "another group's entries are its own");
     }
@@ -236,10 +237,7 @@ mod tests {
         let read = sorted(admitted.0.lock().group("g", both.as_bytes(), only_a).0);
         assert_eq!(
             read,
-            vec![
-                ("a".to_owned(), Some(known("http://a"))),
-                ("b".to_owned(), None)
-            ]
+            vec![("a".into(), Some(known("http://a"))), ("b".into(), None)]
         );
         assert!(admitted
             .0
@@ -263,22 +261,22 @@ mod tests {
         let h = ledger(&[("b", "http://b"), ("m", "http://m2")]);
         let read = || {
             vec![
-                ("g".to_owned(), g.clone().into_bytes()),
-                ("h".to_owned(), h.clone().into_bytes()),
+                ("g".into(), g.clone().into_bytes()),
+                ("h".into(), h.clone().into_bytes()),
             ]
         };
         let first = admitted.read(read(), admit);
-        let names: Vec<&String> = first.roster.known.keys().collect();
+        let names: Vec<&str> = first.roster.known.keys().map(|n| n.as_str()).collect();
         assert_eq!(names, ["a", "b"], "m moved between groups: in neither");
         assert_eq!(first.groups.len(), 2);
         let again = admitted.read(read(), admit);
         assert!(Arc::ptr_eq(&first.roster, &again.roster));
-        let fewer = admitted.read(vec![("g".to_owned(), g.clone().into_bytes())], admit);
+        let fewer = admitted.read(vec![("g".into(), g.clone().into_bytes())], admit);
         assert!(
             !Arc::ptr_eq(&first.roster, &fewer.roster),
             "a group gone changes the roster"
         );
-        let names: Vec<&String> = fewer.roster.known.keys().collect();
+        let names: Vec<&str> = fewer.roster.known.keys().map(|n| n.as_str()).collect();
         assert_eq!(names, ["a", "m"]);
     }
 }

@@ -26,6 +26,7 @@ use zookeeper_client as zk;
 
 use crate::cluster::coordinator::{Known, Roster};
 use crate::cluster::ledger::lines::{self, Described, Line, Lines};
+use crate::local::domain_name::DomainName;
 
 /// When a group folder last changed, as its stat says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,16 +220,20 @@ impl Apart {
     /// composed of the same lines and descriptions.
     pub fn roster(&self, groups: &[Arc<Group>]) -> Arc<Roster> {
         let mut state = self.0.lock();
-        let mut known: BTreeMap<String, Known> = BTreeMap::new();
-        let mut twice: BTreeSet<String> = BTreeSet::new();
+        let mut known: BTreeMap<DomainName, Known> = BTreeMap::new();
+        let mut twice: BTreeSet<DomainName> = BTreeSet::new();
         let mut inputs: Inputs = (Vec::new(), Vec::new());
         let mut sorted: Vec<&Arc<Group>> = groups.iter().collect();
         sorted.sort_by(|a, b| a.name.cmp(&b.name));
         for group in sorted {
             inputs.0.push((group.name.clone(), group.stamp));
             for (name, (_, line)) in &group.lines {
-                let Some(line) = line else { continue };
-                let description = state.described.get(name);
+                // A line under a name no domain could have is left out,
+                // as an unadmitted one is.
+                let (Some(line), Ok(name)) = (line, DomainName::parse(name)) else {
+                    continue;
+                };
+                let description = state.described.get(name.as_str());
                 inputs.1.push(description.map(|d| d.version));
                 let Some(described) = description
                     .filter(|d| d.version >= line.described)
@@ -240,7 +245,7 @@ impl Apart {
                     .insert(name.clone(), described.at(line.position))
                     .is_some()
                 {
-                    twice.insert(name.clone());
+                    twice.insert(name);
                 }
             }
         }
@@ -268,7 +273,7 @@ impl Apart {
 pub(super) fn merged(whole: &Roster, whole_names: &BTreeSet<String>, apart: &Roster) -> Roster {
     let mut known = whole.known.clone();
     for (name, k) in &apart.known {
-        if !whole_names.contains(name) {
+        if !whole_names.contains(name.as_str()) {
             known.insert(name.clone(), k.clone());
         }
     }
@@ -328,7 +333,7 @@ mod tests {
         apart.take_group("g", stamp(5), &positions(&[("a", 1, 0)]), anything);
         apart.take_group("h", stamp(6), &positions(&[("b", 1, 0)]), anything);
         let stamps: HashMap<String, Stamp> =
-            [("g".to_owned(), stamp(5)), ("h".to_owned(), stamp(9))].into();
+            [("g".into(), stamp(5)), ("h".into(), stamp(9))].into();
         let plan = apart.plan(&listed, &stamps);
         assert_eq!(plan.reread, ["h"]);
         assert_eq!(plan.held.len(), 1);
@@ -345,7 +350,7 @@ mod tests {
             5,
             "this read's own"
         );
-        let plan = apart.plan(&["g".to_owned()], &[("g".to_owned(), stamp(9))].into());
+        let plan = apart.plan(&["g".to_owned()], &[("g".into(), stamp(9))].into());
         assert_eq!(plan.held[0].lines["a"].1.unwrap().position.version, 9);
         // A folder made anew counts again from its own creation.
         let anew = Stamp {
@@ -354,7 +359,7 @@ mod tests {
             pzxid: 3,
         };
         apart.take_group("g", anew, &positions(&[("a", 1, 0)]), anything);
-        let plan = apart.plan(&["g".to_owned()], &[("g".to_owned(), anew)].into());
+        let plan = apart.plan(&["g".to_owned()], &[("g".into(), anew)].into());
         assert_eq!(plan.held.len(), 1);
     }
 
@@ -378,7 +383,7 @@ mod tests {
             "b's line names version 2; c's description is looked for again"
         );
         let roster = apart.roster(&groups);
-        let names: Vec<&String> = roster.known.keys().collect();
+        let names: Vec<&str> = roster.known.keys().map(|n| n.as_str()).collect();
         assert_eq!(
             names,
             ["a"],
@@ -443,13 +448,13 @@ mod tests {
     #[test]
     fn a_domain_with_a_whole_entry_is_known_by_it_alone() {
         let whole = Roster {
-            known: [("old".to_owned(), member("http://old", 5))].into(),
+            known: [("old".into(), member("http://old", 5))].into(),
         };
         let apart = Roster {
             known: [
-                ("old".to_owned(), member("http://old", 9)),
-                ("new".to_owned(), member("http://new", 3)),
-                ("refused".to_owned(), member("http://r", 3)),
+                ("old".into(), member("http://old", 9)),
+                ("new".into(), member("http://new", 3)),
+                ("refused".into(), member("http://r", 3)),
             ]
             .into(),
         };

@@ -34,6 +34,7 @@ use super::ledger::lines::{Described, Lines};
 use super::ledger::{Entries, LedgerError};
 use crate::local::audit::AuditHead;
 use crate::local::domain::Position;
+use crate::local::domain_name::DomainName;
 use crate::security::member::Admission;
 use tokio_util::sync::CancellationToken;
 use xarchive_seal::ArchiveEntry;
@@ -177,8 +178,20 @@ struct LedgerRead {
 /// The members now, as [`ZooKeeperCoordinator::read_members`] read them,
 /// and the ledger read with them.
 struct Members {
-    members: BTreeMap<String, Member>,
+    members: BTreeMap<DomainName, Member>,
     ledger: LedgerRead,
+}
+
+/// A znode's name as a domain's name; a name no domain could have (put
+/// there by hand, or by something else) is left out, and said so.
+pub(super) fn named(name: &str) -> Option<DomainName> {
+    match DomainName::parse(name) {
+        Ok(name) => Some(name),
+        Err(e) => {
+            tracing::warn!(error = %e, "a znode in the cluster's folders is ignored");
+            None
+        }
+    }
 }
 
 /// What a publication does with this domain's registration, in the
@@ -405,8 +418,7 @@ impl ZooKeeperCoordinator {
         let ledger = self.read_ledger_with(client, true).await?;
         let mut members = BTreeMap::new();
         let mut unrecorded = Vec::new();
-        for name in &ledger.registered {
-            let name = name.clone();
+        for name in ledger.registered.iter().filter_map(|n| named(n)) {
             match ledger.roster.known.get(&name) {
                 Some(known) => {
                     members.insert(name, known.member.clone());
@@ -740,7 +752,7 @@ fn admit<T: Registered>(admission: &Admission, folder: &str, name: &str, data: &
 impl Coordinator for ZooKeeperCoordinator {
     fn run(
         self: Arc<Self>,
-        name: String,
+        name: DomainName,
         mut member: Member,
         mut positions: watch::Receiver<Position>,
         shutdown: CancellationToken,
