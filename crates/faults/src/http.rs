@@ -8,7 +8,8 @@ use reqwest::blocking::{Client, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use xarchive_node::wire::{
-    AuditPage, CacheRoute, ErrorBody, ErrorCode, LookupBody, RequestView, SearchBody,
+    AuditPage, CacheRoute, ErrorBody, ErrorCode, LookupBody, RequestView, SearchBody, EPOCH_HEADER,
+    VERSION_HEADER,
 };
 
 use crate::history::{Outcome, StepSeen};
@@ -210,7 +211,7 @@ pub fn filter_at(client: &Client, base: &str, path: &str) -> Result<((u64, u64),
             .and_then(|v| v.parse::<u64>().ok())
             .ok_or_else(|| format!("GET {path}: no {name} header"))
     };
-    let position = (header("x-xarchive-epoch")?, header("x-xarchive-version")?);
+    let position = (header(EPOCH_HEADER)?, header(VERSION_HEADER)?);
     let bytes = response
         .bytes()
         .map_err(|e| format!("GET {path}: reading the body: {e}"))?;
