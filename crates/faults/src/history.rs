@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use xarchive_node::wire::{CacheRoute, ErrorCode, HoldingState, RequestStatus, RequestView};
@@ -370,6 +370,10 @@ pub struct RequestSeen {
     /// Records no domain was found to hold when it was submitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_found: Vec<String>,
+    /// When the receiving domain registered it (its `submitted_at`, on
+    /// this history's clock): its records were looked up before then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_us: Option<u64>,
     /// Its certificate, issued at the end by the final checks (for an
     /// answered request), and how its checks went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -405,8 +409,9 @@ pub struct PartSeen {
 }
 
 impl RequestSeen {
-    /// What the checker needs of `view`, listed at `domain`.
-    pub fn of(domain: &str, view: &RequestView) -> RequestSeen {
+    /// What the checker needs of `view`, listed at `domain`, its
+    /// `submitted_at` put on the clock of `rec`.
+    pub fn of(domain: &str, view: &RequestView, rec: &Recorder) -> RequestSeen {
         RequestSeen {
             domain: domain.to_owned(),
             id: view.id.clone(),
@@ -431,6 +436,9 @@ impl RequestSeen {
                 })
                 .collect(),
             not_found: view.not_found.clone(),
+            registered_us: humantime::parse_rfc3339(&view.submitted_at)
+                .ok()
+                .map(|at| rec.us_at(at)),
             certificate: None,
         }
     }
@@ -535,6 +543,9 @@ struct Inner {
 /// the file as it happens, so a run that dies leaves what it had.
 pub struct Recorder {
     clock: Instant,
+    /// The wall clock when `clock` was read: a time a domain wrote (the
+    /// same machine's clock) is put on this history's clock by it.
+    wall: SystemTime,
     path: Option<PathBuf>,
     inner: Mutex<Inner>,
 }
@@ -552,6 +563,7 @@ impl Recorder {
         };
         Ok(Recorder {
             clock: Instant::now(),
+            wall: SystemTime::now(),
             path: path.map(Path::to_owned),
             inner: Mutex::new(Inner {
                 history: History::default(),
@@ -564,6 +576,13 @@ impl Recorder {
     /// Microseconds since the recorder was made.
     pub fn now_us(&self) -> u64 {
         u64::try_from(self.clock.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Microseconds from the recorder's start to the wall-clock time
+    /// `at` (0 for a time before it).
+    pub fn us_at(&self, at: SystemTime) -> u64 {
+        at.duration_since(self.wall)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
     }
 
     /// The instant `us` stands for.
@@ -723,6 +742,7 @@ mod tests {
                 invalid: Vec::new(),
             }],
             not_found: Vec::new(),
+            registered_us: Some(40),
             certificate: None,
         });
         rec.step(StepSeen {
@@ -754,5 +774,13 @@ mod tests {
         assert_eq!(rec.history().requests.len(), 1);
         assert_eq!(rec.history().steps.len(), 1);
         assert_eq!(History::load(&path).unwrap(), rec.history());
+    }
+
+    #[test]
+    fn a_time_a_domain_wrote_is_put_on_the_history_clock() {
+        let rec = Recorder::new(None).unwrap();
+        let later = rec.wall + std::time::Duration::from_millis(1_500);
+        assert_eq!(rec.us_at(later), 1_500_000);
+        assert_eq!(rec.us_at(std::time::UNIX_EPOCH), 0, "before the start");
     }
 }

@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::history::{History, Op, OpKind, Outcome, PartSeen, RequestSeen};
+use crate::history::{secs, History, Op, OpKind, Outcome, PartSeen, RequestSeen};
 use crate::violation::{Violation, ViolationKind, FINAL};
 use xarchive_node::wire::{HoldingState, RequestStatus};
 
@@ -367,15 +367,25 @@ fn check_request(
             format!("{s}; but request {} holds {listed:?}", r.id),
         );
     }
+    // The records were looked up before the receiving domain registered
+    // the request, which may be after its clerk gave up waiting (a submit
+    // sent while a link was cut is read once it heals): a delete started
+    // by then may be why one was found nowhere.
+    let looked_up_by = r.registered_us.map_or(s.end_us, |at| at.max(s.end_us));
+    let registered = r.registered_us.map_or_else(
+        || "at an unknown time".to_owned(),
+        |us| format!("at {:.3} s", secs(us)),
+    );
     for record in &r.not_found {
         if let Some(p) = ix.acked_before(record, s.start_us) {
-            if !ix.delete_started_before(record, s.end_us) {
+            if !ix.delete_started_before(record, looked_up_by) {
                 push(
                     ViolationKind::AcknowledgedThen404,
                     name,
                     at,
                     format!(
-                        "{s}; request {} found no domain holding {record}; but acknowledged: {p}",
+                        "{s}; request {} (registered {registered}) found no domain holding \
+                         {record}; but acknowledged: {p}",
                         r.id
                     ),
                 );
@@ -590,6 +600,7 @@ mod tests {
             .filter(|p| p.state.is_final())
             .collect(),
             not_found: Vec::new(),
+            registered_us: None,
             certificate: None,
         }
     }
@@ -761,6 +772,40 @@ mod tests {
         h.requests[0].status = RequestStatus::NoRecords;
         h.requests[0].not_found = vec!["B-1".into()];
         assert_eq!(kinds(&h), [ViolationKind::AcknowledgedThen404]);
+    }
+
+    /// The partitions test's seed 20261139 once: the clerk's submit sent
+    /// while the receiving domain's link was cut timed out, and the
+    /// domain read it once the link healed, after a delete of one of its
+    /// records had begun.
+    #[test]
+    fn a_record_deleted_before_a_timed_out_submit_was_registered_may_be_found_nowhere() {
+        let history = |registered_us| History {
+            ops: vec![
+                op(OpKind::Put, "B-1", "B", 0, 10, ok(201, None)),
+                submit(reset()),
+                op(OpKind::Delete, "B-1", "B", 40, 45, ok(204, None)),
+            ],
+            faults: Vec::new(),
+            requests: vec![RequestSeen {
+                status: RequestStatus::NoRecords,
+                parts: Vec::new(),
+                awaiting: 0,
+                not_found: vec!["B-1".into()],
+                registered_us,
+                ..listed(HoldingState::Released)
+            }],
+            steps: vec![step("A", "request_submitted", "A")],
+        };
+        // The clerk gave up at 30; registered at 50, after the delete began.
+        assert_eq!(kinds(&history(Some(50))), []);
+        // Registered at 35, before the delete: the record was there.
+        assert_eq!(
+            kinds(&history(Some(35))),
+            [ViolationKind::AcknowledgedThen404]
+        );
+        // When it was registered is not known: the clerk's wait bounds it.
+        assert_eq!(kinds(&history(None)), [ViolationKind::AcknowledgedThen404]);
     }
 
     #[test]

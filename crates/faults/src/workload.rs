@@ -372,7 +372,7 @@ impl Workload<'_> {
             match again(|| http::get_typed::<RequestList>(&client, url, "/v1/requests")) {
                 Ok(list) => {
                     for view in &list.requests {
-                        let mut seen = RequestSeen::of(name, view);
+                        let mut seen = RequestSeen::of(name, view, self.rec);
                         if view.status == RequestStatus::Answered {
                             // Checked at the next domain: any archive
                             // checks any certificate of the cluster.
