@@ -122,6 +122,22 @@ impl Replicas {
         };
         Ok(moves_forward(peer.position_of(part), published, change))
     }
+
+    /// Takes `change` into the copy of `origin`'s `part` if it brings the
+    /// copy forward as the copy stands now; whether it did.
+    fn take_forward(
+        &mut self,
+        origin: &str,
+        part: RelayPart,
+        change: &Change,
+        source: Source<'_>,
+    ) -> Result<bool, ReplicaError> {
+        if !self.moves_forward(origin, part, change, source)? {
+            return Ok(false);
+        }
+        self.take(origin, part, change)?;
+        Ok(true)
+    }
 }
 
 impl Cluster {
@@ -162,7 +178,14 @@ impl Cluster {
         }
         {
             let mut replicas = self.replicas.write();
-            replicas.take(origin, part, &change)?;
+            // The cache was evicted outside the lock, so another change of
+            // this origin (a relay page and a pull, at once) may have moved
+            // the copy meanwhile: checked again where it is applied, the
+            // copy never goes back. (What was evicted for nothing is only
+            // read again.)
+            if !replicas.take_forward(origin, part, &change, source)? {
+                return Ok(Taken::Dropped);
+            }
             match (source, part, &change) {
                 // A copy brought forward by the relay counts as synced once
                 // current, as after a pull.
@@ -375,6 +398,45 @@ mod tests {
         replicas
     }
 
+    /// The door's first check and its cache eviction run before the
+    /// write lock is taken; meanwhile a later whole filter was taken in.
+    #[test]
+    fn a_change_overtaken_while_the_cache_was_evicted_is_dropped_not_applied() {
+        let steps: Vec<Step> = (0..4).map(Step::Insert).collect();
+        let (states, changes) = history(&steps);
+        let whole_at = |version: u64| {
+            changes
+                .iter()
+                .find(|c| matches!(c, Change::Whole(w) if w.filter.position.version == version))
+                .unwrap_or_else(|| panic!("a whole filter at version {version}"))
+        };
+        let (first, middle, last) = (states[1].0, states[2].0, states[4].0);
+        let mut replicas = with_peer(last);
+        let source = Source::Nearby("C");
+        let filter = RelayPart::Filter;
+        assert!(replicas
+            .take_forward("B", filter, whole_at(first.version), source)
+            .unwrap_or_else(|e| panic!("{e}")));
+        let earlier = whole_at(middle.version);
+        assert!(
+            replicas
+                .moves_forward("B", filter, earlier, source)
+                .unwrap_or_else(|e| panic!("{e}")),
+            "forward when first checked"
+        );
+        assert!(replicas
+            .take_forward("B", filter, whole_at(last.version), source)
+            .unwrap_or_else(|e| panic!("{e}")));
+        assert!(
+            !replicas
+                .take_forward("B", filter, earlier, source)
+                .unwrap_or_else(|e| panic!("{e}")),
+            "overtaken by then"
+        );
+        let held = replicas.peer("B").and_then(|p| p.position_of(filter));
+        assert_eq!(held, Some(last));
+    }
+
     proptest! {
         /// Whatever order deltas and whole filters reach the door in, a
         /// copy it keeps never goes backward within an epoch, and holds
@@ -391,12 +453,8 @@ mod tests {
             for pick in order {
                 let change = &changes[pick.index(changes.len())];
                 // From a neighbour: the epoch published is the view's.
-                let offered = replicas.moves_forward("B", RelayPart::Filter, change, Source::Nearby("C"))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                if offered {
-                    replicas.take("B", RelayPart::Filter, change)
-                        .unwrap_or_else(|e| panic!("a change the rule lets in must apply: {e}"));
-                }
+                replicas.take_forward("B", RelayPart::Filter, change, Source::Nearby("C"))
+                    .unwrap_or_else(|e| panic!("a change the rule lets in must apply: {e}"));
                 let Some(now) = replicas.peer("B").and_then(|p| p.position_of(RelayPart::Filter)) else {
                     continue;
                 };
