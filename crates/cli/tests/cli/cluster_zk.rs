@@ -2,7 +2,7 @@
 //! deletes, a killed domain, a ZooKeeper outage, a lost session, and
 //! concurrent writes with lookups.
 
-use crate::common::bin;
+use crate::common::{bin, http};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -903,7 +903,7 @@ async fn an_applicant_s_identity_number_reaches_no_log_metric_or_znode_on_its_wa
     // What would give the number away: its birth date and sequence digits.
     let digits = &person[6..14];
     let mut seen: Vec<(String, String)> = Vec::new();
-    let http = reqwest::Client::new();
+    let http = http();
     for (i, domain) in cluster.domains.iter().enumerate() {
         let client = cluster.client(i);
         let name = ["A", "B", "C"][i];

@@ -10,6 +10,14 @@ pub fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_xarchive"))
 }
 
+/// A plain HTTP client. The TLS provider is installed first: a client
+/// built without one panics, and no test may count on another having
+/// installed it in the same process.
+pub fn http() -> reqwest::Client {
+    xarchive_node::security::tls::install_crypto();
+    reqwest::Client::new()
+}
+
 /// Runs `xarchive args` against `server`, with `token` and `stdin` if
 /// given (no standard input otherwise).
 pub fn run(args: &[&str], server: &str, token: Option<&str>, stdin: Option<&[u8]>) -> Output {

@@ -1,7 +1,7 @@
 //! One domain as a real process: crashes, bad input, concurrent writers,
 //! graceful shutdown.
 
-use crate::common::bin;
+use crate::common::{bin, http};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,12 +13,6 @@ use xarchive_node::wire::{ErrorBody, ErrorCode, Strategy};
 use xarchive_node::ApiClient;
 use xarchive_node::VerifyReport;
 use xarchive_testkit::{digest, tempdir, Acknowledged, DomainProcess, Spawn};
-
-/// A plain HTTP client (the TLS provider must be installed first).
-fn http() -> reqwest::Client {
-    xarchive_node::security::tls::install_crypto();
-    reqwest::Client::new()
-}
 
 fn client(d: &DomainProcess) -> ApiClient {
     ApiClient::new(&d.url, Duration::from_mins(1)).unwrap()
