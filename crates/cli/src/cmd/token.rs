@@ -160,13 +160,8 @@ pub fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(domain) = &args.domain {
-        anyhow::ensure!(
-            !domain.is_empty()
-                && domain
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-            "--domain must be a domain's name (A-Z a-z 0-9 - _)"
-        );
+        xarchive_node::DomainName::parse(domain)
+            .map_err(|e| anyhow::anyhow!("--domain must be a domain's name: {e}"))?;
         entry.push_str(&format!("domain = \"{domain}\"\n"));
     }
     match &args.config {

@@ -270,6 +270,28 @@ fn serve_tells_systemd_it_is_ready_once_it_has_read_the_membership() {
 }
 
 #[test]
+fn a_token_bound_to_a_name_no_domain_could_have_is_refused_and_nothing_is_written() {
+    let dir = tempdir().unwrap();
+    let config = dir.path().join("tokens.toml");
+    for bad in ["a/b", "", &"x".repeat(65)] {
+        let out = Command::new(bin())
+            .args(["token", "create", "--role", "read", "--name", "n"])
+            .args(["--domain", bad])
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("--domain must be a domain's name"),
+            "{}",
+            text(&out)
+        );
+        assert!(!config.exists(), "{bad:?}: nothing is written");
+    }
+}
+
+#[test]
 fn tokens_are_listed_revoked_and_taken_again_on_sighup_without_a_restart() {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;

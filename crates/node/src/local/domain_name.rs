@@ -22,11 +22,7 @@ pub struct InvalidDomainName(pub String);
 
 impl DomainName {
     pub fn parse(name: &str) -> Result<Self, InvalidDomainName> {
-        if is_domain_name(name) {
-            Ok(DomainName(name.to_owned()))
-        } else {
-            Err(InvalidDomainName(name.to_owned()))
-        }
+        Self::try_from(name.to_owned())
     }
 
     pub fn as_str(&self) -> &str {
