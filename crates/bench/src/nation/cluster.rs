@@ -368,7 +368,12 @@ async fn pull(client: &Client, epoch: u64, version: u64) -> anyhow::Result<((u64
             DeltaAnswer::SnapshotRequired => 0,
         }
     } else {
-        client.key_filter().await?.filter.bytes.len()
+        client
+            .whole(xarchive_node::wire::RelayPart::Keys, None)
+            .await?
+            .filter
+            .bytes
+            .len()
     };
     Ok((at, bytes as u64))
 }

@@ -91,35 +91,12 @@ pub struct FetchedFilter {
     pub bytes: Bytes,
 }
 
-/// A peer's key filter as fetched, and which filter key built it.
-#[derive(Debug, Clone)]
-pub struct FetchedKeys {
-    pub filter: FetchedFilter,
-    pub key_id: String,
-}
-
 /// A whole filter as fetched; a key filter's with the filter key that
 /// built it (`KEY_ID_HEADER`), which the ID filter has none of.
 #[derive(Debug, Clone)]
 pub struct Whole {
     pub filter: FetchedFilter,
     pub key_id: Option<String>,
-}
-
-impl Whole {
-    /// A key filter's, its filter key required.
-    fn into_keys(self) -> Result<FetchedKeys, ClientError> {
-        match self.key_id {
-            Some(key_id) => Ok(FetchedKeys {
-                filter: self.filter,
-                key_id,
-            }),
-            None => Err(ClientError::Decode {
-                url: String::new(),
-                detail: format!("missing header {KEY_ID_HEADER}"),
-            }),
-        }
-    }
 }
 
 /// A page of a peer's relay.
@@ -395,11 +372,6 @@ impl Client {
 
     pub async fn filter(&self) -> Result<FetchedFilter, ClientError> {
         Ok(self.whole(RelayPart::Filter, None).await?.filter)
-    }
-
-    /// The key filter (this domain must be a member).
-    pub async fn key_filter(&self) -> Result<FetchedKeys, ClientError> {
-        self.whole(RelayPart::Keys, None).await?.into_keys()
     }
 
     /// The whole of `part`: this domain's own (`copy_of` None), or its copy

@@ -109,18 +109,17 @@ pub async fn lookup(
             e.with("route", route_json).into_response()
         }
         Outcome::Unavailable { domains } => {
+            let domains: Vec<String> = domains.into_iter().map(String::from).collect();
             echo(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::Unavailable,
                 format!(
-                "{said} was not found in the domains that answered; these could not be reached: {}",
-                domains.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
-            ),
+                    "{said} was not found in the domains that answered; these could not be \
+                     reached: {}",
+                    domains.join(", ")
+                ),
             ))
-            .with(
-                "unavailable",
-                domains.into_iter().map(String::from).collect::<Vec<_>>(),
-            )
+            .with("unavailable", domains)
             .with("route", route_json)
             .into_response()
         }
